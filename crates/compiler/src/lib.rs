@@ -1,0 +1,1 @@
+//! lumen-compiler (built by the compiler issue).

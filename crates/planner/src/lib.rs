@@ -1,0 +1,26 @@
+//! lumen-planner: places every buffer of a program at an aligned offset in ONE slab.
+//!
+//! The semantics follow Luminal's `plan_slab` (src/buffer/arena.rs in luminal-ai/luminal):
+//! buffers are requested in order, each with a size in bytes and the set of DAG nodes that use
+//! it; two buffers may share bytes only when every use of one strictly precedes every use of the
+//! other in the DAG's transitive closure. The planner knows nothing of tensors.
+//!
+//! - [`plan_slab`] places requests (first fit in request order by default).
+//! - [`lower_bound`] is the exact maximum-weight antichain of reserved sizes: no planner can beat it.
+//! - [`verify`] checks any plan independently and names the offending pair.
+
+pub mod error;
+pub mod lower_bound;
+pub mod reach;
+pub mod slab;
+pub mod verify;
+
+pub use error::{PlanError, VerifyError};
+pub use lower_bound::lower_bound;
+pub use reach::Reachability;
+pub use slab::{SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, plan_slab, reserved_bytes};
+pub use verify::verify;
+
+/// The DAG type the planner works on: nodes are program steps (kernels, uploads, readbacks),
+/// edges are "must run before". Node and edge weights are ignored by the planner.
+pub type Dag<N = (), E = ()> = petgraph::graph::DiGraph<N, E>;

@@ -1,0 +1,1 @@
+//! lumen-runtime (built by the runtime issue).

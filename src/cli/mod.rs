@@ -1,0 +1,26 @@
+//! Subcommands of the `lumen` CLI, one file each.
+
+mod plan_slab;
+
+use clap::{Parser, Subcommand};
+
+/// lumen: a small Luminal-style tensor compiler (DSL -> HLIR -> LLIR -> one slab -> runtime).
+#[derive(Debug, Parser)]
+#[command(name = "lumen", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Plan buffers into one slab from a JSON problem or a MiniMalloc CSV.
+    PlanSlab(plan_slab::Args),
+}
+
+/// Runs the chosen subcommand.
+pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::PlanSlab(args) => plan_slab::run(args),
+    }
+}
