@@ -82,7 +82,9 @@ pub enum VerifyError {
         limit: usize,
     },
     /// Two buffers whose lifetimes conflict share bytes.
-    #[error("buffers {a} [{a_start}, {a_end}) and {b} [{b_start}, {b_end}) overlap but their lifetimes conflict")]
+    #[error(
+        "buffers {a} [{a_start}, {a_end}) and {b} [{b_start}, {b_end}) overlap but their lifetimes conflict"
+    )]
     Overlap {
         /// First buffer's id.
         a: String,

@@ -10,12 +10,20 @@ use crate::{PlanError, Reachability, SlabBuffer};
 ///
 /// # Errors
 /// The input errors of [`crate::plan_slab`] (alignment, cycle, ids, uses, overflow).
-pub fn lower_bound<N, E>(dag: &DiGraph<N, E>, buffers: &[SlabBuffer], alignment: usize) -> Result<usize, PlanError> {
+pub fn lower_bound<N, E>(
+    dag: &DiGraph<N, E>,
+    buffers: &[SlabBuffer],
+    alignment: usize,
+) -> Result<usize, PlanError> {
     let (reach, reserved) = crate::slab::validate(dag, buffers, alignment)?;
     Ok(max_antichain(&reach, buffers, &reserved))
 }
 
-pub(crate) fn max_antichain(_reach: &Reachability, _buffers: &[SlabBuffer], reserved: &[usize]) -> usize {
+pub(crate) fn max_antichain(
+    _reach: &Reachability,
+    _buffers: &[SlabBuffer],
+    reserved: &[usize],
+) -> usize {
     // TODO(planner issue): exact min-flow. Placeholder: the largest single buffer.
     reserved.iter().copied().max().unwrap_or(0)
 }

@@ -21,7 +21,11 @@ pub struct SlabBuffer {
 
 impl SlabBuffer {
     /// A request for `bytes` bytes used by `uses`.
-    pub fn new(id: impl Into<String>, bytes: usize, uses: impl IntoIterator<Item = NodeIndex>) -> Self {
+    pub fn new(
+        id: impl Into<String>,
+        bytes: usize,
+        uses: impl IntoIterator<Item = NodeIndex>,
+    ) -> Self {
         Self { id: id.into(), bytes, uses: uses.into_iter().collect() }
     }
 }
@@ -162,8 +166,10 @@ pub(crate) fn finish(
     offsets: Vec<usize>,
 ) -> Result<SlabPlan, PlanError> {
     let slab_bytes = offsets.iter().zip(&reserved).map(|(o, r)| o + r).max().unwrap_or(0);
-    let naive_bytes =
-        reserved.iter().try_fold(0usize, |acc, &r| acc.checked_add(r)).ok_or(PlanError::Overflow)?;
+    let naive_bytes = reserved
+        .iter()
+        .try_fold(0usize, |acc, &r| acc.checked_add(r))
+        .ok_or(PlanError::Overflow)?;
     let lower_bound = crate::lower_bound::max_antichain(reach, buffers, &reserved);
     Ok(SlabPlan { offsets, reserved, slab_bytes, naive_bytes, lower_bound })
 }

@@ -5,7 +5,8 @@ use lumen_planner::{Dag, SlabBuffer, SlabOptions, plan_slab};
 #[test]
 fn seed_table_offsets() {
     let mut dag: Dag = Dag::new();
-    let [up, mm, ab, relu, rb] = ["upload", "lt_matmul", "add_bias", "relu", "readback"].map(|_| dag.add_node(()));
+    let [up, mm, ab, relu, rb] =
+        ["upload", "lt_matmul", "add_bias", "relu", "readback"].map(|_| dag.add_node(()));
     dag.extend_with_edges([(up, mm), (mm, ab), (ab, relu), (relu, rb)]);
     let bufs = vec![
         SlabBuffer::new("x", 65_536, [up, mm]),
