@@ -61,6 +61,24 @@ pub enum VerifyError {
         /// Buffers requested.
         buffers: usize,
     },
+    /// The plan has a different number of reserved sizes than there are buffers.
+    #[error("plan has {reserved} reserved sizes for {buffers} buffers")]
+    ReservedLength {
+        /// Reserved sizes in the plan.
+        reserved: usize,
+        /// Buffers requested.
+        buffers: usize,
+    },
+    /// A reserved size is not `round_up(max(bytes, 1), alignment)`.
+    #[error("buffer {id} reserves {reserved} bytes but its size and the alignment give {expected}")]
+    Reserved {
+        /// The buffer's id.
+        id: String,
+        /// The plan's reserved size in bytes.
+        reserved: usize,
+        /// The reserved size the buffer's bytes and the alignment give.
+        expected: usize,
+    },
     /// An offset is not a multiple of the alignment.
     #[error("buffer {id} at offset {offset} is not aligned to {alignment} bytes")]
     Misaligned {
@@ -98,6 +116,14 @@ pub enum VerifyError {
         b_start: usize,
         /// Second buffer's end (exclusive).
         b_end: usize,
+    },
+    /// The plan's lower bound is not the exact maximum-weight antichain.
+    #[error("plan reports lower_bound = {reported} but the exact lower bound is {exact}")]
+    LowerBound {
+        /// The value the plan carries, in bytes.
+        reported: usize,
+        /// The exact maximum-weight antichain of reserved sizes, in bytes.
+        exact: usize,
     },
     /// The plan's totals do not match its offsets.
     #[error("plan reports {field} = {reported} but its offsets give {actual}")]

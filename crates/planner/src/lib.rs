@@ -10,13 +10,16 @@
 //! - [`verify`] checks any plan independently and names the offending pair.
 
 pub mod error;
+mod flow;
 pub mod lower_bound;
+pub mod order;
 pub mod reach;
 pub mod slab;
 pub mod verify;
 
 pub use error::{PlanError, VerifyError};
-pub use lower_bound::lower_bound;
+pub use lower_bound::{Antichain, antichain_of, lower_bound, max_weight_antichain};
+pub use order::BufferOrder;
 pub use reach::Reachability;
 pub use slab::{SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, plan_slab, reserved_bytes};
 pub use verify::verify;

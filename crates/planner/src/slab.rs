@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 
+use crate::order::BufferOrder;
 use crate::{PlanError, Reachability};
 
 /// One buffer request: `bytes` of storage live at and between the DAG nodes in `uses` (every
@@ -141,7 +142,8 @@ pub(crate) fn validate<N, E>(
 ///
 /// First fit: for each request in order, the earlier requests that conflict with it (neither
 /// precedes the other) are sorted by offset and scanned from 0; the request takes the first gap
-/// it fits in. Request order is part of the plan.
+/// it fits in. Request order is part of the plan. The plan also carries `slab_bytes`,
+/// `naive_bytes` and the exact [`crate::lower_bound`].
 ///
 /// # Errors
 /// Every [`PlanError`]: zero alignment, a cyclic DAG, duplicate ids, empty uses, absent nodes,
@@ -152,59 +154,74 @@ pub fn plan_slab<N, E>(
     options: &SlabOptions,
 ) -> Result<SlabPlan, PlanError> {
     let (reach, reserved) = validate(dag, buffers, options.alignment)?;
-    let offsets = match options.algorithm {
-        SlabAlgorithm::FirstFit => first_fit(&reach, buffers, &reserved, options.capacity)?,
-    };
-    finish(&reach, buffers, reserved, offsets)
+    let order = BufferOrder::new(&reach, buffers);
+    let offsets = place(options.algorithm, &order, buffers, &reserved, options.capacity)?;
+    finish(&order, reserved, offsets)
 }
 
-/// Assembles a plan's totals from its offsets.
-pub(crate) fn finish(
-    reach: &Reachability,
+/// Runs one placement algorithm: offsets in request order. New algorithms add an arm here.
+pub(crate) fn place(
+    algorithm: SlabAlgorithm,
+    order: &BufferOrder,
     buffers: &[SlabBuffer],
+    reserved: &[usize],
+    capacity: Option<usize>,
+) -> Result<Vec<usize>, PlanError> {
+    match algorithm {
+        SlabAlgorithm::FirstFit => first_fit(order, buffers, reserved, capacity),
+    }
+}
+
+/// Assembles a plan's totals from its offsets (`offsets` and `reserved` in request order).
+pub(crate) fn finish(
+    order: &BufferOrder,
     reserved: Vec<usize>,
     offsets: Vec<usize>,
 ) -> Result<SlabPlan, PlanError> {
-    let slab_bytes = offsets.iter().zip(&reserved).map(|(o, r)| o + r).max().unwrap_or(0);
+    let mut slab_bytes = 0usize;
+    for (o, r) in offsets.iter().zip(&reserved) {
+        slab_bytes = slab_bytes.max(o.checked_add(*r).ok_or(PlanError::Overflow)?);
+    }
     let naive_bytes = reserved
         .iter()
         .try_fold(0usize, |acc, &r| acc.checked_add(r))
         .ok_or(PlanError::Overflow)?;
-    let lower_bound = crate::lower_bound::max_antichain(reach, buffers, &reserved);
+    let lower_bound = crate::lower_bound::antichain_of(order, &reserved)?.weight;
     Ok(SlabPlan { offsets, reserved, slab_bytes, naive_bytes, lower_bound })
 }
 
-fn first_fit(
-    reach: &Reachability,
+/// Luminal's first fit in request order (see [`plan_slab`]).
+pub(crate) fn first_fit(
+    order: &BufferOrder,
     buffers: &[SlabBuffer],
     reserved: &[usize],
     capacity: Option<usize>,
 ) -> Result<Vec<usize>, PlanError> {
     let mut offsets: Vec<usize> = Vec::with_capacity(buffers.len());
     let mut busy: Vec<(usize, usize)> = Vec::new();
-    for (i, buf) in buffers.iter().enumerate() {
+    for (i, (buf, &size)) in buffers.iter().zip(reserved).enumerate() {
         busy.clear();
+        // Earlier ends were checked when they were placed.
         busy.extend(
-            (0..i)
-                .filter(|&j| reach.conflicts(&buffers[j].uses, &buf.uses))
-                .map(|j| (offsets[j], offsets[j] + reserved[j])),
+            offsets
+                .iter()
+                .zip(reserved)
+                .enumerate()
+                .filter(|&(j, _)| order.conflicts(j, i))
+                .map(|(_, (&o, &r))| (o, o + r)),
         );
         busy.sort_unstable();
         let mut candidate = 0usize;
         for &(start, end) in &busy {
-            let want_end = candidate.checked_add(reserved[i]).ok_or(PlanError::Overflow)?;
+            let want_end = candidate.checked_add(size).ok_or(PlanError::Overflow)?;
             if want_end <= start {
                 break;
             }
             candidate = candidate.max(end);
         }
-        let end = candidate.checked_add(reserved[i]).ok_or(PlanError::Overflow)?;
-        if capacity.is_some_and(|cap| end > cap) {
-            return Err(PlanError::CapacityExceeded {
-                capacity: capacity.unwrap_or(0),
-                index: i,
-                bytes: buf.bytes,
-            });
+        let end = candidate.checked_add(size).ok_or(PlanError::Overflow)?;
+        if let Some(cap) = capacity.filter(|&cap| end > cap) {
+            return Err(PlanError::CapacityExceeded { capacity: cap, index: i, bytes: buf.bytes });
         }
         offsets.push(candidate);
     }

@@ -1,0 +1,223 @@
+//! Property tests on random DAGs whose node ids are not in topological order: uses of 1 to 3
+//! nodes, sizes 0 to 1 MiB, alignments 1, 64 and 256.
+
+use lumen_planner::{
+    BufferOrder, Dag, PlanError, Reachability, SlabBuffer, SlabOptions, max_weight_antichain,
+    plan_slab, reserved_bytes, verify,
+};
+use petgraph::graph::NodeIndex;
+use proptest::prelude::*;
+
+/// A random DAG and requests, in a form that can be rebuilt under another node numbering.
+#[derive(Debug, Clone)]
+struct Case {
+    nodes: usize,
+    /// Edges as (from, to) node ids; acyclic by construction.
+    edges: Vec<(usize, usize)>,
+    /// (bytes, uses) per request.
+    buffers: Vec<(usize, Vec<usize>)>,
+    alignment: usize,
+}
+
+impl Case {
+    /// The DAG with node `i` of the case inserted as node `relabel[i]`, edges in the given order.
+    fn build(&self, relabel: &[usize], reverse_edges: bool) -> (Dag, Vec<SlabBuffer>) {
+        let mut dag: Dag = Dag::new();
+        let ids: Vec<NodeIndex> = (0..self.nodes).map(|_| dag.add_node(())).collect();
+        let map = |i: usize| ids[relabel[i]];
+        let mut edges = self.edges.clone();
+        if reverse_edges {
+            edges.reverse();
+        }
+        for (a, b) in edges {
+            dag.add_edge(map(a), map(b), ());
+        }
+        let bufs = self
+            .buffers
+            .iter()
+            .enumerate()
+            .map(|(k, (bytes, uses))| {
+                SlabBuffer::new(format!("b{k}"), *bytes, uses.iter().map(|&u| map(u)))
+            })
+            .collect();
+        (dag, bufs)
+    }
+
+    fn identity(&self) -> Vec<usize> {
+        (0..self.nodes).collect()
+    }
+
+    fn options(&self) -> SlabOptions {
+        SlabOptions { alignment: self.alignment, ..SlabOptions::default() }
+    }
+}
+
+/// `nodes` in 1..=max_nodes, a hidden topological order (a shuffle, so ids are not sorted),
+/// each forward pair of that order an edge with probability `density`.
+fn case(max_nodes: usize, max_buffers: usize, density: f64) -> impl Strategy<Value = Case> {
+    (1..=max_nodes).prop_flat_map(move |n| {
+        let order = Just((0..n).collect::<Vec<usize>>()).prop_shuffle();
+        let flags = prop::collection::vec(prop::bool::weighted(density), n * (n - 1) / 2);
+        let bufs = prop::collection::vec(
+            (0usize..=1 << 20, prop::collection::vec(0..n, 1..=3)),
+            0..=max_buffers,
+        );
+        let align = prop_oneof![Just(1usize), Just(64), Just(256)];
+        (Just(n), order, flags, bufs, align).prop_map(|(n, order, flags, buffers, alignment)| {
+            let mut edges = Vec::new();
+            let mut k = 0;
+            for a in 0..n {
+                for b in a + 1..n {
+                    if flags[k] {
+                        edges.push((order[a], order[b]));
+                    }
+                    k += 1;
+                }
+            }
+            Case { nodes: n, edges, buffers, alignment }
+        })
+    })
+}
+
+/// Reachability by plain DFS: `naive[a][b]` iff a path of one or more edges leads a -> b.
+fn naive_reach(case: &Case) -> Vec<Vec<bool>> {
+    let n = case.nodes;
+    let mut out = vec![vec![false; n]; n];
+    for (a, row) in out.iter_mut().enumerate() {
+        let mut stack: Vec<usize> = case.edges.iter().filter(|e| e.0 == a).map(|e| e.1).collect();
+        while let Some(v) = stack.pop() {
+            if !row[v] {
+                row[v] = true;
+                stack.extend(case.edges.iter().filter(|e| e.0 == v).map(|e| e.1));
+            }
+        }
+    }
+    out
+}
+
+fn naive_precedes(reach: &[Vec<bool>], a: &[usize], b: &[usize]) -> bool {
+    a.iter().all(|&x| b.iter().all(|&y| reach[x][y]))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn plans_verify_and_respect_bounds(case in case(24, 40, 0.15)) {
+        let (dag, bufs) = case.build(&case.identity(), false);
+        let o = case.options();
+        let plan = plan_slab(&dag, &bufs, &o).unwrap();
+        verify(&dag, &bufs, &plan, &o).unwrap();
+        prop_assert!(plan.lower_bound <= plan.slab_bytes);
+        prop_assert!(plan.slab_bytes <= plan.naive_bytes);
+        for (&off, &r) in plan.offsets.iter().zip(&plan.reserved) {
+            prop_assert_eq!(off % case.alignment, 0);
+            prop_assert_eq!(r % case.alignment, 0);
+        }
+    }
+
+    #[test]
+    fn lower_bound_is_the_brute_force_maximum(case in case(8, 11, 0.3)) {
+        let (dag, bufs) = case.build(&case.identity(), false);
+        let reach = naive_reach(&case);
+        let n = bufs.len();
+        let w: Vec<usize> =
+            bufs.iter().map(|b| reserved_bytes(b.bytes, case.alignment).unwrap()).collect();
+        let conflict = |i: usize, j: usize| {
+            let (a, b) = (&case.buffers[i].1, &case.buffers[j].1);
+            !naive_precedes(&reach, a, b) && !naive_precedes(&reach, b, a)
+        };
+        let mut best = 0usize;
+        for mask in 0u32..(1 << n) {
+            let members: Vec<usize> = (0..n).filter(|&i| mask & (1 << i) != 0).collect();
+            let anti = members
+                .iter()
+                .enumerate()
+                .all(|(k, &i)| members[k + 1..].iter().all(|&j| conflict(i, j)));
+            if anti {
+                best = best.max(members.iter().map(|&i| w[i]).sum());
+            }
+        }
+        let chain = max_weight_antichain(&dag, &bufs, case.alignment).unwrap();
+        prop_assert_eq!(chain.weight, best);
+        // The witness is itself an antichain of that weight.
+        prop_assert_eq!(chain.members.iter().map(|&i| w[i]).sum::<usize>(), best);
+        for (k, &i) in chain.members.iter().enumerate() {
+            for &j in &chain.members[k + 1..] {
+                prop_assert!(conflict(i, j), "witness members {} and {} are ordered", i, j);
+            }
+        }
+    }
+
+    #[test]
+    fn closure_and_order_match_plain_dfs(case in case(20, 16, 0.2)) {
+        let (dag, bufs) = case.build(&case.identity(), false);
+        let naive = naive_reach(&case);
+        let reach = Reachability::new(&dag).unwrap();
+        for a in 0..case.nodes {
+            for b in 0..case.nodes {
+                prop_assert_eq!(
+                    reach.reaches(NodeIndex::new(a), NodeIndex::new(b)),
+                    naive[a][b],
+                    "reaches({}, {})", a, b
+                );
+            }
+        }
+        let order = BufferOrder::new(&reach, &bufs);
+        for i in 0..bufs.len() {
+            for j in 0..bufs.len() {
+                prop_assert_eq!(
+                    order.precedes(i, j),
+                    naive_precedes(&naive, &case.buffers[i].1, &case.buffers[j].1)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn first_fit_ignores_node_insertion_order(
+        case in case(16, 24, 0.2),
+        seed in any::<u64>(),
+    ) {
+        let (dag, bufs) = case.build(&case.identity(), false);
+        // Another numbering of the same DAG: a seeded shuffle of node ids, edges reversed.
+        let mut relabel = case.identity();
+        let mut state = seed | 1;
+        for i in (1..relabel.len()).rev() {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            relabel.swap(i, (state % (i as u64 + 1)) as usize);
+        }
+        let (dag2, bufs2) = case.build(&relabel, true);
+        let o = case.options();
+        let a = plan_slab(&dag, &bufs, &o).unwrap();
+        let b = plan_slab(&dag2, &bufs2, &o).unwrap();
+        prop_assert_eq!(&a, &b);
+        // Same input twice, same plan.
+        prop_assert_eq!(&a, &plan_slab(&dag, &bufs, &o).unwrap());
+    }
+
+    #[test]
+    fn capacity_only_cuts_first_fit_short(case in case(12, 20, 0.2)) {
+        let (dag, bufs) = case.build(&case.identity(), false);
+        let mut o = case.options();
+        let free = plan_slab(&dag, &bufs, &o).unwrap();
+        o.capacity = Some(free.slab_bytes);
+        prop_assert_eq!(&plan_slab(&dag, &bufs, &o).unwrap(), &free);
+        if free.slab_bytes > 0 {
+            let cap = free.slab_bytes - 1;
+            o.capacity = Some(cap);
+            let first = free
+                .offsets
+                .iter()
+                .zip(&free.reserved)
+                .position(|(o, r)| o + r > cap)
+                .unwrap();
+            prop_assert_eq!(
+                plan_slab(&dag, &bufs, &o).unwrap_err(),
+                PlanError::CapacityExceeded { capacity: cap, index: first, bytes: bufs[first].bytes }
+            );
+        }
+    }
+}
