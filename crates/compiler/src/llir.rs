@@ -156,7 +156,7 @@ pub struct LlirBuffer {
     /// Name: the user's name for inputs, weights and outputs; `workspace` (or `workspace{i}`) and
     /// `t{i}` otherwise.
     pub id: String,
-    /// Element type; always `f32` today.
+    /// Element type: `f32` for tensors, `u8` for a workspace (raw bytes).
     pub dtype: &'static str,
     /// Shape in elements, row-major (a workspace is `[bytes]` of raw bytes).
     pub shape: Vec<usize>,
@@ -191,4 +191,53 @@ pub struct Llir {
     pub nodes: Vec<LlirNode>,
     /// Buffers; a buffer's id is its index, which is also its request index in the plan.
     pub buffers: Vec<LlirBuffer>,
+}
+
+impl Llir {
+    /// The planner's DAG: node `i` is LLIR node `i`, an edge `j -> i` for every `j` in
+    /// `nodes[i].inputs`.
+    pub fn dag(&self) -> lumen_planner::Dag {
+        let mut dag = lumen_planner::Dag::with_capacity(self.nodes.len(), self.nodes.len());
+        let ids: Vec<_> = self.nodes.iter().map(|_| dag.add_node(())).collect();
+        for (i, node) in self.nodes.iter().enumerate() {
+            for &j in &node.inputs {
+                if let (Some(&a), Some(&b)) = (ids.get(j), ids.get(i)) {
+                    dag.add_edge(a, b, ());
+                }
+            }
+        }
+        dag
+    }
+
+    /// The planner's requests, in buffer order: `{id, bytes, uses}` with uses as DAG nodes.
+    pub fn slab_buffers(&self) -> Vec<lumen_planner::SlabBuffer> {
+        self.buffers
+            .iter()
+            .map(|b| {
+                lumen_planner::SlabBuffer::new(
+                    b.id.clone(),
+                    b.bytes,
+                    b.uses.iter().map(|&u| petgraph::graph::NodeIndex::new(u)),
+                )
+            })
+            .collect()
+    }
+
+    /// DRAM traffic of one execute in bytes: the bytes of every tensor each compute node reads
+    /// plus the bytes it writes (upload and readback are host copies and not counted; the
+    /// workspace is scratch and not counted). A tensor read by two nodes counts twice, as two
+    /// kernels load it twice. Unfused linear-relu 64x256x64: 213,248.
+    pub fn dram_bytes(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|n| n.op.is_launch())
+            .flat_map(|n| n.reads.iter().chain(&n.writes))
+            .filter_map(|&b| self.buffers.get(b))
+            .fold(0usize, |acc, b| acc.saturating_add(b.bytes))
+    }
+
+    /// The buffer named `id`, if any.
+    pub fn buffer(&self, id: &str) -> Option<&LlirBuffer> {
+        self.buffers.iter().find(|b| b.id == id)
+    }
 }

@@ -1,0 +1,301 @@
+//! Deterministic dumps of a compiled program: canonical LLIR text, plan text, Graphviz `.dot`,
+//! the JSON of `lumen compile --json`, and `LLIR_DUMP_DIR` files.
+//!
+//! Everything here is a pure function of the [`CompiledProgram`]: node ids are the canonical
+//! ids (see [`crate::lower`]), buffers print in request order, nothing iterates a hash map. Two
+//! compiles of the same program give byte-identical text, so dumps diff cleanly between
+//! versions (the workflow of Luminal's `LLIR_DUMP_DIR`).
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{Value, json};
+
+use crate::error::{CompileError, ShapeText};
+use crate::llir::{BufferId, BufferRole, LlirNode, LlirOp};
+use crate::program::CompiledProgram;
+
+static DUMP_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+fn role_name(role: BufferRole) -> &'static str {
+    match role {
+        BufferRole::Input => "input",
+        BufferRole::Weight => "weight",
+        BufferRole::Workspace => "workspace",
+        BufferRole::Intermediate => "intermediate",
+        BufferRole::Output => "output",
+    }
+}
+
+/// The op's semantic parameters as `key=value` words: `m=64 k=256 n=64 epilogue=DEFAULT`,
+/// `m=64 n=64`, `len=4096`, or nothing for upload and readback.
+pub fn op_params(op: &LlirOp) -> String {
+    match *op {
+        LlirOp::LtMatmul { m, k, n, epilogue } => {
+            format!("m={m} k={k} n={n} epilogue={}", epilogue.name())
+        }
+        LlirOp::AddBias { m, n } => format!("m={m} n={n}"),
+        LlirOp::Add { len } | LlirOp::Relu { len } | LlirOp::Gelu { len } => format!("len={len}"),
+        LlirOp::Upload | LlirOp::Readback => String::new(),
+    }
+}
+
+fn names(p: &CompiledProgram, ids: &[BufferId]) -> String {
+    let v: Vec<&str> =
+        ids.iter().map(|&b| p.llir.buffers.get(b).map_or("?", |x| x.id.as_str())).collect();
+    v.join(", ")
+}
+
+fn join_ids(ids: &[usize], sep: &str) -> String {
+    ids.iter().map(usize::to_string).collect::<Vec<_>>().join(sep)
+}
+
+/// The canonical LLIR text: a header, one `buffer` line per buffer in request order (name,
+/// dtype and shape, role, bytes), then one `node` line per node in canonical order (id, op,
+/// semantic parameters, input node ids, buffers read, written and the workspace, by name).
+///
+/// ```text
+/// node 1 lt_matmul m=64 k=256 n=64 epilogue=DEFAULT inputs=[0] reads=[x, w] writes=[t0] workspace=workspace
+/// ```
+pub fn llir_text(program: &CompiledProgram) -> String {
+    let llir = &program.llir;
+    let mut s = String::new();
+    let _ = writeln!(s, "# lumen LLIR: {}", program.label);
+    let _ = writeln!(
+        s,
+        "# {} nodes, {} launches, {} buffers",
+        llir.nodes.len(),
+        program.figures.launches,
+        llir.buffers.len()
+    );
+    for b in &llir.buffers {
+        let _ = writeln!(
+            s,
+            "buffer {} {}{} {} bytes={}",
+            b.id,
+            b.dtype,
+            ShapeText(b.shape.clone()),
+            role_name(b.role),
+            b.bytes
+        );
+    }
+    for (i, node) in llir.nodes.iter().enumerate() {
+        let _ = writeln!(s, "{}", node_line(program, i, node));
+    }
+    s
+}
+
+fn node_line(p: &CompiledProgram, i: usize, node: &LlirNode) -> String {
+    let mut line = format!("node {i} {}", node.op.name());
+    let params = op_params(&node.op);
+    if !params.is_empty() {
+        line.push(' ');
+        line.push_str(&params);
+    }
+    let _ = write!(
+        line,
+        " inputs=[{}] reads=[{}] writes=[{}]",
+        join_ids(&node.inputs, ", "),
+        names(p, &node.reads),
+        names(p, &node.writes)
+    );
+    if let Some(ws) = node.workspace {
+        let _ = write!(line, " workspace={}", names(p, &[ws]));
+    }
+    line
+}
+
+/// The plan text: one row per buffer in request order (id, bytes, reserved, offset, end, uses
+/// as canonical node ids; sizes in bytes), then the totals: nodes, launches, slab_bytes,
+/// naive_bytes, lower_bound, dram_bytes, flops.
+pub fn plan_text(program: &CompiledProgram) -> String {
+    let llir = &program.llir;
+    let plan = &program.plan;
+    let width = llir.buffers.iter().map(|b| b.id.len()).max().unwrap_or(2).max(2);
+    let mut s = String::new();
+    let _ = writeln!(s, "# lumen plan: {}", program.label);
+    let _ = writeln!(
+        s,
+        "{:<width$}  {:>10}  {:>10}  {:>10}  {:>10}  uses",
+        "id", "bytes", "reserved", "offset", "end"
+    );
+    for (i, b) in llir.buffers.iter().enumerate() {
+        let offset = plan.offsets.get(i).copied().unwrap_or(0);
+        let reserved = plan.reserved.get(i).copied().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
+            b.id,
+            b.bytes,
+            reserved,
+            offset,
+            offset.saturating_add(reserved),
+            join_ids(&b.uses, ",")
+        );
+    }
+    let f = &program.figures;
+    for (k, v) in [
+        ("nodes", f.nodes as u64),
+        ("launches", f.launches as u64),
+        ("slab_bytes", f.slab_bytes as u64),
+        ("naive_bytes", f.naive_bytes as u64),
+        ("lower_bound", f.lower_bound as u64),
+        ("dram_bytes", f.dram_bytes as u64),
+        ("flops", f.flops),
+    ] {
+        let _ = writeln!(s, "{k:<12} {v}");
+    }
+    s
+}
+
+fn dot_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A Graphviz digraph of the LLIR: one box per node (`id op` and its parameters), an edge per
+/// DAG edge labelled with the buffers the source writes and the target reads.
+pub fn llir_dot(program: &CompiledProgram) -> String {
+    let llir = &program.llir;
+    let mut s = String::new();
+    let _ = writeln!(s, "digraph \"{}\" {{", dot_escape(&program.label));
+    let _ = writeln!(s, "  rankdir=TB;");
+    let _ = writeln!(s, "  node [shape=box, fontname=\"monospace\"];");
+    for (i, node) in llir.nodes.iter().enumerate() {
+        let params = op_params(&node.op);
+        let label = if params.is_empty() {
+            format!("{i} {}", node.op.name())
+        } else {
+            format!("{i} {}\\n{}", node.op.name(), dot_escape(&params))
+        };
+        let _ = writeln!(s, "  n{i} [label=\"{label}\"];");
+    }
+    for (i, node) in llir.nodes.iter().enumerate() {
+        for &j in &node.inputs {
+            let carried: Vec<BufferId> = llir
+                .nodes
+                .get(j)
+                .map(|src| src.writes.iter().copied().filter(|b| node.reads.contains(b)).collect())
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "  n{j} -> n{i} [label=\"{}\"];",
+                dot_escape(&names(program, &carried))
+            );
+        }
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// The JSON of `lumen compile --json`:
+/// `{"label", "nodes": [{"id", "op", "epilogue"?, m/k/n/len, "inputs": [node ids],
+/// "reads": [buffer ids], "writes": [...], "workspace"?}], "buffers": [{"id", "dtype",
+/// "shape", "role", "bytes", "reserved", "offset", "end", "uses": [node ids]}], "slab_bytes",
+/// "naive_bytes", "lower_bound", "launches", "dram_bytes", "flops", "node_count"}`. Node ids
+/// are the canonical ids of [`llir_text`]; buffer ids are buffer names; sizes in bytes.
+pub fn compiled_json(program: &CompiledProgram) -> Value {
+    let llir = &program.llir;
+    let name = |b: &BufferId| llir.buffers.get(*b).map_or(Value::Null, |x| json!(x.id));
+    let nodes: Vec<Value> = llir
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let mut o = serde_json::Map::new();
+            o.insert("id".into(), json!(i));
+            o.insert("op".into(), json!(node.op.name()));
+            match node.op {
+                LlirOp::LtMatmul { m, k, n, epilogue } => {
+                    o.insert("epilogue".into(), json!(epilogue.name()));
+                    o.insert("m".into(), json!(m));
+                    o.insert("k".into(), json!(k));
+                    o.insert("n".into(), json!(n));
+                }
+                LlirOp::AddBias { m, n } => {
+                    o.insert("m".into(), json!(m));
+                    o.insert("n".into(), json!(n));
+                }
+                LlirOp::Add { len } | LlirOp::Relu { len } | LlirOp::Gelu { len } => {
+                    o.insert("len".into(), json!(len));
+                }
+                LlirOp::Upload | LlirOp::Readback => {}
+            }
+            o.insert("inputs".into(), json!(node.inputs));
+            o.insert("reads".into(), Value::Array(node.reads.iter().map(name).collect()));
+            o.insert("writes".into(), Value::Array(node.writes.iter().map(name).collect()));
+            if let Some(ws) = &node.workspace {
+                o.insert("workspace".into(), name(ws));
+            }
+            Value::Object(o)
+        })
+        .collect();
+    let buffers: Vec<Value> = llir
+        .buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let offset = program.plan.offsets.get(i).copied().unwrap_or(0);
+            let reserved = program.plan.reserved.get(i).copied().unwrap_or(0);
+            json!({
+                "id": b.id,
+                "dtype": b.dtype,
+                "shape": b.shape,
+                "role": role_name(b.role),
+                "bytes": b.bytes,
+                "reserved": reserved,
+                "offset": offset,
+                "end": offset.saturating_add(reserved),
+                "uses": b.uses,
+            })
+        })
+        .collect();
+    let f = &program.figures;
+    json!({
+        "label": program.label,
+        "nodes": nodes,
+        "buffers": buffers,
+        "slab_bytes": f.slab_bytes,
+        "naive_bytes": f.naive_bytes,
+        "lower_bound": f.lower_bound,
+        "launches": f.launches,
+        "dram_bytes": f.dram_bytes,
+        "flops": f.flops,
+        "node_count": f.nodes,
+    })
+}
+
+/// Writes `{label}.llir.txt`, `{label}.llir.dot`, `{label}.plan.txt` (and `{label}.plan.svg`
+/// once the planner draws layouts) into `dir`, creating it. Each file is written to a temporary
+/// name in `dir` and renamed, so a reader never sees half a dump. Returns the paths written.
+///
+/// # Errors
+/// [`CompileError::Dump`] naming the path when the directory or a file cannot be written.
+pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>, CompileError> {
+    let io = |path: &Path, e: std::io::Error| CompileError::Dump {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let label = &program.label;
+    let files = [
+        (format!("{label}.llir.txt"), llir_text(program)),
+        (format!("{label}.llir.dot"), llir_dot(program)),
+        (format!("{label}.plan.txt"), plan_text(program)),
+    ];
+    let mut written = Vec::with_capacity(files.len());
+    for (file, text) in files {
+        let path = dir.join(&file);
+        // Unique per process and call: two threads dumping the same label never share a temp.
+        let seq = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{file}.{}.{seq}.tmp", std::process::id()));
+        fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(io(&path, e));
+        }
+        written.push(path);
+    }
+    Ok(written)
+}

@@ -1,0 +1,200 @@
+//! Typed errors of the compiler.
+//!
+//! DSL calls never fail (like Luminal's graph builders); everything a user can get wrong is
+//! recorded and reported by `compile` as a [`CompileError`], naming the op, the shapes and the
+//! user's source line (captured with `#[track_caller]` and [`std::panic::Location`]).
+
+use std::fmt;
+use std::panic::Location;
+use std::path::PathBuf;
+
+use lumen_planner::PlanError;
+use thiserror::Error;
+
+/// A shape as it appears in messages: `[64, 256]`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ShapeText(pub Vec<usize>);
+
+impl fmt::Display for ShapeText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        f.write_str("]")
+    }
+}
+
+/// The user's source line of a DSL call: `file:line:column`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SourceLocation(pub &'static Location<'static>);
+
+impl SourceLocation {
+    /// The location of the caller (follows `#[track_caller]` chains up to the user's code).
+    #[track_caller]
+    pub fn caller() -> Self {
+        Self(Location::caller())
+    }
+
+    /// The source file path as the compiler saw it.
+    pub fn file(&self) -> &'static str {
+        self.0.file()
+    }
+
+    /// 1-based line number.
+    pub fn line(&self) -> u32 {
+        self.0.line()
+    }
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.0.file(), self.0.line(), self.0.column())
+    }
+}
+
+/// Why a program did not compile.
+///
+/// Shape and naming errors come from the user's DSL program; [`CompileError::Plan`] wraps the
+/// planner's typed error (for example a slab capacity that first fit could not meet);
+/// [`CompileError::Dump`] is an I/O failure while writing `LLIR_DUMP_DIR` files.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum CompileError {
+    /// Two operand shapes that the op cannot combine, e.g. `matmul` of [2, 3] and [4, 5].
+    #[error("{op}: shapes {lhs} and {rhs} do not match: {reason} (at {location})")]
+    ShapeMismatch {
+        /// The op: `matmul`, `add`, `lt_matmul bias`.
+        op: &'static str,
+        /// Shape of the first operand.
+        lhs: ShapeText,
+        /// Shape of the second operand.
+        rhs: ShapeText,
+        /// What was expected, in words.
+        reason: String,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
+    /// An op whose operands have the wrong rank, e.g. `matmul` of a vector.
+    #[error("{op}: operand of shape {shape} has rank {rank}, expected {expected} (at {location})")]
+    Rank {
+        /// The op.
+        op: &'static str,
+        /// The offending shape.
+        shape: ShapeText,
+        /// Its rank.
+        rank: usize,
+        /// The rank the op needs.
+        expected: usize,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
+    /// A tensor whose size in bytes overflows `usize`.
+    #[error("{name}: shape {shape} is too large ({op}, at {location})")]
+    ShapeOverflow {
+        /// What the tensor is (input/weight name, or the op).
+        name: String,
+        /// The op that made it.
+        op: &'static str,
+        /// The shape.
+        shape: ShapeText,
+        /// The user's source line.
+        location: SourceLocation,
+    },
+    /// An HLIR node with the wrong number of operands (a malformed rewrite).
+    #[error("{op}: expected {expected} operands, got {got} (at {location})")]
+    Arity {
+        /// The op.
+        op: &'static str,
+        /// Operands it needs.
+        expected: usize,
+        /// Operands it has.
+        got: usize,
+        /// The source line of the node.
+        location: SourceLocation,
+    },
+    /// An op was given a tensor that belongs to another `Graph`.
+    #[error("{op}: operand belongs to another graph (at {location})")]
+    ForeignTensor {
+        /// The op.
+        op: &'static str,
+        /// The user's source line.
+        location: SourceLocation,
+    },
+    /// An input, weight or output name that is empty or repeated.
+    #[error("{kind} name {name:?} is {problem} (at {location})")]
+    BadName {
+        /// `input`, `weight` or `output`.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// `empty`, `already used`, or `reserved for compiler buffers (t0, workspace, ...)`.
+        problem: &'static str,
+        /// The user's source line.
+        location: SourceLocation,
+    },
+    /// `.output()` of an input or weight: outputs must be computed by an op.
+    #[error(
+        "output {name:?} is {leaf:?} itself; an output must be computed by an op (at {location})"
+    )]
+    OutputOfLeaf {
+        /// The output's name.
+        name: String,
+        /// The input or weight it names.
+        leaf: String,
+        /// The user's source line.
+        location: SourceLocation,
+    },
+    /// The same tensor marked as output twice under different names.
+    #[error(
+        "tensor is already output {first:?}; it cannot also be output {name:?} (at {location})"
+    )]
+    OutputTwice {
+        /// The first name.
+        first: String,
+        /// The second name.
+        name: String,
+        /// The user's source line of the second `.output()`.
+        location: SourceLocation,
+    },
+    /// A program with no outputs computes nothing.
+    #[error("program has no outputs; mark a result with .output(\"name\")")]
+    NoOutputs,
+    /// The HLIR has a cycle (only a malformed rewrite can make one).
+    #[error("HLIR graph must be acyclic")]
+    Cyclic,
+    /// An HLIR invariant broken by a rewrite (e.g. an output node with consumers, or operand
+    /// indices that are not 0, 1, ...).
+    #[error("malformed HLIR: {message} (at {location})")]
+    Malformed {
+        /// What is wrong.
+        message: String,
+        /// The source line of the offending node.
+        location: SourceLocation,
+    },
+    /// A compile option is out of range.
+    #[error("invalid option: {0}")]
+    Option(String),
+    /// A built-in program got bad arguments (e.g. an empty layer list).
+    #[error("{program}: {message}")]
+    Program {
+        /// The program name.
+        program: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// The planner refused the lowered program.
+    #[error("planning failed: {0}")]
+    Plan(#[from] PlanError),
+    /// Writing a dump file failed.
+    #[error("cannot write dump {path}: {message}")]
+    Dump {
+        /// The file or directory.
+        path: PathBuf,
+        /// The I/O error, as text.
+        message: String,
+    },
+}
