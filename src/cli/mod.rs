@@ -1,5 +1,6 @@
 //! Subcommands of the `lumen` CLI, one file each.
 
+mod compile;
 mod plan_slab;
 
 use clap::{Parser, Subcommand};
@@ -16,11 +17,14 @@ pub struct Cli {
 enum Command {
     /// Plan buffers into one slab from a JSON problem or a MiniMalloc CSV.
     PlanSlab(plan_slab::Args),
+    /// Compile a built-in program; print its canonical LLIR, slab plan and figures.
+    Compile(compile::Args),
 }
 
 /// Runs the chosen subcommand.
 pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::PlanSlab(args) => plan_slab::run(args),
+        Command::Compile(args) => compile::run(args),
     }
 }

@@ -98,6 +98,7 @@ pub fn compile_hlir(
         capacity: options.capacity,
         alignment: options.alignment,
         algorithm: options.algorithm,
+        ..SlabOptions::default()
     };
     let plan = plan_slab(&dag, &requests, &slab)?;
     let figures = Figures {

@@ -186,6 +186,14 @@ pub enum CompileError {
         /// What is wrong.
         message: String,
     },
+    /// No built-in program has this name.
+    #[error("unknown program {name:?} (expected one of: {expected})")]
+    UnknownProgram {
+        /// The name given.
+        name: String,
+        /// The built-in names, comma-separated.
+        expected: String,
+    },
     /// The planner refused the lowered program.
     #[error("planning failed: {0}")]
     Plan(#[from] PlanError),

@@ -59,3 +59,60 @@ pub fn mlp(layers: &[usize], batch: usize) -> Result<Graph, CompileError> {
     h.output("y");
     Ok(cx)
 }
+
+/// Names of the built-in programs, as the CLI takes them.
+pub const BUILTIN: &[&str] = &["linear-relu", "mlp"];
+
+/// Sizes of the built-in programs; `Default` is the CLI's defaults (`linear-relu` 64, 256, 64;
+/// `mlp` layers 64,128,64,10 with batch 32).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuiltinArgs {
+    /// linear-relu: rows of x.
+    pub m: usize,
+    /// linear-relu: inner dimension.
+    pub k: usize,
+    /// linear-relu: columns of y.
+    pub n: usize,
+    /// mlp: layer sizes, input first.
+    pub layers: Vec<usize>,
+    /// mlp: rows of x.
+    pub batch: usize,
+}
+
+impl Default for BuiltinArgs {
+    fn default() -> Self {
+        Self { m: 64, k: 256, n: 64, layers: vec![64, 128, 64, 10], batch: 32 }
+    }
+}
+
+/// Builds the built-in program `name` ([`BUILTIN`]) with `args`.
+///
+/// # Errors
+/// [`CompileError::UnknownProgram`] for an unknown name, [`CompileError::Program`] for bad
+/// sizes.
+pub fn builtin(name: &str, args: &BuiltinArgs) -> Result<Graph, CompileError> {
+    match name {
+        "linear-relu" => linear_relu(args.m, args.k, args.n),
+        "mlp" => mlp(&args.layers, args.batch),
+        _ => Err(CompileError::UnknownProgram {
+            name: name.to_string(),
+            expected: BUILTIN.join(", "),
+        }),
+    }
+}
+
+/// Parses a comma-separated layer list such as `64,128,64,10` (spaces allowed).
+///
+/// # Errors
+/// [`CompileError::Program`] naming the item that is not a non-negative integer.
+pub fn parse_layers(text: &str) -> Result<Vec<usize>, CompileError> {
+    text.split(',')
+        .map(|item| {
+            let item = item.trim();
+            item.parse::<usize>().map_err(|_| CompileError::Program {
+                program: "mlp",
+                message: format!("layer size {item:?} in --layers {text:?} is not a whole number"),
+            })
+        })
+        .collect()
+}
