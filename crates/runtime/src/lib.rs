@@ -1,1 +1,80 @@
-//! lumen-runtime (built by the runtime issue).
+//! lumen-runtime: runs compiled programs inside their planned slab.
+//!
+//! - [`Runtime`] / [`PreparedProgram`]: prepare once (slab, kernels, weights), execute many
+//!   times (inputs in, outputs out). Object-safe; pick a backend with [`runtime_by_name`].
+//! - [`CpuRuntime`]: the default backend. ONE 256-byte-aligned allocation of `slab_bytes`;
+//!   every buffer is the range at its planned offset; matmul from `matrixmultiply` with the
+//!   cuBLASLt-style epilogue fused; memory-debug (NaN poisoning) and no-reuse modes.
+//! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
+//! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
+//!   FLOP/s against a stated peak.
+//! - [`reference`]: a naive f64 interpreter of the LLIR, the oracle of the numeric tests.
+//! - [`env`]: the `LUMINAL_CUDA_*` switches, read in one place.
+//!
+//! All tensors are row-major f32.
+
+pub mod cpu;
+pub mod env;
+pub mod error;
+pub mod kernels;
+pub mod layout;
+pub mod phases;
+pub mod reference;
+pub mod runtime;
+pub mod tensor;
+
+pub use cpu::{CPU_NOMINAL_PEAK_FLOPS, CpuOptions, CpuProgram, CpuRuntime};
+pub use env::RuntimeEnv;
+pub use error::{RuntimeError, TensorKind};
+pub use layout::{Placement, SlabLayout};
+pub use phases::{Achieved, Peak, Phase, PhaseReport, PhaseTimes};
+pub use runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
+pub use tensor::{HostTensor, Tensors};
+
+/// Runtime names [`runtime_by_name`] accepts, in `--help` order.
+pub const RUNTIME_NAMES: &[&str] = &["cpu", "cuda"];
+
+/// The runtime called `name` (`cpu` or `cuda`), configured from the environment
+/// ([`RuntimeEnv`]).
+///
+/// # Errors
+/// [`RuntimeError::UnknownRuntime`] for another name; [`RuntimeError::NoCudaDevice`] for
+/// `cuda` when the build has no CUDA runtime or the machine has no usable device.
+pub fn runtime_by_name(name: &str) -> Result<Box<dyn Runtime>, RuntimeError> {
+    match name {
+        "cpu" => Ok(Box::new(CpuRuntime::from_env())),
+        "cuda" => cuda_runtime(),
+        other => Err(RuntimeError::UnknownRuntime { name: other.to_string() }),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_runtime() -> Result<Box<dyn Runtime>, RuntimeError> {
+    Err(RuntimeError::NoCudaDevice {
+        reason: "lumen was built without the `cuda` feature".to_string(),
+    })
+}
+
+// The CUDA runtime (cudarc, cuBLASLt, NVRTC) is its own issue; until it lands the feature
+// builds but has no device to offer.
+#[cfg(feature = "cuda")]
+fn cuda_runtime() -> Result<Box<dyn Runtime>, RuntimeError> {
+    Err(RuntimeError::NoCudaDevice { reason: "the CUDA runtime is not built yet".to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_names() {
+        assert_eq!(runtime_by_name("cpu").map(|r| r.name()).ok(), Some("cpu"));
+        let err = runtime_by_name("tpu").err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("unknown runtime `tpu` (expected cpu or cuda)"));
+        #[cfg(not(feature = "cuda"))]
+        assert_eq!(
+            runtime_by_name("cuda").err().map(|e| e.to_string()).as_deref(),
+            Some("no CUDA device: lumen was built without the `cuda` feature")
+        );
+    }
+}

@@ -1,0 +1,504 @@
+//! The CPU runtime: the whole program runs inside ONE aligned allocation of `slab_bytes`.
+//!
+//! Every buffer is the f32 range at its planned offset, exactly as Luminal's arena and the
+//! CUDA runtime place it on the device, so a planning error (two live buffers sharing bytes)
+//! corrupts results instead of hiding behind separate allocations. Two debugging modes make
+//! such errors visible:
+//!
+//! - memory debug (`LUMINAL_CUDA_MEMORY_DEBUG=1` or [`CpuOptions::memory_debug`]): the slab
+//!   starts as NaN and every buffer is NaN-filled after its last use, so reading a dead or
+//!   never-written buffer turns outputs into NaN; the memory plan is printed at prepare;
+//! - no reuse ([`Placement::NoReuse`]): every buffer gets its own range; outputs must be
+//!   bit-identical to the planned run.
+//!
+//! Weights are uploaded once at prepare, unless the plan lets another buffer reuse a weight's
+//! bytes after its last reader (or memory debug poisons it): such a weight is uploaded again by
+//! every execute's upload node.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
+
+use crate::error::TensorKind;
+use crate::kernels::{self, Activation, epilogue_parts};
+use crate::layout::{Placement, SLAB_ALIGNMENT, SlabLayout, memory_plan_lines};
+use crate::phases::Peak;
+use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
+use crate::{HostTensor, RuntimeEnv, RuntimeError, Tensors};
+
+/// The CPU's stated peak, FLOP/s: 1 core (matrixmultiply runs single-threaded) x 3.0 GHz x
+/// 32 f32 FLOP/cycle (two 8-wide FMA pipes, AVX2-class) = 96 GFLOP/s. A nominal figure for
+/// the report's "% of peak", not a measurement; override it with [`CpuOptions::peak`].
+pub const CPU_NOMINAL_PEAK_FLOPS: f64 = 96e9;
+
+/// Options of the CPU runtime.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CpuOptions {
+    /// Planned offsets (default) or every buffer its own range.
+    pub placement: Placement,
+    /// Start the slab as NaN, NaN-fill each buffer after its last use, print the memory plan
+    /// on stderr at prepare.
+    pub memory_debug: bool,
+    /// Print one `CPU_EXEC_PROFILE` line on stderr per execute.
+    pub profile_recapture: bool,
+    /// The peak to report against; `None` = [`CPU_NOMINAL_PEAK_FLOPS`].
+    pub peak: Option<Peak>,
+}
+
+impl CpuOptions {
+    /// Planned placement, switches from `LUMINAL_CUDA_MEMORY_DEBUG` and
+    /// `LUMINAL_CUDA_PROFILE_RECAPTURE` (see [`RuntimeEnv`]).
+    pub fn from_env() -> Self {
+        let env = RuntimeEnv::from_env();
+        Self {
+            memory_debug: env.memory_debug,
+            profile_recapture: env.profile_recapture,
+            ..Self::default()
+        }
+    }
+}
+
+/// The CPU runtime (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct CpuRuntime {
+    options: CpuOptions,
+}
+
+impl CpuRuntime {
+    /// A CPU runtime with `options`.
+    pub fn new(options: CpuOptions) -> Self {
+        Self { options }
+    }
+
+    /// A CPU runtime configured from the environment ([`CpuOptions::from_env`]).
+    pub fn from_env() -> Self {
+        Self::new(CpuOptions::from_env())
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &CpuOptions {
+        &self.options
+    }
+
+    /// [`Runtime::prepare`] with the concrete type, for callers that want it.
+    ///
+    /// # Errors
+    /// As [`Runtime::prepare`].
+    pub fn prepare_cpu(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<CpuProgram, RuntimeError> {
+        CpuProgram::new(program, weights, self.options.clone())
+    }
+}
+
+impl Runtime for CpuRuntime {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn peak(&self) -> Peak {
+        self.options.peak.clone().unwrap_or_else(|| Peak {
+            flops: CPU_NOMINAL_PEAK_FLOPS,
+            basis: "1 core x 3.0 GHz x 32 f32 FLOP/cycle (nominal)".to_string(),
+        })
+    }
+
+    fn prepare(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
+        Ok(Box::new(self.prepare_cpu(program, weights)?))
+    }
+}
+
+/// One 256-byte-aligned allocation, viewed as f32 elements.
+#[derive(Debug)]
+struct Slab {
+    storage: Vec<f32>,
+    // Element index in `storage` of the aligned base, and the slab's length in elements.
+    base: usize,
+    len: usize,
+}
+
+impl Slab {
+    fn new(bytes: usize, fill: f32) -> Result<Self, RuntimeError> {
+        let alloc_err = RuntimeError::Alloc { bytes };
+        let len = bytes.div_ceil(4);
+        // Over-allocate by one alignment unit and start at the first aligned element.
+        let total = len.checked_add(SLAB_ALIGNMENT / 4).ok_or(alloc_err.clone())?;
+        let mut storage = Vec::new();
+        storage.try_reserve_exact(total).map_err(|_| alloc_err.clone())?;
+        storage.resize(total, fill);
+        let base = storage.as_ptr().align_offset(SLAB_ALIGNMENT);
+        if base > SLAB_ALIGNMENT / 4 {
+            return Err(alloc_err);
+        }
+        Ok(Self { storage, base, len })
+    }
+
+    fn elems_mut(&mut self) -> &mut [f32] {
+        self.storage.get_mut(self.base..self.base + self.len).unwrap_or(&mut [])
+    }
+}
+
+/// One node, resolved to element ranges of the slab at prepare.
+#[derive(Debug, Clone)]
+enum Step {
+    Upload {
+        // (input name, range) copied from the caller's tensors on every execute.
+        inputs: Vec<(String, Range<usize>)>,
+        // (index into `weights`, range) re-uploaded on every execute.
+        weights: Vec<(usize, Range<usize>)>,
+    },
+    Matmul {
+        a: Range<usize>,
+        b: Range<usize>,
+        bias: Option<Range<usize>>,
+        out: Range<usize>,
+        dims: (usize, usize, usize),
+        act: Activation,
+    },
+    AddBias {
+        x: Range<usize>,
+        bias: Range<usize>,
+        out: Range<usize>,
+        m: usize,
+        n: usize,
+    },
+    Add {
+        a: Range<usize>,
+        b: Range<usize>,
+        out: Range<usize>,
+    },
+    Unary {
+        x: Range<usize>,
+        out: Range<usize>,
+        act: Activation,
+    },
+    Readback {
+        outputs: Vec<(String, Vec<usize>, Range<usize>)>,
+    },
+}
+
+/// A program prepared on the CPU: its slab, its resolved steps, and host copies of the weights
+/// it must upload again on every execute.
+#[derive(Debug)]
+pub struct CpuProgram {
+    label: String,
+    options: CpuOptions,
+    slab: Slab,
+    slab_bytes: usize,
+    steps: Vec<Step>,
+    // Element ranges to NaN-fill after step i (memory debug only).
+    poison_after: Vec<Vec<Range<usize>>>,
+    // Host copies of weights that are not resident in the slab.
+    weights: Vec<Vec<f32>>,
+    // Declared inputs, checked on every execute.
+    input_buffers: Vec<LlirBuffer>,
+    flops: u64,
+    launches: usize,
+    prepare_seconds: f64,
+    memory_plan: Vec<String>,
+    profile: Option<ExecProfile>,
+}
+
+impl CpuProgram {
+    fn new(
+        program: &CompiledProgram,
+        weights: &Tensors,
+        options: CpuOptions,
+    ) -> Result<Self, RuntimeError> {
+        let start = Instant::now();
+        let layout = SlabLayout::new(program, options.placement)?;
+        let llir = &program.llir;
+        check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
+        let fill = if options.memory_debug { f32::NAN } else { 0.0 };
+        let mut slab = Slab::new(layout.slab_bytes, fill)?;
+        let range = |b: usize| layout.spans[b].elems();
+        let mut host_weights = Vec::new();
+        let mut steps = Vec::with_capacity(llir.nodes.len());
+        for node in &llir.nodes {
+            let step = match node.op {
+                LlirOp::Upload => {
+                    let mut inputs = Vec::new();
+                    let mut again = Vec::new();
+                    for &w in &node.writes {
+                        let buf = &llir.buffers[w];
+                        if buf.role == BufferRole::Input {
+                            inputs.push((buf.id.clone(), range(w)));
+                            continue;
+                        }
+                        let Some(t) = weights.get(&buf.id) else { continue };
+                        if options.memory_debug || layout.is_shared(w) {
+                            again.push((host_weights.len(), range(w)));
+                            host_weights.push(t.data().to_vec());
+                        } else {
+                            copy_in(slab.elems_mut(), range(w), t.data())?;
+                        }
+                    }
+                    Step::Upload { inputs, weights: again }
+                }
+                LlirOp::LtMatmul { m, k, n, epilogue } => {
+                    let (_, act) = epilogue_parts(epilogue);
+                    let [a, b, rest @ ..] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "lt_matmul operands"));
+                    };
+                    Step::Matmul {
+                        a: range(*a),
+                        b: range(*b),
+                        bias: rest.first().map(|&r| range(r)),
+                        out: range(node.writes[0]),
+                        dims: (m, k, n),
+                        act,
+                    }
+                }
+                LlirOp::AddBias { m, n } => Step::AddBias {
+                    x: range(node.reads[0]),
+                    bias: range(node.reads[1]),
+                    out: range(node.writes[0]),
+                    m,
+                    n,
+                },
+                LlirOp::Add { .. } => Step::Add {
+                    a: range(node.reads[0]),
+                    b: range(node.reads[1]),
+                    out: range(node.writes[0]),
+                },
+                LlirOp::Relu { .. } => Step::Unary {
+                    x: range(node.reads[0]),
+                    out: range(node.writes[0]),
+                    act: Activation::Relu,
+                },
+                LlirOp::Gelu { .. } => Step::Unary {
+                    x: range(node.reads[0]),
+                    out: range(node.writes[0]),
+                    act: Activation::Gelu,
+                },
+                LlirOp::Readback => Step::Readback {
+                    outputs: node
+                        .reads
+                        .iter()
+                        .map(|&r| {
+                            let buf = &llir.buffers[r];
+                            (buf.id.clone(), buf.shape.clone(), range(r))
+                        })
+                        .collect(),
+                },
+            };
+            steps.push(step);
+        }
+        let mut poison_after = vec![Vec::new(); llir.nodes.len()];
+        if options.memory_debug {
+            for (b, &last) in layout.last_use.iter().enumerate() {
+                poison_after[last].push(range(b));
+            }
+        }
+        let memory_plan = memory_plan_lines("CPU", program, &layout);
+        if options.memory_debug {
+            for line in &memory_plan {
+                eprintln!("{line}");
+            }
+        }
+        let input_buffers =
+            llir.buffers.iter().filter(|b| b.role == BufferRole::Input).cloned().collect();
+        Ok(Self {
+            label: program.label.clone(),
+            slab_bytes: layout.slab_bytes,
+            options,
+            slab,
+            steps,
+            poison_after,
+            weights: host_weights,
+            input_buffers,
+            flops: llir.nodes.iter().map(|n| n.op.flops()).sum(),
+            launches: llir.nodes.iter().filter(|n| n.op.is_launch()).count(),
+            prepare_seconds: start.elapsed().as_secs_f64(),
+            memory_plan,
+            profile: None,
+        })
+    }
+
+    /// The memory plan as printed in memory-debug mode: a `CPU_MEMORY_PLAN` summary line
+    /// (buffers, slab, naive and lower-bound bytes) and one `CPU_MEMORY_BUFFER` line per buffer.
+    pub fn memory_plan(&self) -> &[String] {
+        &self.memory_plan
+    }
+
+    /// Options it was prepared with.
+    pub fn options(&self) -> &CpuOptions {
+        &self.options
+    }
+
+    /// How many weights are uploaded again on every execute because the plan reuses their
+    /// bytes (or memory debug poisons them).
+    pub fn reuploaded_weights(&self) -> usize {
+        self.weights.len()
+    }
+
+    fn run_step(
+        &mut self,
+        i: usize,
+        inputs: &Tensors,
+        prof: &mut ExecProfile,
+        out: &mut Tensors,
+    ) -> Result<(), RuntimeError> {
+        let Some(step) = self.steps.get(i) else { return Ok(()) };
+        let t = Instant::now();
+        let slab = self.slab.elems_mut();
+        match step {
+            Step::Upload { inputs: ins, weights } => {
+                for (name, r) in ins {
+                    // check_tensors already ran: every declared input is present.
+                    if let Some(t) = inputs.get(name) {
+                        copy_in(slab, r.clone(), t.data())?;
+                        prof.upload_bytes += t.bytes();
+                    }
+                }
+                for (w, r) in weights {
+                    if let Some(data) = self.weights.get(*w) {
+                        copy_in(slab, r.clone(), data)?;
+                        prof.upload_bytes += data.len() * 4;
+                    }
+                }
+                prof.upload_ms += ms(t);
+            }
+            Step::Readback { outputs } => {
+                for (name, shape, r) in outputs {
+                    let data = slab.get(r.clone()).ok_or_else(|| oob(&self.label))?.to_vec();
+                    prof.readback_bytes += data.len() * 4;
+                    out.insert(name.clone(), HostTensor::new(shape.clone(), data)?);
+                }
+                prof.readback_ms += ms(t);
+            }
+            Step::Matmul { a, b, bias, out: o, dims, act } => {
+                let (dst, ins) = split(slab, o, [Some(a), Some(b), bias.as_ref()], &self.label)?;
+                let [Some(a), Some(b), bias] = ins else { return Err(oob(&self.label)) };
+                kernels::lt_matmul(a, b, bias, dst, *dims, *act)?;
+            }
+            Step::AddBias { x, bias, out: o, m, n } => {
+                let (dst, ins) = split(slab, o, [Some(x), Some(bias), None], &self.label)?;
+                let [Some(x), Some(bias), _] = ins else { return Err(oob(&self.label)) };
+                kernels::add_bias(x, bias, dst, *m, *n)?;
+            }
+            Step::Add { a, b, out: o } => {
+                let (dst, ins) = split(slab, o, [Some(a), Some(b), None], &self.label)?;
+                let [Some(a), Some(b), _] = ins else { return Err(oob(&self.label)) };
+                kernels::add(a, b, dst)?;
+            }
+            Step::Unary { x, out: o, act } => {
+                let (dst, ins) = split(slab, o, [Some(x), None, None], &self.label)?;
+                let [Some(x), _, _] = ins else { return Err(oob(&self.label)) };
+                match act {
+                    Activation::Gelu => kernels::gelu(x, dst)?,
+                    Activation::Relu => kernels::relu(x, dst)?,
+                    Activation::Identity => dst.copy_from_slice(x),
+                }
+            }
+        }
+        if !matches!(step, Step::Upload { .. } | Step::Readback { .. }) {
+            prof.launch_ms += ms(t);
+        }
+        if let Some(dead) = self.poison_after.get(i).filter(|d| !d.is_empty()) {
+            let t = Instant::now();
+            for r in dead {
+                if let Some(s) = slab.get_mut(r.clone()) {
+                    s.fill(f32::NAN);
+                }
+            }
+            prof.poison_ms += ms(t);
+        }
+        Ok(())
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+fn oob(label: &str) -> RuntimeError {
+    RuntimeError::invalid(label, "a buffer range falls outside the slab")
+}
+
+fn copy_in(slab: &mut [f32], r: Range<usize>, data: &[f32]) -> Result<(), RuntimeError> {
+    match slab.get_mut(r) {
+        Some(dst) if dst.len() == data.len() => {
+            dst.copy_from_slice(data);
+            Ok(())
+        }
+        _ => Err(RuntimeError::Kernel { kernel: "upload", reason: "buffer size mismatch".into() }),
+    }
+}
+
+/// Up to three operands of one kernel, borrowed from the slab.
+type Operands<'s> = [Option<&'s [f32]>; 3];
+
+/// Borrows `out` mutably and up to three operand ranges shared, from one slab, without
+/// copying: split the slab around `out`; each operand must lie wholly before or after it
+/// (the layout check guarantees it; empty operands may lie anywhere).
+fn split<'s>(
+    slab: &'s mut [f32],
+    out: &Range<usize>,
+    reads: [Option<&Range<usize>>; 3],
+    label: &str,
+) -> Result<(&'s mut [f32], Operands<'s>), RuntimeError> {
+    let (lo, rest) = slab.split_at_mut_checked(out.start).ok_or_else(|| oob(label))?;
+    let (dst, hi) = rest.split_at_mut_checked(out.len()).ok_or_else(|| oob(label))?;
+    let (lo, hi): (&'s [f32], &'s [f32]) = (lo, hi);
+    let get = |r: &Range<usize>| -> Result<&'s [f32], RuntimeError> {
+        if r.is_empty() {
+            Ok(&[])
+        } else if r.end <= out.start {
+            lo.get(r.clone()).ok_or_else(|| oob(label))
+        } else if r.start >= out.end {
+            hi.get(r.start - out.end..r.end - out.end).ok_or_else(|| oob(label))
+        } else {
+            Err(RuntimeError::invalid(label, "a kernel's output overlaps its operand"))
+        }
+    };
+    let mut ins = [None; 3];
+    for (slot, r) in ins.iter_mut().zip(reads) {
+        if let Some(r) = r {
+            *slot = Some(get(r)?);
+        }
+    }
+    Ok((dst, ins))
+}
+
+impl PreparedProgram for CpuProgram {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn slab_bytes(&self) -> usize {
+        self.slab_bytes
+    }
+
+    fn prepare_seconds(&self) -> f64 {
+        self.prepare_seconds
+    }
+
+    fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
+        let start = Instant::now();
+        check_tensors(&self.input_buffers, TensorKind::Input, inputs)?;
+        let mut prof =
+            ExecProfile { launches: self.launches, flops: self.flops, ..Default::default() };
+        let mut out = Tensors::new();
+        for i in 0..self.steps.len() {
+            self.run_step(i, inputs, &mut prof, &mut out)?;
+        }
+        prof.total_ms = ms(start);
+        if self.options.profile_recapture {
+            eprintln!("{}", prof.line("CPU", &self.label, self.prepare_seconds * 1e3));
+        }
+        self.profile = Some(prof);
+        Ok(out)
+    }
+
+    fn last_profile(&self) -> Option<&ExecProfile> {
+        self.profile.as_ref()
+    }
+}

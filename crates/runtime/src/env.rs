@@ -1,0 +1,54 @@
+//! The environment variables the runtimes honour, read in this one place.
+//!
+//! The names are Luminal's CUDA debugging switches; the CPU runtime honours the same ones so a
+//! user can flip one variable whatever the backend.
+
+/// `LUMINAL_CUDA_MEMORY_DEBUG=1`: print the memory plan at prepare and poison (NaN-fill) every
+/// buffer after its last use.
+pub const MEMORY_DEBUG: &str = "LUMINAL_CUDA_MEMORY_DEBUG";
+/// `LUMINAL_CUDA_PROFILE_RECAPTURE=1`: print one `*_EXEC_PROFILE` line per execute on stderr.
+pub const PROFILE_RECAPTURE: &str = "LUMINAL_CUDA_PROFILE_RECAPTURE";
+
+/// The debugging switches as read from the process environment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RuntimeEnv {
+    /// [`MEMORY_DEBUG`] is set to a true value.
+    pub memory_debug: bool,
+    /// [`PROFILE_RECAPTURE`] is set to a true value.
+    pub profile_recapture: bool,
+}
+
+impl RuntimeEnv {
+    /// Reads [`MEMORY_DEBUG`] and [`PROFILE_RECAPTURE`]. A variable is on when set to anything
+    /// but empty, `0`, `false`, `no` or `off` (case-insensitive).
+    pub fn from_env() -> Self {
+        Self {
+            memory_debug: flag(std::env::var(MEMORY_DEBUG).ok().as_deref()),
+            profile_recapture: flag(std::env::var(PROFILE_RECAPTURE).ok().as_deref()),
+        }
+    }
+}
+
+/// Whether an environment value turns a switch on (`None` = unset = off).
+pub fn flag(value: Option<&str>) -> bool {
+    match value.map(str::trim) {
+        None | Some("") => false,
+        Some(v) => !["0", "false", "no", "off"].iter().any(|off| v.eq_ignore_ascii_case(off)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flag;
+
+    #[test]
+    fn flag_values() {
+        assert!(!flag(None));
+        for off in ["", "0", "false", "OFF", "No", " 0 "] {
+            assert!(!flag(Some(off)), "{off:?}");
+        }
+        for on in ["1", "true", "yes", "on", "2"] {
+            assert!(flag(Some(on)), "{on:?}");
+        }
+    }
+}

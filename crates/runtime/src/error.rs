@@ -1,0 +1,113 @@
+//! Typed errors of the runtimes. Every way a program, an input or a weight can be wrong is one
+//! variant here; kernels and execution never panic on user data.
+
+use thiserror::Error;
+
+/// Which side of a program a named tensor belongs to, for error messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TensorKind {
+    /// A program input, given to every execute.
+    Input,
+    /// A weight, given once to prepare.
+    Weight,
+}
+
+impl std::fmt::Display for TensorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TensorKind::Input => "input",
+            TensorKind::Weight => "weight",
+        })
+    }
+}
+
+/// Why a runtime refused to create, prepare or execute.
+#[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// A host tensor's data length is not the product of its shape.
+    #[error("tensor data has {len} elements but shape {shape:?} holds {expected}")]
+    DataLength {
+        /// The declared shape.
+        shape: Vec<usize>,
+        /// Elements the shape holds (`None`-free: saturates at `usize::MAX` on overflow).
+        expected: usize,
+        /// Elements given.
+        len: usize,
+    },
+    /// The program declares an input or weight the caller did not give.
+    #[error("missing {kind} `{name}` (shape {shape:?})")]
+    Missing {
+        /// Input or weight.
+        kind: TensorKind,
+        /// The tensor's name in the program.
+        name: String,
+        /// The shape the program expects.
+        shape: Vec<usize>,
+    },
+    /// The caller gave a tensor the program does not declare with that kind.
+    #[error("unexpected {kind} `{name}`: the program has no {kind} of that name")]
+    Unexpected {
+        /// Input or weight.
+        kind: TensorKind,
+        /// The name given.
+        name: String,
+    },
+    /// A given tensor's shape differs from the program's.
+    #[error("{kind} `{name}` has shape {got:?}, the program expects {expected:?}")]
+    ShapeMismatch {
+        /// Input or weight.
+        kind: TensorKind,
+        /// The tensor's name.
+        name: String,
+        /// The program's shape.
+        expected: Vec<usize>,
+        /// The given shape.
+        got: Vec<usize>,
+    },
+    /// The compiled program is inconsistent with itself or its plan (operand counts, sizes,
+    /// offsets, order). The compiler never produces one; a hand-built or corrupted one can.
+    #[error("invalid program `{label}`: {reason}")]
+    InvalidProgram {
+        /// The program's label.
+        label: String,
+        /// What is wrong, naming the node or buffer.
+        reason: String,
+    },
+    /// A kernel was called with operand lengths that do not match its sizes.
+    #[error("kernel {kernel}: {reason}")]
+    Kernel {
+        /// The kernel's name (`lt_matmul`, `add_bias`, ...).
+        kernel: &'static str,
+        /// Which operand is wrong and how.
+        reason: String,
+    },
+    /// The slab (or a host copy) could not be allocated.
+    #[error("cannot allocate a slab of {bytes} bytes")]
+    Alloc {
+        /// Requested size in bytes.
+        bytes: usize,
+    },
+    /// The CUDA runtime is unavailable: no driver, no device, or a build without `cuda`.
+    #[error("no CUDA device: {reason}")]
+    NoCudaDevice {
+        /// Why.
+        reason: String,
+    },
+    /// `runtime_by_name` got a name it does not know.
+    #[error("unknown runtime `{name}` (expected cpu or cuda)")]
+    UnknownRuntime {
+        /// The name given.
+        name: String,
+    },
+}
+
+impl RuntimeError {
+    pub(crate) fn invalid(label: &str, reason: impl Into<String>) -> Self {
+        RuntimeError::InvalidProgram { label: label.to_string(), reason: reason.into() }
+    }
+
+    pub(crate) fn kernel(kernel: &'static str, reason: impl Into<String>) -> Self {
+        RuntimeError::Kernel { kernel, reason: reason.into() }
+    }
+}

@@ -1,0 +1,388 @@
+//! Where every buffer of a compiled program lives in the slab, checked before anything runs.
+//!
+//! A runtime trusts the plan's offsets (so a planning error shows up as wrong numbers, as in
+//! Luminal's arena) but not the program's shape: every operand count, element count, offset and
+//! order is checked here once, at prepare, so execution can index without panicking. Shared by
+//! every runtime (CPU today, CUDA behind its feature).
+
+use std::ops::Range;
+
+use lumen_compiler::{BufferId, BufferRole, CompiledProgram, LlirOp, NodeId};
+
+use crate::RuntimeError;
+use crate::tensor::element_count;
+
+/// Alignment in bytes of every offset in [`Placement::NoReuse`] layouts, and of the slab's base
+/// address (cuBLASLt's pointer alignment; the planner's default).
+pub const SLAB_ALIGNMENT: usize = 256;
+
+/// How buffers are placed in the slab.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// The planner's offsets: buffers whose lifetimes are ordered share bytes.
+    #[default]
+    Planned,
+    /// Every buffer its own range, back to back at 256-byte-aligned offsets (the plan's
+    /// `naive_bytes`, rounded): no reuse at all. The oracle for differential tests.
+    NoReuse,
+}
+
+impl Placement {
+    /// `planned` or `no-reuse`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Planned => "planned",
+            Placement::NoReuse => "no-reuse",
+        }
+    }
+}
+
+/// One buffer's bytes in the slab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Offset from the slab base, in bytes.
+    pub offset: usize,
+    /// True size in bytes (what kernels read and write).
+    pub bytes: usize,
+    /// Reserved size in bytes (what no other live buffer may touch).
+    pub reserved: usize,
+}
+
+impl Span {
+    /// The f32 elements of the buffer, as indices into the slab viewed as `[f32]`. Only whole
+    /// elements inside `offset .. offset + bytes` (a workspace of odd size loses its tail).
+    pub fn elems(&self) -> Range<usize> {
+        let start = self.offset.div_ceil(4);
+        let end = (self.offset + self.bytes) / 4;
+        start..end.max(start)
+    }
+
+    fn bytes_range(&self) -> Range<usize> {
+        self.offset..self.offset + self.bytes
+    }
+
+    fn reserved_range(&self) -> Range<usize> {
+        self.offset..self.offset + self.reserved
+    }
+}
+
+fn overlap(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// A checked program's slab layout: one span per LLIR buffer and each buffer's last use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlabLayout {
+    /// How the spans were chosen.
+    pub placement: Placement,
+    /// Bytes of slab the layout needs (the plan's `slab_bytes`, or the no-reuse total).
+    pub slab_bytes: usize,
+    /// Span of buffer `i`, in LLIR buffer order.
+    pub spans: Vec<Span>,
+    /// The last node (in canonical execution order) that uses buffer `i`: after it runs, the
+    /// buffer's bytes are dead and may be poisoned.
+    pub last_use: Vec<NodeId>,
+}
+
+impl SlabLayout {
+    /// Checks `program` (see [`check_program`]) and lays its buffers out by `placement`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::InvalidProgram`] naming the first inconsistency found.
+    pub fn new(program: &CompiledProgram, placement: Placement) -> Result<Self, RuntimeError> {
+        check_program(program)?;
+        let label = program.label.as_str();
+        let llir = &program.llir;
+        let plan = &program.plan;
+        let mut spans = Vec::with_capacity(llir.buffers.len());
+        let slab_bytes = match placement {
+            Placement::Planned => {
+                for ((buf, &offset), &reserved) in
+                    llir.buffers.iter().zip(&plan.offsets).zip(&plan.reserved)
+                {
+                    spans.push(Span { offset, bytes: buf.bytes, reserved });
+                }
+                plan.slab_bytes
+            }
+            Placement::NoReuse => {
+                let mut next = 0usize;
+                for (buf, &reserved) in llir.buffers.iter().zip(&plan.reserved) {
+                    spans.push(Span { offset: next, bytes: buf.bytes, reserved });
+                    next = reserved
+                        .checked_next_multiple_of(SLAB_ALIGNMENT)
+                        .and_then(|r| next.checked_add(r))
+                        .ok_or_else(|| RuntimeError::invalid(label, "slab size overflows"))?;
+                }
+                next
+            }
+        };
+        for (i, (buf, span)) in llir.buffers.iter().zip(&spans).enumerate() {
+            let end = span.offset.checked_add(span.reserved);
+            if span.bytes > span.reserved || end.is_none_or(|e| e > slab_bytes) {
+                return Err(RuntimeError::invalid(
+                    label,
+                    format!(
+                        "buffer {i} `{}` ({} bytes, {} reserved at offset {}) does not fit the \
+                         {slab_bytes}-byte slab",
+                        buf.id, span.bytes, span.reserved, span.offset
+                    ),
+                ));
+            }
+            if buf.role != BufferRole::Workspace && span.offset % 4 != 0 {
+                return Err(RuntimeError::invalid(
+                    label,
+                    format!(
+                        "buffer `{}` at offset {} is not 4-byte aligned for f32",
+                        buf.id, span.offset
+                    ),
+                ));
+            }
+        }
+        // A node's output must not share bytes with its operands or its workspace: the plan
+        // guarantees it (they all use that node), and kernels borrow them at the same time.
+        // Kernels do not run in place, so a node reading its own output is refused too.
+        for (n, node) in llir.nodes.iter().enumerate() {
+            if !node.op.is_launch() {
+                continue;
+            }
+            for &w in &node.writes {
+                let ws = spans[w].bytes_range();
+                for &r in node.reads.iter().chain(&node.workspace) {
+                    if overlap(&ws, &spans[r].bytes_range()) {
+                        return Err(RuntimeError::invalid(
+                            label,
+                            format!(
+                                "node {n} ({}) writes `{}` over the bytes of `{}`, which it also \
+                                 uses: the plan is not valid",
+                                node.op.name(),
+                                llir.buffers[w].id,
+                                llir.buffers[r].id
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let last_use =
+            llir.buffers.iter().map(|b| b.uses.iter().copied().max().unwrap_or(0)).collect();
+        Ok(Self { placement, slab_bytes, spans, last_use })
+    }
+
+    /// Whether buffer `i`'s reserved bytes are shared with any other buffer (the plan reuses
+    /// them). A weight whose bytes are shared must be uploaded again on every execute.
+    pub fn is_shared(&self, i: BufferId) -> bool {
+        let Some(mine) = self.spans.get(i).map(Span::reserved_range) else { return false };
+        self.spans.iter().enumerate().any(|(j, s)| j != i && overlap(&mine, &s.reserved_range()))
+    }
+}
+
+/// Checks that a compiled program is self-consistent, so a runtime can execute it without
+/// panicking:
+///
+/// - the plan has one offset and one reserved size per buffer;
+/// - every tensor buffer is `f32` with `bytes = 4 · ∏shape`; every buffer has uses, all of
+///   them existing nodes;
+/// - nodes are in topological order (each input has a smaller id) and every buffer a node
+///   reads, writes or uses as workspace lists that node among its uses;
+/// - each op has the operands its kind needs, with matching element counts (matmul a `[m,k]`,
+///   b `[k,n]`, bias `[n]` when the epilogue has one, out `[m,n]`; add_bias x and out `[m,n]`,
+///   bias `[n]`; add, relu, gelu `len` elements);
+/// - upload writes only inputs and weights, and every input and weight is uploaded;
+/// - every buffer read is written by an earlier node.
+///
+/// # Errors
+/// [`RuntimeError::InvalidProgram`] naming the first inconsistency.
+pub fn check_program(program: &CompiledProgram) -> Result<(), RuntimeError> {
+    let label = program.label.as_str();
+    let bad = |reason: String| RuntimeError::invalid(label, reason);
+    let llir = &program.llir;
+    let plan = &program.plan;
+    let nb = llir.buffers.len();
+    if plan.offsets.len() != nb || plan.reserved.len() != nb {
+        return Err(bad(format!(
+            "the plan has {} offsets and {} reserved sizes for {nb} buffers",
+            plan.offsets.len(),
+            plan.reserved.len()
+        )));
+    }
+    for buf in &llir.buffers {
+        if buf.uses.is_empty() {
+            return Err(bad(format!("buffer `{}` has no uses", buf.id)));
+        }
+        if let Some(&u) = buf.uses.iter().find(|&&u| u >= llir.nodes.len()) {
+            return Err(bad(format!("buffer `{}` uses absent node {u}", buf.id)));
+        }
+        if buf.role == BufferRole::Workspace {
+            continue;
+        }
+        if buf.dtype != "f32" {
+            return Err(bad(format!("buffer `{}` has dtype {}, only f32 runs", buf.id, buf.dtype)));
+        }
+        let want = element_count(&buf.shape).and_then(|n| n.checked_mul(4));
+        if want != Some(buf.bytes) {
+            return Err(bad(format!(
+                "buffer `{}` has shape {:?} but {} bytes",
+                buf.id, buf.shape, buf.bytes
+            )));
+        }
+    }
+    let elems = |b: BufferId| llir.buffers.get(b).map(|buf| buf.bytes / 4);
+    let mut written = vec![false; nb];
+    for (n, node) in llir.nodes.iter().enumerate() {
+        let op = node.op;
+        let name = op.name();
+        if let Some(&i) = node.inputs.iter().find(|&&i| i >= n) {
+            return Err(bad(format!(
+                "node {n} ({name}) depends on node {i}: nodes are not in topological order"
+            )));
+        }
+        for &b in node.reads.iter().chain(&node.writes).chain(&node.workspace) {
+            let Some(buf) = llir.buffers.get(b) else {
+                return Err(bad(format!("node {n} ({name}) names absent buffer {b}")));
+            };
+            if !buf.uses.contains(&n) {
+                return Err(bad(format!(
+                    "node {n} ({name}) uses buffer `{}` but its uses {:?} do not list the node",
+                    buf.id, buf.uses
+                )));
+            }
+        }
+        if let Some(ws) = node.workspace
+            && llir.buffers[ws].role != BufferRole::Workspace
+        {
+            return Err(bad(format!(
+                "node {n} ({name}) has workspace `{}`, which is not a workspace buffer",
+                llir.buffers[ws].id
+            )));
+        }
+        // (reads, writes) element counts the op needs; None = any count.
+        let want: (Vec<usize>, Vec<usize>) = match op {
+            LlirOp::Upload => {
+                if !node.reads.is_empty() {
+                    return Err(bad(format!("node {n} (upload) reads buffers")));
+                }
+                if let Some(&w) = node.writes.iter().find(|&&w| {
+                    !matches!(llir.buffers[w].role, BufferRole::Input | BufferRole::Weight)
+                }) {
+                    return Err(bad(format!(
+                        "node {n} (upload) writes `{}`, which is not an input or weight",
+                        llir.buffers[w].id
+                    )));
+                }
+                (vec![], node.writes.iter().map(|&w| elems(w).unwrap_or(0)).collect())
+            }
+            LlirOp::Readback => {
+                if !node.writes.is_empty() {
+                    return Err(bad(format!("node {n} (readback) writes buffers")));
+                }
+                (node.reads.iter().map(|&r| elems(r).unwrap_or(0)).collect(), vec![])
+            }
+            LlirOp::LtMatmul { m, k, n: cols, epilogue } => {
+                let mk = m.checked_mul(k);
+                let kn = k.checked_mul(cols);
+                let mn = m.checked_mul(cols);
+                let (Some(mk), Some(kn), Some(mn)) = (mk, kn, mn) else {
+                    return Err(bad(format!("node {n} (lt_matmul) sizes overflow")));
+                };
+                let mut reads = vec![mk, kn];
+                if epilogue.has_bias() {
+                    reads.push(cols);
+                }
+                (reads, vec![mn])
+            }
+            LlirOp::AddBias { m, n: cols } => {
+                let Some(mn) = m.checked_mul(cols) else {
+                    return Err(bad(format!("node {n} (add_bias) sizes overflow")));
+                };
+                (vec![mn, cols], vec![mn])
+            }
+            LlirOp::Add { len } => (vec![len, len], vec![len]),
+            LlirOp::Relu { len } | LlirOp::Gelu { len } => (vec![len], vec![len]),
+        };
+        let check = |what: &str, got: &[BufferId], want: &[usize]| -> Result<(), RuntimeError> {
+            if got.len() != want.len() {
+                return Err(bad(format!(
+                    "node {n} ({name}) {what} {} buffers, the op needs {}",
+                    got.len(),
+                    want.len()
+                )));
+            }
+            for (&b, &w) in got.iter().zip(want) {
+                let buf = &llir.buffers[b];
+                if buf.role == BufferRole::Workspace || buf.bytes / 4 != w {
+                    return Err(bad(format!(
+                        "node {n} ({name}) {what} `{}` of shape {:?}, the op needs {w} f32 elements",
+                        buf.id, buf.shape
+                    )));
+                }
+            }
+            Ok(())
+        };
+        check("reads", &node.reads, &want.0)?;
+        check("writes", &node.writes, &want.1)?;
+        if let Some(&r) = node.reads.iter().find(|&&r| !written[r]) {
+            return Err(bad(format!(
+                "node {n} ({name}) reads `{}` before any node writes it",
+                llir.buffers[r].id
+            )));
+        }
+        for &w in &node.writes {
+            written[w] = true;
+        }
+    }
+    if let Some(buf) = llir.buffers.iter().zip(&written).find_map(|(b, &w)| {
+        (!w && matches!(b.role, BufferRole::Input | BufferRole::Weight)).then_some(b)
+    }) {
+        return Err(bad(format!("{} `{}` is never uploaded", role_name(buf.role), buf.id)));
+    }
+    Ok(())
+}
+
+/// The memory plan as `LUMINAL_CUDA_MEMORY_DEBUG=1` prints it: one summary line
+/// `{PREFIX}_MEMORY_PLAN label=.. placement=.. buffers=.. slab_bytes=.. naive_bytes=..
+/// lower_bound=..` (bytes; naive and lower bound are the plan's, whatever the placement), then
+/// one `{PREFIX}_MEMORY_BUFFER` line per buffer in request order with its role, bytes,
+/// reserved bytes, offset, uses and last use.
+pub fn memory_plan_lines(
+    prefix: &str,
+    program: &CompiledProgram,
+    layout: &SlabLayout,
+) -> Vec<String> {
+    let plan = &program.plan;
+    let mut lines = vec![format!(
+        "{prefix}_MEMORY_PLAN label={} placement={} buffers={} slab_bytes={} naive_bytes={} \
+         lower_bound={}",
+        program.label,
+        layout.placement.name(),
+        program.llir.buffers.len(),
+        layout.slab_bytes,
+        plan.naive_bytes,
+        plan.lower_bound
+    )];
+    for ((buf, span), last) in program.llir.buffers.iter().zip(&layout.spans).zip(&layout.last_use)
+    {
+        let uses: Vec<String> = buf.uses.iter().map(ToString::to_string).collect();
+        lines.push(format!(
+            "{prefix}_MEMORY_BUFFER id={} role={} bytes={} reserved={} offset={} uses={} last_use={last}",
+            buf.id,
+            role_name(buf.role),
+            span.bytes,
+            span.reserved,
+            span.offset,
+            uses.join(",")
+        ));
+    }
+    lines
+}
+
+/// The role's name in messages and dumps: `input`, `weight`, `workspace`, `intermediate`,
+/// `output`.
+pub fn role_name(role: BufferRole) -> &'static str {
+    match role {
+        BufferRole::Input => "input",
+        BufferRole::Weight => "weight",
+        BufferRole::Workspace => "workspace",
+        BufferRole::Intermediate => "intermediate",
+        BufferRole::Output => "output",
+    }
+}

@@ -1,0 +1,155 @@
+//! The runtime traits: a [`Runtime`] prepares a compiled program once; the
+//! [`PreparedProgram`] it returns executes it many times.
+//!
+//! The split is Luminal's (compile once, run many) and CUDA's (allocate, upload weights and
+//! build kernels up front so an execute is only uploads, launches and a readback). Both traits
+//! are object-safe so a caller can pick a backend at run time (`--runtime cpu|cuda`) and a
+//! search can prepare several candidates side by side.
+
+use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer};
+use serde::Serialize;
+
+use crate::error::TensorKind;
+use crate::phases::Peak;
+use crate::{RuntimeError, Tensors};
+
+/// A backend that turns compiled programs into runnable ones.
+pub trait Runtime {
+    /// Short name: `cpu`, `cuda`. Also the prefix of its profile line (`CPU_EXEC_PROFILE`).
+    fn name(&self) -> &'static str;
+
+    /// The peak throughput the phase report compares against, in FLOP/s, with its basis.
+    fn peak(&self) -> Peak;
+
+    /// Prepares `program`: checks it, allocates its slab (`program.plan.slab_bytes`, or more
+    /// in a no-reuse mode), sets up kernels and uploads `weights` (every buffer of role
+    /// `Weight`, by name, shapes exactly as declared).
+    ///
+    /// # Errors
+    /// [`RuntimeError::InvalidProgram`] for an inconsistent program; `Missing`, `Unexpected`
+    /// or `ShapeMismatch` for weights that do not match the program; `Alloc` when the slab
+    /// cannot be allocated; backend errors (no device, driver failures).
+    fn prepare(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<Box<dyn PreparedProgram>, RuntimeError>;
+}
+
+/// A program ready to run on one backend; owns its slab.
+pub trait PreparedProgram {
+    /// The compiled program's label (e.g. `linear-relu-unfused`).
+    fn label(&self) -> &str;
+
+    /// Bytes of slab this preparation allocated.
+    fn slab_bytes(&self) -> usize;
+
+    /// Seconds `prepare` took (slab allocation, checks, weight upload).
+    fn prepare_seconds(&self) -> f64;
+
+    /// Runs the program once: uploads `inputs` (every buffer of role `Input`, by name), runs
+    /// every node in order, and returns the outputs read back, in readback order, named as the
+    /// program names them, with their declared shapes.
+    ///
+    /// # Errors
+    /// `Missing`, `Unexpected` or `ShapeMismatch` for inputs that do not match the program;
+    /// backend errors.
+    fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError>;
+
+    /// The profile of the latest successful execute; `None` before the first.
+    fn last_profile(&self) -> Option<&ExecProfile>;
+}
+
+/// Timings and counts of one execute. Times in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ExecProfile {
+    /// Wall time of the whole execute, checks included, ms.
+    pub total_ms: f64,
+    /// Host-to-slab copies of inputs (and weights whose bytes the plan reuses), ms.
+    pub upload_ms: f64,
+    /// Kernels, ms (on the CPU: the kernels themselves; on CUDA: enqueueing them).
+    pub launch_ms: f64,
+    /// Waiting for the device, ms (0 on the CPU: kernels run synchronously).
+    pub sync_ms: f64,
+    /// Slab-to-host copies of the outputs, ms.
+    pub readback_ms: f64,
+    /// NaN-filling dead buffers in memory-debug mode, ms.
+    pub poison_ms: f64,
+    /// Kernel launches.
+    pub launches: usize,
+    /// FLOP the kernels performed.
+    pub flops: u64,
+    /// Bytes copied host-to-slab.
+    pub upload_bytes: usize,
+    /// Bytes copied slab-to-host.
+    pub readback_bytes: usize,
+}
+
+impl ExecProfile {
+    /// The `LUMINAL_CUDA_PROFILE_RECAPTURE` line: `{PREFIX}_EXEC_PROFILE` then `key=value`
+    /// fields, times in ms with 3 decimals, e.g.
+    /// `CPU_EXEC_PROFILE label=mlp-unfused total_ms=0.120 prepare_ms=0.800 upload_ms=0.010
+    /// launch_ms=0.100 sync_ms=0.000 readback_ms=0.002 poison_ms=0.000 launches=5
+    /// flops=123456 upload_bytes=4096 readback_bytes=640 gflops=1.029`.
+    pub fn line(&self, prefix: &str, label: &str, prepare_ms: f64) -> String {
+        let label: String =
+            label.chars().map(|c| if c.is_whitespace() || c == '=' { '_' } else { c }).collect();
+        let gflops =
+            if self.total_ms > 0.0 { self.flops as f64 / (self.total_ms * 1e6) } else { 0.0 };
+        format!(
+            "{prefix}_EXEC_PROFILE label={label} total_ms={:.3} prepare_ms={prepare_ms:.3} \
+             upload_ms={:.3} launch_ms={:.3} sync_ms={:.3} readback_ms={:.3} poison_ms={:.3} \
+             launches={} flops={} upload_bytes={} readback_bytes={} gflops={gflops:.3}",
+            self.total_ms,
+            self.upload_ms,
+            self.launch_ms,
+            self.sync_ms,
+            self.readback_ms,
+            self.poison_ms,
+            self.launches,
+            self.flops,
+            self.upload_bytes,
+            self.readback_bytes,
+        )
+    }
+}
+
+/// Checks named tensors against the buffers of one role among `buffers` (`Input` for
+/// execute, `Weight` for prepare): each declared one present with its exact shape, nothing
+/// extra. Declared order is buffer order, so the first error is deterministic.
+///
+/// # Errors
+/// [`RuntimeError::Missing`], then [`RuntimeError::ShapeMismatch`] for the first declared
+/// tensor that is wrong, else [`RuntimeError::Unexpected`] for the first extra name given.
+pub fn check_tensors(
+    buffers: &[LlirBuffer],
+    kind: TensorKind,
+    given: &Tensors,
+) -> Result<(), RuntimeError> {
+    let role = match kind {
+        TensorKind::Input => BufferRole::Input,
+        TensorKind::Weight => BufferRole::Weight,
+    };
+    let declared = || buffers.iter().filter(move |b| b.role == role);
+    for buf in declared() {
+        let Some(t) = given.get(&buf.id) else {
+            return Err(RuntimeError::Missing {
+                kind,
+                name: buf.id.clone(),
+                shape: buf.shape.clone(),
+            });
+        };
+        if t.shape() != buf.shape.as_slice() {
+            return Err(RuntimeError::ShapeMismatch {
+                kind,
+                name: buf.id.clone(),
+                expected: buf.shape.clone(),
+                got: t.shape().to_vec(),
+            });
+        }
+    }
+    if let Some(name) = given.keys().find(|name| !declared().any(|b| &b.id == *name)) {
+        return Err(RuntimeError::Unexpected { kind, name: name.clone() });
+    }
+    Ok(())
+}
