@@ -22,9 +22,10 @@
 //! its op, parameters and (for inputs, weights and outputs) its name; each round recolours a
 //! node by its colour, its operands' colours in operand order and its consumers' colours with
 //! operand index. The colours depend only on the graph's structure, never on node indices, so
-//! the same program declared in another op order numbers its nodes identically. Nodes that
-//! still share a colour are (for every program lumen builds) interchangeable; declaration
-//! order breaks the tie deterministically.
+//! the same program declared in another op order numbers its nodes identically. After
+//! refinement every live node has its own colour: outputs are named, leaves are named, and an
+//! operand slot holds one node, so two nodes can only share a colour if they feed the same slot
+//! of the same consumer. Declaration order is kept as a last tie-break for safety only.
 
 use std::collections::{BTreeMap, BTreeSet};
 
