@@ -21,17 +21,20 @@ Tensors (weights are [in, out]: h = relu(x @ w + b), no relu after the last laye
     logits  [450, 10]  f32  scikit-learn's pre-softmax values for x (computed in float64
                             from its own coefs_/intercepts_, checked against predict_proba)
 The header's metadata records scikit-learn's held-out accuracy and the package versions.
-Training is deterministic for a given scikit-learn/numpy version; the committed file is the
-one this script produced with the pinned versions above.
+Training is deterministic for a given scikit-learn/numpy version and the file is written
+byte-for-byte reproducibly, so rerunning with the pinned versions reproduces the committed file.
 """
 
 import os
 import sys
 
+import json
+import struct
+
 import numpy as np
 import safetensors
 import sklearn
-from safetensors.numpy import save_file
+from safetensors.numpy import load_file
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from sklearn.neural_network import MLPClassifier
@@ -45,6 +48,35 @@ def forward_logits(coefs, intercepts, x):
         if i + 1 < len(coefs):
             h = np.maximum(h, 0.0)
     return h
+
+
+DTYPES = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}
+
+
+def save_deterministic(tensors, path, metadata):
+    """Writes the safetensors format byte-for-byte reproducibly (the library's writer orders
+    the metadata by a hash map): 8-byte little-endian header length, a JSON header with sorted
+    keys padded with spaces to 8 bytes, then the little-endian tensor data in key order."""
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    offset = 0
+    blobs = []
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(tensors[name])
+        data = arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+        header[name] = {
+            "dtype": DTYPES[arr.dtype],
+            "shape": list(arr.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
 
 
 def main():
@@ -94,7 +126,11 @@ def main():
         "numpy": np.__version__,
         "safetensors": safetensors.__version__,
     }
-    save_file(tensors, out_path, metadata=metadata)
+    save_deterministic(tensors, out_path, metadata)
+    # Read it back with the reference implementation.
+    back = load_file(out_path)
+    assert sorted(back) == sorted(tensors)
+    assert all((back[k] == tensors[k]).all() and back[k].dtype == tensors[k].dtype for k in back)
     correct = int(round(accuracy * len(y_test)))
     print(f"wrote {out_path}")
     print(f"held-out samples: {len(y_test)}, scikit-learn accuracy: {accuracy:.6f} "
