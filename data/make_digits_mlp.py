@@ -25,11 +25,10 @@ Training is deterministic for a given scikit-learn/numpy version and the file is
 byte-for-byte reproducibly, so rerunning with the pinned versions reproduces the committed file.
 """
 
-import os
-import sys
-
 import json
+import os
 import struct
+import sys
 
 import numpy as np
 import safetensors
