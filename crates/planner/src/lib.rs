@@ -16,6 +16,7 @@ pub mod order;
 pub mod problem;
 pub mod reach;
 pub mod slab;
+pub mod svg;
 pub mod verify;
 
 pub use error::{PlanError, VerifyError};
@@ -24,6 +25,7 @@ pub use order::BufferOrder;
 pub use problem::{ProblemError, SlabProblem};
 pub use reach::Reachability;
 pub use slab::{SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, plan_slab, reserved_bytes};
+pub use svg::{layout_svg, layout_svg_with_names};
 pub use verify::verify;
 
 /// The DAG type the planner works on: nodes are program steps (kernels, uploads, readbacks),
