@@ -1,0 +1,161 @@
+//! `lumen plan-slab`, run as a user runs it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn seed() -> PathBuf {
+    root().join("examples/plans/seed_unfused.json")
+}
+
+fn lumen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .arg("plan-slab")
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the lumen binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs a failing command: exit status 1, nothing on stdout, exactly one `error: ` line.
+fn fails(args: &[&str]) -> String {
+    let out = lumen(args);
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    err.trim_end().to_string()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path("../snapshots");
+    s.set_prepend_module_to_snapshot(false);
+    s
+}
+
+#[test]
+fn seed_table() {
+    let out = lumen(&["examples/plans/seed_unfused.json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("slab_bytes          1,196,288"));
+    assert!(text.contains("lower_bound         1,196,288"));
+    settings().bind(|| insta::assert_snapshot!("cli_plan_slab_seed_table", text));
+}
+
+#[test]
+fn seed_json() {
+    let out = lumen(&[seed().to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["offsets"],
+        serde_json::json!({"x": 0, "w": 65536, "b": 131072, "workspace": 131328,
+                           "t0": 1179904, "t1": 0, "y": 16384})
+    );
+    assert_eq!(v["slab_bytes"], 1_196_288);
+    assert_eq!(v["naive_bytes"], 1_229_056);
+    assert_eq!(v["lower_bound"], 1_196_288);
+    assert_eq!(v["ratio"], 1.0);
+    assert_eq!(v["algorithm"], "first-fit");
+    // Keys in SPEC order.
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).take(4).collect();
+    assert_eq!(keys, ["offsets", "slab_bytes", "naive_bytes", "lower_bound"]);
+}
+
+#[test]
+fn capacity_and_alignment_override_the_file() {
+    let out = lumen(&["examples/plans/seed_unfused.json", "--json", "--capacity", "1196288"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = fails(&["examples/plans/seed_unfused.json", "--capacity", "1196287"]);
+    assert_eq!(
+        err,
+        "error: examples/plans/seed_unfused.json: slab capacity 1196287 exceeded while placing request 4 (16384 bytes)"
+    );
+    let out = lumen(&["examples/plans/seed_unfused.json", "--json", "--alignment", "1024"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reserved"]["b"], 1024);
+    assert_eq!(v["alignment"], 1024);
+    let err = fails(&["examples/plans/seed_unfused.json", "--alignment", "0"]);
+    assert!(err.ends_with(": slab alignment must be positive"), "{err}");
+}
+
+#[test]
+fn minimalloc_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = write(
+        dir.path(),
+        "input.12.csv",
+        "id,lower,upper,size\nb1,0,3,4\nb2,3,9,4\nb3,0,9,4\nb4,9,21,4\nb5,0,21,4\n",
+    );
+    let out = lumen(&[&csv, "--json", "--alignment", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["offsets"], serde_json::json!({"b1": 0, "b2": 0, "b3": 4, "b4": 0, "b5": 8}));
+    assert_eq!(v["slab_bytes"], 12);
+    assert_eq!(v["lower_bound"], 12);
+}
+
+#[test]
+fn svg_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("seed.svg");
+    let out = lumen(&["examples/plans/seed_unfused.json", "--svg", svg.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg "));
+    assert!(text.ends_with("</svg>\n"));
+    assert_eq!(text.matches("<title>").count(), 7);
+    // Only the picture is left in the folder: the temporary file was renamed.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn bad_input_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("never.svg");
+    let svg = svg.to_str().unwrap();
+
+    let err = fails(&["no/such/plan.json"]);
+    assert!(err.starts_with("error: cannot read no/such/plan.json: "), "{err}");
+
+    let bad =
+        write(dir.path(), "neg.json", r#"{"buffers": [{"id": "x", "bytes": -1, "uses": []}]}"#);
+    let err = fails(&[&bad, "--svg", svg]);
+    assert!(
+        err.contains("neg.json: buffer bytes must be a non-negative integer, got -1 at line 1")
+    );
+
+    let cyc = write(dir.path(), "cyc.json", r#"{"nodes": ["a"], "edges": [["a", "a"]]}"#);
+    assert!(
+        fails(&[&cyc, "--svg", svg]).ends_with("cyc.json: slab lifetime graph must be acyclic")
+    );
+
+    let csv = write(dir.path(), "bad.csv", "id,lower,upper,size\na,4,2,8\n");
+    assert!(fails(&[&csv]).ends_with("bad.csv: line 2: buffer a has an empty lifetime [4, 2)"));
+
+    let err = fails(&["examples/plans/seed_unfused.json", "--svg", "/no/such/dir/x.svg"]);
+    assert!(err.starts_with("error: cannot write /no/such/dir/x.svg: "), "{err}");
+
+    // Nothing was drawn for the failures.
+    assert!(!Path::new(svg).exists());
+}
