@@ -39,7 +39,7 @@ pub struct Args {
     /// Slab alignment in bytes.
     #[arg(long, default_value_t = 256)]
     alignment: usize,
-    /// Write {label}.llir.txt, .llir.dot, .plan.txt (, .plan.svg) here (overrides LLIR_DUMP_DIR).
+    /// Write {label}.llir.txt, .llir.dot, .plan.txt, .plan.svg here (overrides LLIR_DUMP_DIR).
     #[arg(long)]
     dump_dir: Option<PathBuf>,
     /// Print one JSON object instead of the text.

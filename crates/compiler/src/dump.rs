@@ -266,8 +266,26 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
     })
 }
 
-/// Writes `{label}.llir.txt`, `{label}.llir.dot`, `{label}.plan.txt` (and `{label}.plan.svg`
-/// once the planner draws layouts) into `dir`, creating it. Each file is written to a temporary
+/// The slab layout picture of the plan (the planner's `layout_svg`: byte offset against the
+/// DAG's order), each step labelled with its canonical node id and op (`1 lt_matmul`).
+pub fn plan_svg(program: &CompiledProgram) -> String {
+    let ops: Vec<String> = program
+        .llir
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| format!("{i} {}", n.op.name()))
+        .collect();
+    lumen_planner::svg::layout_svg_with_names(
+        &program.dag,
+        &program.llir.slab_buffers(),
+        &program.plan,
+        |node| ops.get(node.index()).cloned().unwrap_or_else(|| node.index().to_string()),
+    )
+}
+
+/// Writes `{label}.llir.txt`, `{label}.llir.dot`, `{label}.plan.txt` and `{label}.plan.svg`
+/// into `dir`, creating it. Each file is written to a temporary
 /// name in `dir` and renamed, so a reader never sees half a dump. Returns the paths written.
 ///
 /// # Errors
@@ -283,6 +301,7 @@ pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>
         (format!("{label}.llir.txt"), llir_text(program)),
         (format!("{label}.llir.dot"), llir_dot(program)),
         (format!("{label}.plan.txt"), plan_text(program)),
+        (format!("{label}.plan.svg"), plan_svg(program)),
     ];
     let mut written = Vec::with_capacity(files.len());
     for (file, text) in files {

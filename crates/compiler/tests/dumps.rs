@@ -22,26 +22,22 @@ fn dump_dir_option_writes_the_files() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     files.sort();
-    // No temporary file is left behind. The plan SVG comes with the planner's layout drawing.
-    let expected: Vec<&str> = if files.iter().any(|f| f.ends_with(".svg")) {
-        vec![
-            "linear-relu-unfused.llir.dot",
-            "linear-relu-unfused.llir.txt",
-            "linear-relu-unfused.plan.svg",
-            "linear-relu-unfused.plan.txt",
-        ]
-    } else {
-        vec![
-            "linear-relu-unfused.llir.dot",
-            "linear-relu-unfused.llir.txt",
-            "linear-relu-unfused.plan.txt",
-        ]
-    };
+    // Exactly the four dumps: no temporary file is left behind.
+    let expected = [
+        "linear-relu-unfused.llir.dot",
+        "linear-relu-unfused.llir.txt",
+        "linear-relu-unfused.plan.svg",
+        "linear-relu-unfused.plan.txt",
+    ];
     assert_eq!(files, expected);
     let read = |f: &str| std::fs::read_to_string(target.join(f)).unwrap();
     assert_eq!(read("linear-relu-unfused.llir.txt"), llir_text(&p));
     assert_eq!(read("linear-relu-unfused.plan.txt"), plan_text(&p));
     assert_eq!(read("linear-relu-unfused.llir.dot"), llir_dot(&p));
+    let svg = read("linear-relu-unfused.plan.svg");
+    assert_eq!(svg, lumen_compiler::dump::plan_svg(&p));
+    assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{svg}");
+    assert!(svg.contains("1 lt_matmul"), "steps are labelled with node id and op");
 }
 
 #[test]
