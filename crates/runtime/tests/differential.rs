@@ -1,0 +1,142 @@
+//! Differential tests over random programs: MLPs of random depth and widths, fused and unfused
+//! layers, residual adds, parallel branches from one input, several outputs declared in any
+//! order. For each program the planned run, the no-reuse run and the NaN-poisoned run must be
+//! bit-identical, a prepared program must give the same bits every time it executes, and the
+//! values must match the f64 reference.
+
+mod common;
+
+use common::*;
+use lumen_compiler::{CompiledProgram, Epilogue};
+use lumen_runtime::{CpuOptions, CpuRuntime, Placement, PreparedProgram, Runtime};
+use petgraph::graph::NodeIndex;
+use proptest::prelude::*;
+
+/// A random program from `seed`; returns it with a one-line description for failure messages.
+fn random_program(seed: u64) -> (CompiledProgram, String) {
+    let mut rng = Rng(seed);
+    let mut h = HlirBuilder::default();
+    let batch = 1 + rng.below(6);
+    let mut width = 1 + rng.below(12);
+    let mut desc = format!("x[{batch},{width}]");
+    let x = h.input("x", &[batch, width]);
+    let mut cur = x;
+    let mut tensors: Vec<NodeIndex> = Vec::new();
+    let depth = 1 + rng.below(4);
+    for l in 1..=depth {
+        let out_w = if rng.below(3) == 0 { width } else { 1 + rng.below(12) };
+        let w = h.weight(&format!("w{l}"), &[width, out_w]);
+        let b = h.weight(&format!("b{l}"), &[out_w]);
+        let act = rng.below(3);
+        let mut t = if rng.below(2) == 0 {
+            let epilogue = [Epilogue::Bias, Epilogue::ReluBias, Epilogue::GeluBias][act];
+            desc += &format!(" L{l}:{}", epilogue.name());
+            h.matmul(cur, w, Some(b), epilogue)
+        } else {
+            desc += &format!(" L{l}:mm+b{}", ["", "+relu", "+gelu"][act]);
+            let mm = h.matmul(cur, w, None, Epilogue::Default);
+            let t = h.add_op(mm, b);
+            match act {
+                1 => h.relu(t),
+                2 => h.gelu(t),
+                _ => t,
+            }
+        };
+        if rng.below(3) == 0 {
+            // A parallel branch from the same input: its matmul may run before or after the
+            // main one, so the planner must keep both outputs apart.
+            let v = h.weight(&format!("v{l}"), &[width, out_w]);
+            let fused = rng.below(2) == 0;
+            let p = h.matmul(cur, v, None, if fused { Epilogue::Relu } else { Epilogue::Default });
+            t = h.add_op(t, p);
+            desc += "+branch";
+        }
+        if out_w == width && rng.below(2) == 0 {
+            t = h.add_op(t, cur);
+            desc += "+residual";
+        }
+        tensors.push(t);
+        cur = t;
+        width = out_w;
+    }
+    // The last tensor and a random subset of the others are outputs, declared in random order.
+    let mut outs: Vec<usize> = (0..tensors.len() - 1).filter(|_| rng.below(3) == 0).collect();
+    outs.push(tensors.len() - 1);
+    for i in (1..outs.len()).rev() {
+        outs.swap(i, rng.below(i + 1));
+    }
+    for &i in &outs {
+        h.output(tensors[i], &format!("y{i}"));
+    }
+    desc += &format!(" outputs {outs:?}");
+    (compile_fused(&h.hlir, &format!("random-{seed}")), desc)
+}
+
+fn check_program(seed: u64) {
+    let (program, desc) = random_program(seed);
+    let weights = weights_for(&program, seed ^ 0x5EED);
+    let inputs = inputs_for(&program, seed ^ 0xD00D);
+    let other = inputs_for(&program, seed ^ 0xBEEF);
+
+    let planned = run(&program, CpuOptions::default(), &weights, &inputs);
+    for (mode, options) in modes() {
+        let mut prepared = CpuRuntime::new(options).prepare(&program, &weights).expect("prepare");
+        let first = prepared.execute(&inputs).expect("execute");
+        assert_eq!(bits(&first), bits(&planned), "{desc}: mode {mode} differs from planned");
+        // Other inputs in between must leave no trace: stale buffers or clobbered weights
+        // would change the third run.
+        let between = prepared.execute(&other).expect("execute");
+        let again = prepared.execute(&inputs).expect("execute");
+        assert_eq!(bits(&again), bits(&first), "{desc}: mode {mode}, second execute differs");
+        assert_eq!(
+            bits(&between),
+            bits(&run(&program, CpuOptions::default(), &weights, &other)),
+            "{desc}: mode {mode}, fresh vs reused preparation"
+        );
+    }
+    // Values: f32 against f64, widths <= 12 and depth <= 4 (residuals double magnitudes).
+    let err = max_err_vs_reference(&program, &weights, &inputs, &planned);
+    assert!(err < 1e-4, "{desc}: max error {err} vs f64 reference");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn planned_no_reuse_and_poisoned_runs_agree(seed in any::<u64>()) {
+        check_program(seed);
+    }
+}
+
+#[test]
+fn fixed_seeds() {
+    for seed in 0..32 {
+        check_program(seed);
+    }
+}
+
+#[test]
+fn plans_of_random_programs_do_reuse_memory() {
+    // The differential test means something only if the planned runs actually share bytes.
+    let mut shared = 0;
+    let mut reuploads = 0;
+    for seed in 0..64 {
+        let (program, _) = random_program(seed);
+        if program.plan.slab_bytes < program.plan.naive_bytes {
+            shared += 1;
+        }
+        let weights = weights_for(&program, seed);
+        let prepared = CpuRuntime::new(CpuOptions::default())
+            .prepare_cpu(&program, &weights)
+            .expect("prepare");
+        reuploads += usize::from(prepared.reuploaded_weights() > 0);
+        let no_reuse =
+            CpuRuntime::new(CpuOptions { placement: Placement::NoReuse, ..CpuOptions::default() })
+                .prepare_cpu(&program, &weights)
+                .expect("prepare");
+        assert!(no_reuse.slab_bytes() >= program.plan.naive_bytes);
+        assert_eq!(no_reuse.reuploaded_weights(), 0);
+    }
+    assert!(shared >= 48, "only {shared} of 64 random programs reuse bytes");
+    assert!(reuploads >= 8, "only {reuploads} of 64 random programs reuse a weight's bytes");
+}

@@ -1,0 +1,294 @@
+//! Bad input never panics: wrong weights and inputs, inconsistent programs, and a corrupted
+//! plan (a planning error must show up as wrong numbers, or NaN in memory-debug mode).
+
+mod common;
+
+use common::*;
+use lumen_compiler::{CompiledProgram, Graph};
+use lumen_planner::Reachability;
+use lumen_runtime::{
+    CpuOptions, CpuRuntime, HostTensor, Runtime, RuntimeError, TensorKind, Tensors,
+};
+use petgraph::graph::NodeIndex;
+
+fn golden() -> CompiledProgram {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [64, 256]);
+    let w = cx.weight("w", [256, 64]);
+    let b = cx.weight("b", [64]);
+    (x.matmul(w) + b).relu().output("y");
+    compile(&cx, "linear-relu")
+}
+
+fn prepare_err(program: &CompiledProgram, weights: &Tensors) -> RuntimeError {
+    match CpuRuntime::default().prepare(program, weights) {
+        Ok(_) => panic!("prepare accepted bad input"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn weights_are_checked_at_prepare() {
+    let program = golden();
+    let good = weights_for(&program, 1);
+
+    let mut missing = good.clone();
+    missing.shift_remove("b");
+    let err = prepare_err(&program, &missing);
+    assert_eq!(
+        err,
+        RuntimeError::Missing { kind: TensorKind::Weight, name: "b".into(), shape: vec![64] }
+    );
+    assert_eq!(err.to_string(), "missing weight `b` (shape [64])");
+
+    let mut extra = good.clone();
+    extra.insert("w9".into(), tensor(&[1], &[0.0]));
+    assert_eq!(
+        prepare_err(&program, &extra).to_string(),
+        "unexpected weight `w9`: the program has no weight of that name"
+    );
+
+    let mut wrong = good.clone();
+    wrong.insert("w".into(), HostTensor::zeros([64, 256]).unwrap());
+    assert_eq!(
+        prepare_err(&program, &wrong).to_string(),
+        "weight `w` has shape [64, 256], the program expects [256, 64]"
+    );
+
+    // An input is not a weight.
+    let mut with_input = good.clone();
+    with_input.extend(inputs_for(&program, 2));
+    assert!(matches!(
+        prepare_err(&program, &with_input),
+        RuntimeError::Unexpected { kind: TensorKind::Weight, .. }
+    ));
+}
+
+#[test]
+fn inputs_are_checked_at_execute() {
+    let program = golden();
+    let mut prepared = CpuRuntime::default().prepare(&program, &weights_for(&program, 1)).unwrap();
+    let err = prepared.execute(&Tensors::new()).unwrap_err();
+    assert_eq!(err.to_string(), "missing input `x` (shape [64, 256])");
+    let mut inputs = inputs_for(&program, 2);
+    inputs.insert("x".into(), HostTensor::zeros([256, 64]).unwrap());
+    assert_eq!(
+        prepared.execute(&inputs).unwrap_err().to_string(),
+        "input `x` has shape [256, 64], the program expects [64, 256]"
+    );
+    let mut inputs = inputs_for(&program, 2);
+    inputs.insert("w".into(), HostTensor::zeros([256, 64]).unwrap());
+    assert_eq!(
+        prepared.execute(&inputs).unwrap_err().to_string(),
+        "unexpected input `w`: the program has no input of that name"
+    );
+    // A failed execute leaves the prepared program usable.
+    let good = inputs_for(&program, 2);
+    assert_eq!(prepared.execute(&good).unwrap(), prepared.execute(&good).unwrap());
+    assert!(prepared.last_profile().is_some());
+}
+
+fn invalid(program: &CompiledProgram) -> String {
+    match prepare_err(program, &weights_for(program, 1)) {
+        RuntimeError::InvalidProgram { reason, .. } => reason,
+        other => panic!("expected InvalidProgram, got {other}"),
+    }
+}
+
+#[test]
+fn inconsistent_programs_are_refused() {
+    let base = golden();
+
+    let mut p = base.clone();
+    p.plan.offsets.pop();
+    assert_eq!(invalid(&p), "the plan has 6 offsets and 7 reserved sizes for 7 buffers");
+
+    let mut p = base.clone();
+    p.plan.offsets[6] = p.plan.slab_bytes;
+    assert!(invalid(&p).contains("does not fit the 1196288-byte slab"), "{}", invalid(&p));
+
+    let mut p = base.clone();
+    p.plan.offsets[6] = 2;
+    assert_eq!(invalid(&p), "buffer `y` at offset 2 is not 4-byte aligned for f32");
+
+    // Output over an operand of the same node: refused, never a data race on the slab.
+    let mut p = base.clone();
+    p.plan.offsets[4] = p.plan.offsets[0]; // t0 (matmul output) onto x (its operand)
+    assert_eq!(
+        invalid(&p),
+        "node 1 (lt_matmul) writes `t0` over the bytes of `x`, which it also uses: the plan is not valid"
+    );
+
+    let mut p = base.clone();
+    p.llir.buffers[4].shape = vec![64, 65];
+    assert_eq!(invalid(&p), "buffer `t0` has shape [64, 65] but 16384 bytes");
+
+    let mut p = base.clone();
+    p.llir.nodes[2].reads.pop();
+    assert_eq!(invalid(&p), "node 2 (add_bias) reads 1 buffers, the op needs 2");
+
+    let mut p = base.clone();
+    p.llir.nodes[2].reads[1] = 0; // add_bias bias := x
+    assert!(invalid(&p).starts_with("node 2 (add_bias) uses buffer `x` but its uses"));
+
+    let mut p = base.clone();
+    p.llir.nodes[3].reads[0] = 99;
+    assert_eq!(invalid(&p), "node 3 (relu) names absent buffer 99");
+
+    let mut p = base.clone();
+    p.llir.nodes[1].inputs = vec![3];
+    assert_eq!(
+        invalid(&p),
+        "node 1 (lt_matmul) depends on node 3: nodes are not in topological order"
+    );
+
+    let mut p = base.clone();
+    p.llir.buffers[2].uses = vec![];
+    assert_eq!(invalid(&p), "buffer `b` has no uses");
+
+    let mut p = base.clone();
+    p.llir.nodes[0].writes.retain(|&w| w != 2);
+    assert_eq!(invalid(&p), "node 2 (add_bias) reads `b` before any node writes it");
+}
+
+/// Pairs of tensor buffers that may be live at the same time but share no node.
+fn conflicting_pairs(program: &CompiledProgram) -> Vec<(usize, usize)> {
+    let reach = Reachability::new(&program.dag).unwrap();
+    let uses = |i: usize| -> Vec<NodeIndex> {
+        program.llir.buffers[i].uses.iter().map(|&u| NodeIndex::new(u)).collect()
+    };
+    let bufs = &program.llir.buffers;
+    let mut pairs = Vec::new();
+    for i in 0..bufs.len() {
+        for j in 0..bufs.len() {
+            let share_node = bufs[i].uses.iter().any(|u| bufs[j].uses.contains(u));
+            if i != j && !share_node && reach.conflicts(&uses(i), &uses(j)) {
+                pairs.push((i, j));
+            }
+        }
+    }
+    pairs
+}
+
+#[test]
+fn a_planning_error_shows_up_as_wrong_numbers() {
+    // Two branches from one input: t = relu(x w1), u = x w2, y = t + u. Whatever order the
+    // branches run in, a buffer of one branch is live while the other branch writes.
+    let mut cx = Graph::new();
+    let x = cx.input("x", [8, 8]);
+    let w1 = cx.weight("w1", [8, 8]);
+    let w2 = cx.weight("w2", [8, 8]);
+    let t = x.matmul(&w1).relu();
+    let u = x.matmul(&w2);
+    (t + u).output("y");
+    let program = compile(&cx, "branches");
+    let weights = weights_for(&program, 3);
+    let inputs = inputs_for(&program, 4);
+    let good = run(&program, CpuOptions::default(), &weights, &inputs);
+
+    let pairs: Vec<(usize, usize)> = conflicting_pairs(&program)
+        .into_iter()
+        .filter(|&(i, j)| {
+            let role = |k: usize| program.llir.buffers[k].role;
+            use lumen_compiler::BufferRole::*;
+            matches!(role(i), Intermediate | Output) && matches!(role(j), Intermediate | Output)
+        })
+        .collect();
+    assert!(!pairs.is_empty(), "the program has parallel intermediates");
+    let mut wrong = 0;
+    for &(i, j) in &pairs {
+        // Corrupt the plan: put j on top of i, as a planner that ignored the conflict would.
+        let mut bad = program.clone();
+        bad.plan.offsets[j] = bad.plan.offsets[i];
+        let out = run(&bad, CpuOptions::default(), &weights, &inputs);
+        if bits(&out) != bits(&good) {
+            wrong += 1;
+        }
+    }
+    assert!(wrong > 0, "no corrupted plan changed the output: {pairs:?}");
+
+    // Memory debug makes a buffer read after another's last use visible as NaN: a workspace
+    // (poisoned after its matmul) put over a weight still to be read by a later node.
+    let ws_pairs: Vec<(usize, usize)> = conflicting_pairs(&program)
+        .into_iter()
+        .filter(|&(i, j)| {
+            let role = |k: usize| program.llir.buffers[k].role;
+            role(i) == lumen_compiler::BufferRole::Weight
+                && role(j) == lumen_compiler::BufferRole::Workspace
+        })
+        .collect();
+    // Only a workspace whose matmul runs before the weight's reader poisons it.
+    let mut poisoned = 0;
+    for &(i, j) in &ws_pairs {
+        let mut bad = program.clone();
+        bad.plan.offsets[j] = bad.plan.offsets[i];
+        let debug = CpuOptions { memory_debug: true, ..CpuOptions::default() };
+        if run(&bad, debug, &weights, &inputs)["y"].data().iter().any(|v| v.is_nan()) {
+            poisoned += 1;
+        }
+        // Without memory debug the CPU never touches a workspace: the error stays hidden.
+        assert_eq!(bits(&run(&bad, CpuOptions::default(), &weights, &inputs)), bits(&good));
+    }
+    assert!(poisoned > 0, "no workspace-over-weight corruption was seen: {ws_pairs:?}");
+}
+
+#[test]
+fn memory_plan_lines_of_the_golden_program() {
+    let program = golden();
+    let prepared = CpuRuntime::new(CpuOptions { memory_debug: true, ..CpuOptions::default() })
+        .prepare_cpu(&program, &weights_for(&program, 1))
+        .unwrap();
+    assert_eq!(
+        prepared.memory_plan().join("\n"),
+        "CPU_MEMORY_PLAN label=linear-relu-unfused placement=planned buffers=7 slab_bytes=1196288 naive_bytes=1229056 lower_bound=1196288\n\
+         CPU_MEMORY_BUFFER id=x role=input bytes=65536 reserved=65536 offset=0 uses=0,1 last_use=1\n\
+         CPU_MEMORY_BUFFER id=w role=weight bytes=65536 reserved=65536 offset=65536 uses=0,1 last_use=1\n\
+         CPU_MEMORY_BUFFER id=b role=weight bytes=256 reserved=256 offset=131072 uses=0,2 last_use=2\n\
+         CPU_MEMORY_BUFFER id=workspace role=workspace bytes=1048576 reserved=1048576 offset=131328 uses=1 last_use=1\n\
+         CPU_MEMORY_BUFFER id=t0 role=intermediate bytes=16384 reserved=16384 offset=1179904 uses=1,2 last_use=2\n\
+         CPU_MEMORY_BUFFER id=t1 role=intermediate bytes=16384 reserved=16384 offset=0 uses=2,3 last_use=3\n\
+         CPU_MEMORY_BUFFER id=y role=output bytes=16384 reserved=16384 offset=16384 uses=3,4 last_use=4"
+    );
+    // Memory debug poisons weights after their last use, so it uploads them on every execute.
+    assert_eq!(prepared.reuploaded_weights(), 2);
+}
+
+#[test]
+fn exec_profile_counts() {
+    let program = golden();
+    let mut prepared = CpuRuntime::default().prepare(&program, &weights_for(&program, 1)).unwrap();
+    prepared.execute(&inputs_for(&program, 2)).unwrap();
+    let p = prepared.last_profile().unwrap().clone();
+    assert_eq!(p.launches, 3);
+    assert_eq!(p.flops, 2 * 64 * 64 * 256 + 2 * 64 * 64);
+    assert_eq!(p.upload_bytes, 65_536); // x only: w and b stay resident
+    assert_eq!(p.readback_bytes, 16_384);
+    assert_eq!(p.sync_ms, 0.0);
+    assert!(p.total_ms >= p.launch_ms + p.upload_ms + p.readback_ms);
+    let line = p.line("CPU", prepared.label(), 1.5);
+    assert!(line.starts_with("CPU_EXEC_PROFILE label=linear-relu-unfused total_ms="), "{line}");
+    assert!(line.contains(" prepare_ms=1.500 "), "{line}");
+    assert!(
+        line.contains(" launches=3 flops=2105344 upload_bytes=65536 readback_bytes=16384 gflops="),
+        "{line}"
+    );
+    let keys: Vec<&str> = line.split(' ').skip(1).map(|kv| kv.split('=').next().unwrap()).collect();
+    assert_eq!(
+        keys,
+        [
+            "label",
+            "total_ms",
+            "prepare_ms",
+            "upload_ms",
+            "launch_ms",
+            "sync_ms",
+            "readback_ms",
+            "poison_ms",
+            "launches",
+            "flops",
+            "upload_bytes",
+            "readback_bytes",
+            "gflops"
+        ]
+    );
+}
