@@ -340,22 +340,20 @@ fn infer_shape(node: &HlirNode, operands: &[&Shape]) -> Result<Shape, CompileErr
                 ));
             }
             let out = vec![m, n];
-            if let (true, [bias]) = (epilogue.has_bias(), rest) {
-                if bias.as_slice() != [n] {
-                    return Err(mismatch(
-                        "matmul bias",
-                        &out,
-                        bias,
-                        format!("the {} epilogue needs a bias of shape [{n}]", epilogue.name()),
-                    ));
-                }
+            if let (true, [bias]) = (epilogue.has_bias(), rest)
+                && bias.as_slice() != [n]
+            {
+                return Err(mismatch(
+                    "matmul bias",
+                    &out,
+                    bias,
+                    format!("the {} epilogue needs a bias of shape [{n}]", epilogue.name()),
+                ));
             }
             out
         }
         (HlirOp::Add, [a, b]) => {
-            if a == b {
-                a.to_vec()
-            } else if is_bias_of(b, a) {
+            if a == b || is_bias_of(b, a) {
                 a.to_vec()
             } else if is_bias_of(a, b) {
                 b.to_vec()

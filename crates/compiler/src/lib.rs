@@ -3,6 +3,8 @@
 //! Pipeline: DSL [`Graph`] -> HLIR ([`Hlir`]) -> (fusion) -> LLIR ([`Llir`]) -> lifetimes ->
 //! `lumen_planner::plan_slab` -> [`CompiledProgram`]. See SPEC section 3.
 
+#![warn(missing_docs)]
+
 pub mod compile;
 pub mod dsl;
 pub mod dump;

@@ -103,9 +103,11 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         let mut reads: Vec<BufferId> =
             operands.iter().filter_map(|a| buffer_of[a.index()]).collect();
         let op = match (&g[n].op, operand_shapes.as_slice()) {
-            (HlirOp::Matmul { epilogue }, [a, b, ..]) => {
-                LlirOp::LtMatmul { m: a[0], k: a[1], n: b[1], epilogue: *epilogue }
-            }
+            (HlirOp::Matmul { epilogue }, [a, b, ..]) => match (a.as_slice(), b.as_slice()) {
+                ([m, k], [_, n]) => LlirOp::LtMatmul { m: *m, k: *k, n: *n, epilogue: *epilogue },
+                // validate() checked both operands are rank 2.
+                _ => continue,
+            },
             (HlirOp::Add, [a, b]) if a != b => {
                 // The matrix first, the bias second, whichever side the user wrote it on.
                 if is_bias_of(a, b) {

@@ -41,6 +41,27 @@ fn dump_dir_option_writes_the_files() {
 }
 
 #[test]
+fn write_dumps_returns_the_paths_it_wrote() {
+    let p = linear_relu().compile(&CompileOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_dumps(dir.path(), &p).unwrap();
+    let names: Vec<&str> =
+        written.iter().map(|w| w.file_name().unwrap().to_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "program-unfused.llir.txt",
+            "program-unfused.llir.dot",
+            "program-unfused.plan.txt",
+            "program-unfused.plan.svg"
+        ]
+    );
+    // Rewriting replaces the files in place.
+    assert_eq!(write_dumps(dir.path(), &p).unwrap(), written);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 4);
+}
+
+#[test]
 fn an_unwritable_dump_dir_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
