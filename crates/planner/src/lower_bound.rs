@@ -14,14 +14,13 @@
 //! full relation. Luminal has no lower bound; this is the textbook reduction (Dilworth 1950;
 //! Ford and Fulkerson's min-flow form) solved with [Dinic](crate::flow).
 
-use fixedbitset::FixedBitSet;
 use petgraph::graph::DiGraph;
 
 use crate::flow::{FlowNetwork, INF};
 use crate::order::BufferOrder;
 use crate::{PlanError, SlabBuffer};
 
-/// Bits per storage word of [`FixedBitSet`] (`fixedbitset::Block` is `usize`).
+/// Bits per storage word of a `FixedBitSet` (`fixedbitset::Block` is `usize`).
 const BLOCK_BITS: usize = usize::BITS as usize;
 
 /// A maximum-weight antichain: buffers that pairwise conflict (neither precedes the other), so
@@ -66,8 +65,8 @@ pub fn max_weight_antichain<N, E>(
 /// The maximum-weight antichain of an already materialized order, with weights `reserved[i]`
 /// (bytes; one per buffer of `order`, missing weights count as 0).
 ///
-/// Cost: sorting into a linear extension, the transitive reduction (one bitset OR of `n / 64`
-/// words per cover pair), and Dinic on `2n + 2` nodes.
+/// Cost: the transitive reduction (one bitset OR of at most `n / 64` words per cover pair), and
+/// Dinic on `2n + 2` nodes and `3n + cover pairs` edges.
 ///
 /// # Errors
 /// [`PlanError::Overflow`] when the weights sum past `usize::MAX`.
@@ -80,28 +79,9 @@ pub fn antichain_of(order: &BufferOrder, reserved: &[usize]) -> Result<Antichain
         return Ok(Antichain::default());
     }
 
-    // A linear extension: if i precedes j then pred(i) is a strict subset of pred(j).
-    let mut preds = vec![0usize; n];
-    for i in 0..n {
-        for j in order.successors(i) {
-            preds[j] += 1;
-        }
-    }
-    let mut by_pos: Vec<usize> = (0..n).collect();
-    by_pos.sort_by_key(|&i| (preds[i], i));
-    let mut pos = vec![0usize; n];
-    for (p, &i) in by_pos.iter().enumerate() {
-        pos[i] = p;
-    }
-    // Successor sets renumbered by position, so ascending bits walk the linear extension.
-    let succ: Vec<FixedBitSet> = by_pos
-        .iter()
-        .map(|&i| {
-            let mut row = FixedBitSet::with_capacity(n);
-            row.extend(order.successors(i).map(|j| pos[j]));
-            row
-        })
-        .collect();
+    // Positions of the linear extension: every successor of p sits after p.
+    let by_pos = order.linear_extension();
+    let succ = order.position_rows();
 
     let (s, t) = (2 * n, 2 * n + 1);
     let mut net = FlowNetwork::new(2 * n + 2);
@@ -111,21 +91,27 @@ pub fn antichain_of(order: &BufferOrder, reserved: &[usize]) -> Result<Antichain
         net.add_edge(n + p, p, INF);
     }
     // Transitive reduction: walking p's successors in linear-extension order, q is a cover of p
-    // unless an earlier cover already precedes it.
-    let mut covered = FixedBitSet::with_capacity(n);
+    // unless an earlier cover already precedes it. Covered successors are skipped a word at a
+    // time.
+    let mut covered = vec![0usize; n.div_ceil(BLOCK_BITS)];
     for (p, row) in succ.iter().enumerate() {
-        covered.clear();
-        for q in row.ones() {
-            if covered.contains(q) {
-                continue;
-            }
-            net.add_edge(p, n + q, INF);
-            // succ[q] only holds positions after q: OR from q's word on.
-            let from = q / BLOCK_BITS;
-            let dst = covered.as_mut_slice();
-            let src = succ[q].as_slice();
-            for (d, s) in dst.iter_mut().zip(src).skip(from) {
-                *d |= *s;
+        covered.fill(0);
+        let words = row.as_slice();
+        for w in 0..words.len() {
+            loop {
+                let open = words[w] & !covered[w];
+                if open == 0 {
+                    break;
+                }
+                let q = w * BLOCK_BITS + open.trailing_zeros() as usize;
+                net.add_edge(p, n + q, INF);
+                // succ[q] only holds positions after q: OR from q's word on.
+                let src = succ[q].as_slice();
+                for (d, s) in covered.iter_mut().zip(src).skip(w) {
+                    *d |= *s;
+                }
+                // q itself is handled.
+                covered[w] |= 1 << (q % BLOCK_BITS);
             }
         }
     }

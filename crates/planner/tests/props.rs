@@ -100,7 +100,6 @@ fn naive_precedes(reach: &[Vec<bool>], a: &[usize], b: &[usize]) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn plans_verify_and_respect_bounds(case in case(24, 40, 0.15)) {
