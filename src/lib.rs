@@ -6,6 +6,8 @@
 //!
 //! This crate re-exports the stage crates and holds the `lumen` command-line tool.
 
+pub mod model;
+
 pub use lumen_compiler as compiler;
 pub use lumen_planner as planner;
 pub use lumen_runtime as runtime;

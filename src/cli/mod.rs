@@ -2,6 +2,7 @@
 
 mod compile;
 mod plan_slab;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +20,8 @@ enum Command {
     PlanSlab(plan_slab::Args),
     /// Compile a built-in program; print its canonical LLIR, slab plan and figures.
     Compile(compile::Args),
+    /// Run the MLP a safetensors file holds; check accuracy and logits; report plan and phases.
+    Run(run::Args),
 }
 
 /// Runs the chosen subcommand.
@@ -26,5 +29,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::PlanSlab(args) => plan_slab::run(args),
         Command::Compile(args) => compile::run(args),
+        Command::Run(args) => run::run(args),
     }
 }

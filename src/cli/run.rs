@@ -1,0 +1,259 @@
+//! `lumen run FILE.safetensors`: the main job (SPEC section 6). Builds the MLP the file holds,
+//! compiles it, prepares it on a runtime, runs its input batch, and checks the outputs against
+//! the file's labels (accuracy) and reference logits (max abs error); prints the plan figures,
+//! the phase table and the achieved FLOP/s.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use lumen::model::{self, MlpModel};
+use lumen_compiler::{CompileOptions, CompiledProgram};
+use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
+use lumen_runtime::{HostTensor, Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
+use serde_json::json;
+
+/// Largest max-abs-error against the reference logits that counts as a match (f32 versus
+/// scikit-learn's float64).
+const LOGIT_TOLERANCE: f64 = 1e-4;
+
+/// Arguments of `lumen run`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A safetensors file with `x` [B, in], layers `w1..wL` [in, out] and `b1..bL` [out], and
+    /// optionally labels `y` [B] and reference `logits` [B, out].
+    file: PathBuf,
+    /// The runtime to execute on.
+    #[arg(long, default_value = "cpu", value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
+    runtime: String,
+    /// Fuse matmul + bias + activation into cuBLASLt epilogues.
+    #[arg(long, overrides_with = "no_fuse")]
+    fuse: bool,
+    /// Lower every op to its own launch.
+    #[arg(long = "no-fuse", overrides_with = "fuse")]
+    no_fuse: bool,
+    /// How many times to execute (the execute phase's time is their total; throughput uses
+    /// their mean).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    runs: u32,
+    /// Print one JSON object instead of the text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What one run measured.
+struct Outcome {
+    model: MlpModel,
+    program: CompiledProgram,
+    runtime: &'static str,
+    logits: HostTensor,
+    repeat_identical: bool,
+    report: PhaseReport,
+    peak: Peak,
+    load_seconds: f64,
+}
+
+/// Runs `lumen run`.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let fuse = if args.fuse || args.no_fuse { args.fuse } else { CompileOptions::default().fuse };
+    if fuse {
+        bail!("fusion is not available yet; run with --no-fuse");
+    }
+    let outcome = execute(&args, fuse)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&args, &outcome))?);
+    } else {
+        print!("{}", to_text(&args, &outcome));
+    }
+    Ok(())
+}
+
+fn execute(args: &Args, fuse: bool) -> anyhow::Result<Outcome> {
+    let start = Instant::now();
+    let model = model::load_mlp(&args.file)
+        .with_context(|| format!("cannot load a model from {}", args.file.display()))?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    // The runtime first: `--runtime cuda` without a device fails before any work.
+    let runtime = runtime_by_name(&args.runtime)?;
+
+    let mut times = PhaseTimes::new();
+    let name = args
+        .file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "model".to_string());
+    let options = CompileOptions { fuse, name, ..CompileOptions::default() };
+    let program = times.time(Phase::GraphCompile, || -> anyhow::Result<CompiledProgram> {
+        Ok(model.graph()?.compile(&options)?)
+    })?;
+    let weights = model.weights();
+    let mut prepared = times.time(Phase::Prepare, || runtime.prepare(&program, &weights))?;
+    let inputs: Tensors = model.inputs();
+    let mut first: Option<Tensors> = None;
+    let mut repeat_identical = true;
+    for _ in 0..args.runs {
+        let t = Instant::now();
+        let out = prepared.execute(&inputs)?;
+        times.record(Phase::Execute, t.elapsed());
+        match &first {
+            None => first = Some(out),
+            Some(f) => repeat_identical &= bit_identical(f, &out),
+        }
+    }
+    let logits = first
+        .and_then(|mut outs| outs.shift_remove("y"))
+        .context("the program returned no output `y`")?;
+    let peak = runtime.peak();
+    let report = times.report(program.figures.flops, &peak);
+    Ok(Outcome {
+        model,
+        program,
+        runtime: runtime.name(),
+        logits,
+        repeat_identical,
+        report,
+        peak,
+        load_seconds,
+    })
+}
+
+fn bit_identical(a: &Tensors, b: &Tensors) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|((ka, ta), (kb, tb))| {
+            ka == kb
+                && ta.shape() == tb.shape()
+                && ta.data().iter().zip(tb.data()).all(|(x, y)| x.to_bits() == y.to_bits())
+        })
+}
+
+fn widths_text(widths: &[usize]) -> String {
+    widths.iter().map(ToString::to_string).collect::<Vec<_>>().join(" -> ")
+}
+
+fn to_text(args: &Args, o: &Outcome) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let f = &o.program.figures;
+    let plan = &o.program.plan;
+    let _ = writeln!(
+        s,
+        "model      {}: MLP {} (relu between layers), batch {}",
+        args.file.display(),
+        widths_text(&o.model.widths()),
+        o.model.batch()
+    );
+    let _ = writeln!(
+        s,
+        "program    {} on {}: {} nodes, {} launches, {} FLOP per execute",
+        o.program.label, o.runtime, f.nodes, f.launches, f.flops
+    );
+    match &o.model.labels {
+        Some(labels) => {
+            let (correct, acc) = model::accuracy(&o.logits, labels);
+            let _ =
+                write!(s, "accuracy   {:.2}% ({correct}/{}) against y", acc * 100.0, labels.len());
+            if let Some(sk) =
+                o.model.metadata.get("sklearn_accuracy").and_then(|v| v.parse::<f64>().ok())
+            {
+                let _ = write!(s, " (scikit-learn: {:.2}%)", sk * 100.0);
+            }
+            s.push('\n');
+        }
+        None => s.push_str("accuracy   n/a (the file has no labels y)\n"),
+    }
+    match o.model.logits.as_ref().and_then(|r| model::max_abs_err(&o.logits, r)) {
+        Some(err) => {
+            let verdict = if err <= LOGIT_TOLERANCE { "within" } else { "EXCEEDS" };
+            let _ = writeln!(
+                s,
+                "max error  {err:.3e} against the file's logits ({verdict} {LOGIT_TOLERANCE:.0e})"
+            );
+        }
+        None => s.push_str("max error  n/a (the file has no logits)\n"),
+    }
+    let _ = writeln!(
+        s,
+        "plan       slab {} B, naive {} B (no reuse), lower bound {} B: slab is {:.1}% of naive, {:.3}x the lower bound",
+        plan.slab_bytes,
+        plan.naive_bytes,
+        plan.lower_bound,
+        ratio(plan.slab_bytes, plan.naive_bytes) * 100.0,
+        ratio(plan.slab_bytes, plan.lower_bound)
+    );
+    let _ = writeln!(
+        s,
+        "repeats    {} executes, outputs {}; file read in {:.3} ms",
+        args.runs,
+        if o.repeat_identical { "bit-identical" } else { "DIFFER between executes" },
+        o.load_seconds * 1e3
+    );
+    s.push('\n');
+    let _ = writeln!(s, "{}", o.report);
+    let _ = writeln!(s, "peak       {} = {}", format_flops(o.peak.flops), o.peak.basis);
+    s
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
+}
+
+fn to_json(args: &Args, o: &Outcome) -> serde_json::Value {
+    let f = &o.program.figures;
+    let plan = &o.program.plan;
+    let (correct, accuracy) = match &o.model.labels {
+        Some(labels) => {
+            let (c, a) = model::accuracy(&o.logits, labels);
+            (json!(c), json!(a))
+        }
+        None => (json!(null), json!(null)),
+    };
+    let max_abs_err = o.model.logits.as_ref().and_then(|r| model::max_abs_err(&o.logits, r));
+    let phases: serde_json::Map<String, serde_json::Value> = o
+        .report
+        .phases
+        .iter()
+        .map(|r| {
+            (
+                r.phase.name().to_string(),
+                json!({"seconds": r.seconds, "runs": r.runs, "share": r.share}),
+            )
+        })
+        .collect();
+    let achieved = o.report.achieved.as_ref();
+    let sklearn_accuracy =
+        o.model.metadata.get("sklearn_accuracy").and_then(|v| v.parse::<f64>().ok());
+    json!({
+        "file": args.file.display().to_string(),
+        "label": o.program.label,
+        "runtime": o.runtime,
+        "fused": o.program.label.ends_with("-fused"),
+        "widths": o.model.widths(),
+        "batch": o.model.batch(),
+        "accuracy": accuracy,
+        "correct": correct,
+        "samples": o.model.labels.as_ref().map(Vec::len),
+        "sklearn_accuracy": sklearn_accuracy,
+        "max_abs_err": max_abs_err,
+        "within_tolerance": max_abs_err.map(|e| e <= LOGIT_TOLERANCE),
+        "tolerance": LOGIT_TOLERANCE,
+        "slab_bytes": plan.slab_bytes,
+        "naive_bytes": plan.naive_bytes,
+        "lower_bound": plan.lower_bound,
+        "nodes": f.nodes,
+        "launches": f.launches,
+        "flops": f.flops,
+        "dram_bytes": f.dram_bytes,
+        "runs": args.runs,
+        "repeat_identical": o.repeat_identical,
+        "load_seconds": o.load_seconds,
+        "phases": phases,
+        "total_seconds": o.report.total_seconds,
+        "execute_seconds_mean": achieved.map(|a| a.seconds),
+        "achieved_flops": achieved.map(|a| a.flops_per_s),
+        "gflops": achieved.map(|a| a.flops_per_s / 1e9),
+        "peak_flops": o.peak.flops,
+        "peak_basis": o.peak.basis,
+        "fraction_of_peak": achieved.map(|a| a.fraction_of_peak),
+    })
+}

@@ -1,0 +1,371 @@
+//! End-to-end: `lumen run` on the digits MLP (SPEC section 6) and on generated models, and its
+//! errors. Also the digits MLP with every layer fused by hand, through the library.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use lumen::model::{self, MlpModel};
+use lumen_compiler::{CompileOptions, Epilogue, HlirOp, SourceLocation, compile_hlir};
+use lumen_runtime::{CpuRuntime, Runtime};
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, serialize};
+use serde_json::Value;
+
+const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
+
+fn lumen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(args)
+        .env_remove("LLIR_DUMP_DIR")
+        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
+        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE")
+        .output()
+        .expect("run lumen")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = lumen(args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
+}
+
+/// Stderr of a failing run: exactly one line starting `error: `.
+fn error_line(args: &[&str]) -> String {
+    let out = lumen(args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr.trim_end().to_string()
+}
+
+fn digits() -> MlpModel {
+    model::load_mlp(Path::new(DIGITS)).expect("digits file")
+}
+
+/// scikit-learn's accuracy, from the file's metadata and from its own logits' argmax.
+fn sklearn_accuracy(m: &MlpModel) -> f64 {
+    let meta: f64 = m.metadata["sklearn_accuracy"].parse().unwrap();
+    let (correct, from_logits) =
+        model::accuracy(m.logits.as_ref().unwrap(), m.labels.as_ref().unwrap());
+    assert_eq!(correct, 439);
+    assert!((meta - from_logits).abs() < 1e-6, "{meta} vs {from_logits}");
+    from_logits
+}
+
+#[test]
+fn digits_file_holds_the_documented_tensors() {
+    let m = digits();
+    assert_eq!(m.widths(), vec![64, 128, 64, 10]);
+    assert_eq!(m.batch(), 450);
+    assert_eq!(m.labels.as_ref().unwrap().len(), 450);
+    assert_eq!(m.logits.as_ref().unwrap().shape(), &[450, 10]);
+    assert!(m.x.data().iter().all(|v| (0.0..=1.0).contains(v)), "pixels / 16 lie in [0, 1]");
+    let mut per_class = [0usize; 10];
+    for &y in m.labels.as_ref().unwrap() {
+        per_class[usize::try_from(y).unwrap()] += 1;
+    }
+    // Stratified 25% of the class sizes [178, 182, 177, 183, 181, 182, 181, 179, 174, 180].
+    assert_eq!(per_class, [45, 46, 44, 46, 45, 46, 45, 45, 43, 45]);
+    assert_eq!(m.metadata["scikit_learn"], "1.9.1");
+}
+
+#[test]
+fn digits_json_matches_scikit_learn() {
+    let want = sklearn_accuracy(&digits());
+    let v = json(&["run", DIGITS, "--json", "--runs", "3"]);
+    // JSON carries the f64 to within an ulp; `correct` is exact.
+    assert!((v["accuracy"].as_f64().unwrap() - want).abs() < 1e-15);
+    assert_eq!(v["correct"], 439);
+    assert_eq!(v["samples"], 450);
+    assert_eq!(v["sklearn_accuracy"].as_f64().unwrap(), 0.975556);
+    let err = v["max_abs_err"].as_f64().unwrap();
+    assert!(err <= 1e-4, "max abs error {err}");
+    assert_eq!(v["within_tolerance"], true);
+    assert_eq!(v["runtime"], "cpu");
+    assert_eq!(v["label"], "digits_mlp-unfused");
+    assert_eq!(v["fused"], false);
+    assert_eq!(v["widths"], serde_json::json!([64, 128, 64, 10]));
+    assert_eq!(v["repeat_identical"], true);
+    assert_eq!(v["runs"], 3);
+    // upload, 3 x (matmul, add_bias), 2 relu, readback.
+    assert_eq!(v["nodes"], 10);
+    assert_eq!(v["launches"], 8);
+    assert_eq!(
+        v["flops"],
+        2 * 450 * (64 * 128 + 128 * 64 + 64 * 10) + 2 * 450 * (128 + 64) + 450 * 10
+    );
+    let (slab, naive, lb) = (
+        v["slab_bytes"].as_u64().unwrap(),
+        v["naive_bytes"].as_u64().unwrap(),
+        v["lower_bound"].as_u64().unwrap(),
+    );
+    assert!(lb <= slab && slab < naive, "{lb} <= {slab} < {naive}");
+    let phases = v["phases"].as_object().unwrap();
+    assert_eq!(
+        phases.keys().collect::<Vec<_>>(),
+        ["graph_compile", "search", "prepare", "execute"]
+    );
+    assert_eq!(phases["execute"]["runs"], 3);
+    assert_eq!(phases["graph_compile"]["runs"], 1);
+    let shares: f64 = phases.values().map(|p| p["share"].as_f64().unwrap()).sum();
+    assert!((shares - 1.0).abs() < 1e-9);
+    assert!(v["gflops"].as_f64().unwrap() > 0.0);
+    assert!(v["fraction_of_peak"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn digits_text_says_what_it_measured() {
+    let out = lumen(&["run", DIGITS]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = |prefix: &str| {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {text}"))
+    };
+    assert!(line("model ").ends_with("MLP 64 -> 128 -> 64 -> 10 (relu between layers), batch 450"));
+    assert_eq!(line("accuracy "), "accuracy   97.56% (439/450) against y (scikit-learn: 97.56%)");
+    assert!(line("max error ").ends_with("against the file's logits (within 1e-4)"));
+    assert!(line("plan ").contains(" B (no reuse), lower bound "));
+    assert!(line("repeats ").starts_with("repeats    10 executes, outputs bit-identical"));
+    for phase in ["graph_compile ", "search ", "prepare ", "execute "] {
+        line(phase);
+    }
+    assert!(line("execute: ").contains("GFLOP/s achieved"));
+    assert!(line("peak ").contains("GFLOP/s = "));
+}
+
+#[test]
+fn profile_and_memory_debug_lines() {
+    let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(["run", DIGITS, "--runs", "2", "--json"])
+        .env("LUMINAL_CUDA_PROFILE_RECAPTURE", "1")
+        .env("LUMINAL_CUDA_MEMORY_DEBUG", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let profiles: Vec<&str> =
+        stderr.lines().filter(|l| l.starts_with("CPU_EXEC_PROFILE ")).collect();
+    assert_eq!(profiles.len(), 2, "{stderr}");
+    assert!(profiles[0].contains(" launches=8 "), "{}", profiles[0]);
+    let plans: Vec<&str> = stderr.lines().filter(|l| l.starts_with("CPU_MEMORY_PLAN ")).collect();
+    assert_eq!(plans.len(), 1, "{stderr}");
+    // x, 3 x (w, b), 3 x (workspace, matmul out, add_bias out), 2 relu outs.
+    assert!(plans[0].contains(" buffers=18 "), "{}", plans[0]);
+    assert_eq!(stderr.lines().filter(|l| l.starts_with("CPU_MEMORY_BUFFER ")).count(), 18);
+    // NaN poisoning changes nothing.
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["correct"], 439);
+    assert!(v["max_abs_err"].as_f64().unwrap() <= 1e-4);
+}
+
+#[test]
+fn digits_with_every_layer_fused_by_hand() {
+    // Until the e-graph fusion lands, build the fused program directly: RELU_BIAS on the
+    // hidden layers, BIAS on the last. Same answers as scikit-learn.
+    let m = digits();
+    let widths = m.widths();
+    let mut hlir = lumen_compiler::Hlir::new();
+    let here = SourceLocation::caller();
+    let mut h = hlir.add_op(
+        HlirOp::Input { name: "x".into(), shape: vec![m.batch(), widths[0]] },
+        &[],
+        here,
+    );
+    for (i, pair) in widths.windows(2).enumerate() {
+        let w = hlir.add_op(
+            HlirOp::Weight { name: format!("w{}", i + 1), shape: pair.to_vec() },
+            &[],
+            here,
+        );
+        let b = hlir.add_op(
+            HlirOp::Weight { name: format!("b{}", i + 1), shape: vec![pair[1]] },
+            &[],
+            here,
+        );
+        let epilogue = if i + 2 < widths.len() { Epilogue::ReluBias } else { Epilogue::Bias };
+        h = hlir.add_op(HlirOp::Matmul { epilogue }, &[h, w, b], here);
+    }
+    hlir.add_op(HlirOp::Output { name: "y".into() }, &[h], here);
+    let options = CompileOptions { fuse: true, ..CompileOptions::default() };
+    let program = compile_hlir(&hlir, "digits", &options).unwrap();
+    assert_eq!(program.figures.launches, 3);
+    let mut prepared = CpuRuntime::default().prepare(&program, &m.weights()).unwrap();
+    let out = prepared.execute(&m.inputs()).unwrap();
+    let logits = &out["y"];
+    let (correct, acc) = model::accuracy(logits, m.labels.as_ref().unwrap());
+    assert_eq!(correct, 439);
+    assert_eq!(acc, sklearn_accuracy(&m));
+    let err = model::max_abs_err(logits, m.logits.as_ref().unwrap()).unwrap();
+    assert!(err <= 1e-4, "{err}");
+}
+
+/// Writes a safetensors file of (name, dtype, shape, little-endian bytes).
+fn write_model(dir: &Path, name: &str, tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]) -> PathBuf {
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, d, s, b)| (n.to_string(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    let bytes = serialize(views, None).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn f32_tensor(
+    name: &'static str,
+    shape: &[usize],
+    seed: u32,
+) -> (&'static str, Dtype, Vec<usize>, Vec<u8>) {
+    let n: usize = shape.iter().product();
+    let data: Vec<f32> =
+        (0..n as u32).map(|i| (((i * 37 + seed * 11) % 17) as f32 - 8.0) / 8.0).collect();
+    (name, Dtype::F32, shape.to_vec(), f32s(&data))
+}
+
+#[test]
+fn any_layer_count_and_a_single_output_column() {
+    // Two layers 3 -> 5 -> 1: a binary classifier, predicted class = logit > 0.
+    let dir = tempfile::tempdir().unwrap();
+    let (b, w1, b1, w2, b2) = (6, [3, 5], [5], [5, 1], [1]);
+    let mut tensors = vec![
+        f32_tensor("x", &[b, 3], 1),
+        f32_tensor("w1", &w1, 2),
+        f32_tensor("b1", &b1, 3),
+        f32_tensor("w2", &w2, 4),
+        f32_tensor("b2", &b2, 5),
+    ];
+    let path = write_model(dir.path(), "tiny.safetensors", &tensors);
+    let m = model::load_mlp(&path).unwrap();
+    assert_eq!(m.widths(), vec![3, 5, 1]);
+    // Reference logits by hand, in f64.
+    let get = |name: &str| m.weights()[name].data().to_vec();
+    let (w1v, b1v, w2v, b2v) = (get("w1"), get("b1"), get("w2"), get("b2"));
+    let mut logits = Vec::new();
+    for r in 0..b {
+        let xr = &m.x.data()[r * 3..r * 3 + 3];
+        let h: Vec<f64> = (0..5)
+            .map(|j| {
+                let s: f64 = (0..3).map(|p| f64::from(xr[p]) * f64::from(w1v[p * 5 + j])).sum();
+                (s + f64::from(b1v[j])).max(0.0)
+            })
+            .collect();
+        let o: f64 = (0..5).map(|j| h[j] * f64::from(w2v[j])).sum::<f64>() + f64::from(b2v[0]);
+        logits.push(o as f32);
+    }
+    let labels: Vec<i64> = logits.iter().map(|&l| i64::from(l > 0.0)).collect();
+    let mut flipped = labels.clone();
+    flipped[0] = 1 - flipped[0];
+    tensors.push(("logits", Dtype::F32, vec![b, 1], f32s(&logits)));
+    tensors.push((
+        "y",
+        Dtype::I32,
+        vec![b],
+        flipped.iter().flat_map(|&y| (y as i32).to_le_bytes()).collect(),
+    ));
+    let path = write_model(dir.path(), "tiny.safetensors", &tensors);
+    let v = json(&["run", path.to_str().unwrap(), "--json", "--runs", "1"]);
+    assert_eq!(v["widths"], serde_json::json!([3, 5, 1]));
+    assert_eq!(v["correct"], b as u64 - 1);
+    assert!((v["accuracy"].as_f64().unwrap() - 5.0 / 6.0).abs() < 1e-12);
+    assert!(v["max_abs_err"].as_f64().unwrap() < 1e-6);
+    assert_eq!(v["sklearn_accuracy"], Value::Null);
+
+    // Without labels and logits: still runs, reports nulls.
+    let path = write_model(dir.path(), "bare.safetensors", &tensors[..5]);
+    let v = json(&["run", path.to_str().unwrap(), "--json", "--runs", "1"]);
+    assert_eq!(v["accuracy"], Value::Null);
+    assert_eq!(v["max_abs_err"], Value::Null);
+    let out = lumen(&["run", path.to_str().unwrap(), "--runs", "1"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("accuracy   n/a (the file has no labels y)"), "{text}");
+}
+
+#[test]
+fn bad_files_are_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str, tensors: &[(&str, Dtype, Vec<usize>, Vec<u8>)]| {
+        write_model(dir.path(), name, tensors).to_str().unwrap().to_string()
+    };
+    let x = f32_tensor("x", &[2, 3], 1);
+    let w1 = f32_tensor("w1", &[3, 4], 2);
+    let b1 = f32_tensor("b1", &[4], 3);
+    let w3 = f32_tensor("w3", &[4, 2], 4);
+    let b3 = f32_tensor("b3", &[2], 5);
+
+    let gap = p("gap.safetensors", &[x.clone(), w1.clone(), b1.clone(), w3.clone(), b3.clone()]);
+    assert!(
+        error_line(&["run", &gap])
+            .ends_with("layers must be w1..wL with b1..bL: w3 is present but w2 is missing")
+    );
+
+    let nobias = p("nobias.safetensors", &[x.clone(), w1.clone()]);
+    assert!(error_line(&["run", &nobias]).ends_with("w1 has no bias b1"));
+
+    let f64_w = ("w1", Dtype::F64, vec![3, 4], vec![0u8; 96]);
+    let dtype = p("dtype.safetensors", &[x.clone(), f64_w, b1.clone()]);
+    assert!(error_line(&["run", &dtype]).ends_with("tensor `w1` has dtype F64, expected F32"));
+
+    let w2 = f32_tensor("w2", &[5, 2], 6);
+    let b2 = f32_tensor("b2", &[2], 7);
+    let width = p("width.safetensors", &[x.clone(), w1.clone(), b1.clone(), w2, b2.clone()]);
+    assert!(
+        error_line(&["run", &width])
+            .ends_with("tensor `w2` has shape [5, 2], expected [4, out] with out >= 1")
+    );
+
+    let bad_y = ("y", Dtype::F32, vec![2], f32s(&[0.0, 1.0]));
+    let labels = p("labels.safetensors", &[x.clone(), w1.clone(), b1.clone(), bad_y]);
+    assert!(
+        error_line(&["run", &labels]).ends_with("tensor `y` has dtype F32, expected I64 or I32")
+    );
+
+    let logits = p(
+        "logits.safetensors",
+        &[x.clone(), w1.clone(), b1.clone(), f32_tensor("logits", &[2, 3], 8)],
+    );
+    assert!(
+        error_line(&["run", &logits])
+            .ends_with("tensor `logits` has shape [2, 3], expected [2, 4]")
+    );
+
+    let nox = p("nox.safetensors", &[w1.clone(), b1.clone()]);
+    assert!(
+        error_line(&["run", &nox])
+            .ends_with("the file has no tensor `x` (the input batch [B, in])")
+    );
+
+    let nolayers = p("nolayers.safetensors", &[x.clone()]);
+    assert!(
+        error_line(&["run", &nolayers])
+            .ends_with("the file has no tensor `w1` (the first layer's weight)")
+    );
+
+    let garbage = dir.path().join("garbage.safetensors");
+    std::fs::write(&garbage, b"not a model").unwrap();
+    assert!(error_line(&["run", garbage.to_str().unwrap()]).contains("not a safetensors file"));
+
+    let missing = error_line(&["run", "/nonexistent/model.safetensors"]);
+    assert!(missing.starts_with(
+        "error: cannot load a model from /nonexistent/model.safetensors: cannot read"
+    ));
+}
+
+#[test]
+fn runtime_flag() {
+    assert_eq!(
+        error_line(&["run", DIGITS, "--runtime", "cuda"]),
+        "error: no CUDA device: lumen was built without the `cuda` feature"
+    );
+    let out = lumen(&["run", DIGITS, "--runtime", "tpu"]);
+    assert_eq!(out.status.code(), Some(2), "usage error");
+    let v = json(&["run", DIGITS, "--runtime", "cpu", "--no-fuse", "--json", "--runs", "1"]);
+    assert_eq!(v["runtime"], "cpu");
+}
