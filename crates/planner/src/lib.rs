@@ -9,6 +9,8 @@
 //! - [`lower_bound`] is the exact maximum-weight antichain of reserved sizes: no planner can beat it.
 //! - [`verify`] checks any plan independently and names the offending pair.
 
+#![warn(missing_docs)]
+
 pub mod error;
 mod flow;
 pub mod lower_bound;

@@ -206,6 +206,8 @@ impl SlabProblem {
                 ProblemError::UnknownAlgorithm { name, known: known_algorithms() }
             })?,
         };
+        // The update keeps options this form does not carry at their defaults.
+        #[allow(clippy::needless_update)]
         let options = SlabOptions {
             capacity: raw.capacity,
             alignment: raw.alignment.unwrap_or(SlabOptions::default().alignment),
