@@ -50,12 +50,14 @@ fn relu_scalar(x: f32) -> f32 {
     if x < 0.0 { 0.0 } else { x }
 }
 
-/// Output rows per GEMM call of a fused matmul: the block of output the epilogue then
-/// touches while it is hot. Aims at about 64 KiB of output per block (L2-resident), at least
-/// one row.
+/// Output rows per GEMM call of a matmul with an epilogue: the block the epilogue then
+/// touches while it is still in cache. About 1 MiB of output (a core's L2) and at least 256
+/// rows, because every GEMM call packs all of `b` again: with fewer rows that repacking costs
+/// more than the epilogue's pass over memory saves (measured by `benches/execute.rs`).
 fn epilogue_rows(n: usize) -> usize {
-    const BLOCK_BYTES: usize = 64 * 1024;
-    (BLOCK_BYTES / (4 * n.max(1))).max(1)
+    const BLOCK_BYTES: usize = 1 << 20;
+    const MIN_ROWS: usize = 256;
+    (BLOCK_BYTES / (4 * n.max(1))).max(MIN_ROWS)
 }
 
 fn check_len(
@@ -257,8 +259,8 @@ mod tests {
 
     #[test]
     fn blocks_cover_every_row() {
-        // n = 1 makes the epilogue block 16384 rows: m spans several blocks with a remainder.
-        let (m, k, n) = (40_000, 3, 1);
+        // n = 1 makes the epilogue block 262144 rows: m spans two blocks with a remainder.
+        let (m, k, n) = (300_000, 3, 1);
         let a: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
         let b = [0.5, -1.0, 2.0];
         let mut out = vec![f32::NAN; m];

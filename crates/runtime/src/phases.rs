@@ -114,7 +114,7 @@ impl PhaseTimes {
 pub struct Peak {
     /// Peak in FLOP/s.
     pub flops: f64,
-    /// How the figure was obtained (e.g. `1 core x 3.0 GHz x 32 FLOP/cycle (nominal)`).
+    /// How the figure was obtained (e.g. `1 core x 4.0 GHz x 32 f32 FLOP/cycle (nominal)`).
     pub basis: String,
 }
 

@@ -1,0 +1,105 @@
+//! Execute throughput of linear-relu `y = relu(x [M,K] · w [K,N] + b [N])` on the CPU runtime,
+//! unfused (lt_matmul, add_bias, relu: three launches and two intermediates) and fused
+//! (one lt_matmul with the RELU_BIAS epilogue), beside a bare `matrixmultiply::sgemm` of the
+//! same shape (the ceiling: no bias, no relu, no slab, no upload or readback).
+//!
+//! Throughput is reported in elements/s where one element is one FLOP of the GEMM
+//! (2·M·N·K), so criterion's "Gelem/s" reads as GFLOP/s of useful matmul work.
+//!
+//! `cargo bench -p lumen-runtime --bench execute`
+
+use std::hint::black_box;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use lumen_compiler::{
+    CompileOptions, CompiledProgram, Epilogue, Graph, Hlir, HlirOp, SourceLocation, compile_hlir,
+};
+use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+
+fn unfused(m: usize, k: usize, n: usize) -> CompiledProgram {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [m, k]);
+    let w = cx.weight("w", [k, n]);
+    let b = cx.weight("b", [n]);
+    (x.matmul(w) + b).relu().output("y");
+    cx.compile(&CompileOptions { name: "linear-relu".into(), ..CompileOptions::default() })
+        .expect("compile")
+}
+
+/// The fused program, built as the fusion pass would leave it.
+fn fused(m: usize, k: usize, n: usize) -> CompiledProgram {
+    let mut h = Hlir::new();
+    let at = SourceLocation::caller();
+    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![m, k] }, &[], at);
+    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![k, n] }, &[], at);
+    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![n] }, &[], at);
+    let y = h.add_op(HlirOp::Matmul { epilogue: Epilogue::ReluBias }, &[x, w, b], at);
+    h.add_op(HlirOp::Output { name: "y".into() }, &[y], at);
+    let options = CompileOptions { fuse: true, ..CompileOptions::default() };
+    compile_hlir(&h, "linear-relu", &options).expect("compile")
+}
+
+fn data(len: usize, seed: u32) -> Vec<f32> {
+    (0..len as u32)
+        .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+        .collect()
+}
+
+fn bench_shape(c: &mut Criterion, (m, k, n): (usize, usize, usize)) {
+    let flop = 2 * (m * n * k) as u64;
+    let mut group = c.benchmark_group(format!("linear_relu_{m}x{k}x{n}"));
+    group.throughput(Throughput::Elements(flop));
+    if flop > 100_000_000 {
+        group.sample_size(20);
+    }
+    let weights: Tensors = [
+        ("w".to_string(), HostTensor::new([k, n], data(k * n, 1)).expect("w")),
+        ("b".to_string(), HostTensor::new([n], data(n, 2)).expect("b")),
+    ]
+    .into_iter()
+    .collect();
+    let inputs: Tensors = [("x".to_string(), HostTensor::new([m, k], data(m * k, 3)).expect("x"))]
+        .into_iter()
+        .collect();
+    for (name, program) in [("unfused", unfused(m, k, n)), ("fused", fused(m, k, n))] {
+        let mut prepared = CpuRuntime::default().prepare(&program, &weights).expect("prepare");
+        group.bench_function(name, |bench| {
+            bench.iter(|| black_box(prepared.execute(black_box(&inputs)).expect("execute")))
+        });
+    }
+    let (a, b) = (data(m * k, 3), data(k * n, 1));
+    let mut out = vec![0.0f32; m * n];
+    group.bench_function("sgemm", |bench| {
+        bench.iter(|| {
+            // SAFETY: a is m·k, b is k·n, out is m·n, all row-major with unit column stride.
+            unsafe {
+                matrixmultiply::sgemm(
+                    m,
+                    k,
+                    n,
+                    1.0,
+                    a.as_ptr(),
+                    k as isize,
+                    1,
+                    b.as_ptr(),
+                    n as isize,
+                    1,
+                    0.0,
+                    out.as_mut_ptr(),
+                    n as isize,
+                    1,
+                );
+            }
+            black_box(&out);
+        })
+    });
+    group.finish();
+}
+
+fn benches(c: &mut Criterion) {
+    bench_shape(c, (64, 256, 64));
+    bench_shape(c, (512, 2048, 512));
+}
+
+criterion_group!(execute, benches);
+criterion_main!(execute);
