@@ -94,6 +94,11 @@ pub enum RuntimeError {
         /// Why.
         reason: String,
     },
+    /// A CUDA driver, cuBLASLt or NVRTC call failed, or a plan does not fit what the device
+    /// libraries accept (alignment, workspace, no algorithm). Only with the `cuda` feature.
+    #[cfg(feature = "cuda")]
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::CudaError),
     /// `runtime_by_name` got a name it does not know.
     #[error("unknown runtime `{name}` (expected cpu or cuda)")]
     UnknownRuntime {

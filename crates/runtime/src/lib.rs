@@ -10,10 +10,14 @@
 //!   FLOP/s against a stated peak.
 //! - [`reference`]: a naive f64 interpreter of the LLIR, the oracle of the numeric tests.
 //! - [`env`]: the `LUMINAL_CUDA_*` switches, read in one place.
+//! - `cuda` (feature `cuda`): the CUDA runtime: one device slab, cuBLASLt matmuls with fused
+//!   epilogues, NVRTC kernels, one synchronize per execute; libraries loaded at run time.
 //!
 //! All tensors are row-major f32.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod env;
 pub mod error;
 pub mod kernels;
@@ -55,11 +59,11 @@ fn cuda_runtime() -> Result<Box<dyn Runtime>, RuntimeError> {
     })
 }
 
-// The CUDA runtime (cudarc, cuBLASLt, NVRTC) is its own issue; until it lands the feature
-// builds but has no device to offer.
+// Opening the device checks for the libraries and a GPU first, so a machine without them gets
+// NoCudaDevice, never a panic.
 #[cfg(feature = "cuda")]
 fn cuda_runtime() -> Result<Box<dyn Runtime>, RuntimeError> {
-    Err(RuntimeError::NoCudaDevice { reason: "the CUDA runtime is not built yet".to_string() })
+    Ok(Box::new(cuda::CudaRuntime::from_env()?))
 }
 
 #[cfg(test)]

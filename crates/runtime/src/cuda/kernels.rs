@@ -1,0 +1,382 @@
+//! The elementwise kernels (add_bias, add, relu, gelu) as CUDA C, compiled by NVRTC once per
+//! runtime at the first prepare, and their launches.
+//!
+//! Each kernel is a grid-stride loop over `unsigned long long` indices (so a tensor of more
+//! than 2^31 elements works with a bounded grid), one element per thread per step, no shared
+//! memory: they are bandwidth-bound, which is exactly the DRAM round trip a cuBLASLt epilogue
+//! saves. Kernels read and write the slab through plain pointers without `__restrict__`, so the
+//! K = 0 matmul can run add_bias and the activation in place on its output.
+//!
+//! The formulas match the CPU kernels ([`crate::kernels`]): relu keeps NaN (`x < 0 ? 0 : x`),
+//! gelu is the tanh form with the same constants.
+
+use std::ffi::{CString, c_char, c_void};
+use std::sync::Arc;
+
+use cudarc::driver::result;
+use cudarc::driver::sys;
+use cudarc::nvrtc::result as nvrtc;
+use cudarc::nvrtc::sys as nvrtc_sys;
+
+use super::device::Device;
+use super::error::{CudaError, drv};
+use crate::RuntimeError;
+
+/// One kernel's CUDA C source and entry point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelSource {
+    /// Which LLIR op it implements.
+    pub kernel: Kernel,
+    /// The `extern "C"` entry point, e.g. `lumen_relu`.
+    pub name: &'static str,
+    /// The CUDA C source (one translation unit, no includes).
+    pub source: &'static str,
+}
+
+/// The NVRTC kernels of the CUDA runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kernel {
+    /// `out[i] = x[i] + bias[i mod n]` over `total = m * n` elements (row-major [m, n] + [n]).
+    AddBias,
+    /// `out[i] = a[i] + b[i]`.
+    Add,
+    /// `out[i] = x[i] < 0 ? 0 : x[i]` (NaN stays NaN).
+    Relu,
+    /// `out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    Gelu,
+}
+
+const ADD_BIAS: &str = r#"
+extern "C" __global__ void lumen_add_bias(const float* x, const float* bias, float* out,
+                                          unsigned long long total, unsigned long long n) {
+    unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < total; i += stride) {
+        out[i] = x[i] + bias[i % n];
+    }
+}
+"#;
+
+const ADD: &str = r#"
+extern "C" __global__ void lumen_add(const float* a, const float* b, float* out,
+                                     unsigned long long len) {
+    unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < len; i += stride) {
+        out[i] = a[i] + b[i];
+    }
+}
+"#;
+
+const RELU: &str = r#"
+extern "C" __global__ void lumen_relu(const float* x, float* out, unsigned long long len) {
+    unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < len; i += stride) {
+        float v = x[i];
+        out[i] = v < 0.0f ? 0.0f : v;
+    }
+}
+"#;
+
+const GELU: &str = r#"
+extern "C" __global__ void lumen_gelu(const float* x, float* out, unsigned long long len) {
+    unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < len; i += stride) {
+        float v = x[i];
+        out[i] = 0.5f * v * (1.0f + tanhf(0.7978846f * (v + 0.044715f * v * v * v)));
+    }
+}
+"#;
+
+const SOURCES: [KernelSource; 4] = [
+    KernelSource { kernel: Kernel::AddBias, name: "lumen_add_bias", source: ADD_BIAS },
+    KernelSource { kernel: Kernel::Add, name: "lumen_add", source: ADD },
+    KernelSource { kernel: Kernel::Relu, name: "lumen_relu", source: RELU },
+    KernelSource { kernel: Kernel::Gelu, name: "lumen_gelu", source: GELU },
+];
+
+/// Every kernel's source, in [`Kernel`] order. A pure function: the NVRTC test compiles each
+/// of them without a GPU.
+pub fn kernel_sources() -> &'static [KernelSource] {
+    &SOURCES
+}
+
+/// What NVRTC produces: PTX text (virtual architecture, JIT-compiled by the driver at module
+/// load) or a CUBIN (real architecture, loaded as is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodeKind {
+    /// `--gpu-architecture=compute_XY`, `nvrtcGetPTX`.
+    Ptx,
+    /// `--gpu-architecture=sm_XY`, `nvrtcGetCUBIN`.
+    Cubin,
+}
+
+/// One compiled kernel image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompiledKernel {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Its entry point.
+    pub name: &'static str,
+    /// PTX or CUBIN.
+    pub kind: CodeKind,
+    /// The image as NVRTC returned it (PTX: NUL-terminated text; CUBIN: ELF bytes).
+    pub image: Vec<u8>,
+}
+
+impl CompiledKernel {
+    /// The PTX text (without its terminating NUL), or `None` for a CUBIN.
+    pub fn ptx(&self) -> Option<&str> {
+        if self.kind != CodeKind::Ptx {
+            return None;
+        }
+        let text = self.image.split(|&b| b == 0).next().unwrap_or(&[]);
+        std::str::from_utf8(text).ok()
+    }
+}
+
+/// Whether libnvrtc can be loaded (a `dlopen` check that never panics).
+pub fn nvrtc_present() -> bool {
+    // SAFETY: dlopen/dlclose only.
+    unsafe { nvrtc_sys::is_culib_present() }
+}
+
+/// NVRTC's version, (major, minor).
+///
+/// # Errors
+/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing; [`CudaError::Nvrtc`] on failure.
+pub fn nvrtc_version() -> Result<(i32, i32), RuntimeError> {
+    require_nvrtc()?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints.
+    unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| CudaError::nvrtc("-", "nvrtcVersion", e, String::new()))?;
+    Ok((major, minor))
+}
+
+fn require_nvrtc() -> Result<(), RuntimeError> {
+    if nvrtc_present() {
+        Ok(())
+    } else {
+        Err(RuntimeError::NoCudaDevice { reason: "libnvrtc not found".to_string() })
+    }
+}
+
+/// Compiles every kernel to PTX for `arch` (`sm_90` or `compute_90`: the virtual architecture
+/// `compute_90` is used either way).
+///
+/// # Errors
+/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing; [`CudaError::Nvrtc`] with the
+/// compile log when a source does not compile.
+pub fn compile_ptx(arch: &str) -> Result<Vec<CompiledKernel>, RuntimeError> {
+    compile_all(arch, CodeKind::Ptx)
+}
+
+/// Compiles every kernel to a CUBIN for the real architecture `arch` (`sm_90`): what the
+/// runtime loads, so no PTX JIT runs and a newer NVRTC than the driver still works.
+///
+/// # Errors
+/// As [`compile_ptx`].
+pub fn compile_cubin(arch: &str) -> Result<Vec<CompiledKernel>, RuntimeError> {
+    compile_all(arch, CodeKind::Cubin)
+}
+
+fn compile_all(arch: &str, kind: CodeKind) -> Result<Vec<CompiledKernel>, RuntimeError> {
+    require_nvrtc()?;
+    let digits = arch.trim_start_matches("sm_").trim_start_matches("compute_");
+    let target = match kind {
+        CodeKind::Ptx => format!("compute_{digits}"),
+        CodeKind::Cubin => format!("sm_{digits}"),
+    };
+    kernel_sources().iter().map(|k| compile_one(k, &target, kind).map_err(Into::into)).collect()
+}
+
+/// An NVRTC program, destroyed on drop.
+struct Program {
+    raw: nvrtc_sys::nvrtcProgram,
+}
+
+impl Drop for Program {
+    fn drop(&mut self) {
+        // SAFETY: created by nvrtcCreateProgram, destroyed once.
+        let _ = unsafe { nvrtc::destroy_program(self.raw) };
+    }
+}
+
+fn compile_one(
+    k: &KernelSource,
+    target: &str,
+    kind: CodeKind,
+) -> Result<CompiledKernel, CudaError> {
+    let fail = |call, e, log| CudaError::nvrtc(k.name, call, e, log);
+    // Sources and names are constants without NUL bytes.
+    let src = CString::new(k.source).unwrap_or_default();
+    let name = CString::new(format!("{}.cu", k.name)).unwrap_or_default();
+    let raw = nvrtc::create_program(&src, Some(&name))
+        .map_err(|e| fail("nvrtcCreateProgram", e, String::new()))?;
+    let prog = Program { raw };
+    let options = [format!("--gpu-architecture={target}"), "--std=c++14".to_string()];
+    // SAFETY: `prog` is live; options are NUL-free.
+    if let Err(e) = unsafe { nvrtc::compile_program(prog.raw, &options) } {
+        return Err(fail("nvrtcCompileProgram", e, program_log(prog.raw)));
+    }
+    let image = match kind {
+        // SAFETY: compiled successfully above.
+        CodeKind::Ptx => unsafe { nvrtc::get_ptx(prog.raw) }
+            .map_err(|e| fail("nvrtcGetPTX", e, String::new()))?
+            .into_iter()
+            .map(|c| c as u8)
+            .collect(),
+        CodeKind::Cubin => {
+            let mut size = 0usize;
+            // SAFETY: compiled successfully; writes the size then the bytes.
+            unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog.raw, &mut size) }
+                .result()
+                .map_err(|e| fail("nvrtcGetCUBINSize", e, String::new()))?;
+            let mut bytes = vec![0u8; size];
+            unsafe { nvrtc_sys::nvrtcGetCUBIN(prog.raw, bytes.as_mut_ptr().cast::<c_char>()) }
+                .result()
+                .map_err(|e| fail("nvrtcGetCUBIN", e, String::new()))?;
+            bytes
+        }
+    };
+    Ok(CompiledKernel { kernel: k.kernel, name: k.name, kind, image })
+}
+
+fn program_log(prog: nvrtc_sys::nvrtcProgram) -> String {
+    // SAFETY: `prog` is live.
+    match unsafe { nvrtc::get_program_log(prog) } {
+        Ok(chars) => {
+            let bytes: Vec<u8> =
+                chars.into_iter().map(|c| c as u8).take_while(|&b| b != 0).collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+        Err(_) => String::new(),
+    }
+}
+
+/// The kernels loaded into the device's context: one module per kernel, unloaded on drop.
+#[derive(Debug)]
+pub(crate) struct LoadedKernels {
+    modules: Vec<sys::CUmodule>,
+    functions: Vec<(Kernel, sys::CUfunction)>,
+    device: Arc<Device>,
+    /// Milliseconds NVRTC took and milliseconds the module loads took.
+    pub(crate) compile_ms: f64,
+    pub(crate) load_ms: f64,
+}
+
+impl LoadedKernels {
+    /// Compiles every kernel for the device's architecture (CUBIN) and loads it.
+    pub(crate) fn new(device: &Arc<Device>) -> Result<Self, RuntimeError> {
+        let t = std::time::Instant::now();
+        let images = compile_cubin(&device.info().arch())?;
+        let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = std::time::Instant::now();
+        device.bind()?;
+        let mut loaded = Self {
+            modules: Vec::new(),
+            functions: Vec::new(),
+            device: device.clone(),
+            compile_ms,
+            load_ms: 0.0,
+        };
+        for img in images {
+            // SAFETY: a CUBIN image straight from NVRTC, alive for the call.
+            let module = unsafe { result::module::load_data(img.image.as_ptr().cast::<c_void>()) }
+                .map_err(drv("cuModuleLoadData"))?;
+            loaded.modules.push(module);
+            let name = CString::new(img.name).unwrap_or_default();
+            // SAFETY: the module was just loaded.
+            let f = unsafe { result::module::get_function(module, name) }
+                .map_err(drv("cuModuleGetFunction"))?;
+            loaded.functions.push((img.kernel, f));
+        }
+        loaded.load_ms = t.elapsed().as_secs_f64() * 1e3;
+        Ok(loaded)
+    }
+
+    fn function(&self, kernel: Kernel) -> Result<sys::CUfunction, CudaError> {
+        self.functions.iter().find(|(k, _)| *k == kernel).map(|&(_, f)| f).ok_or(
+            CudaError::Driver {
+                call: "cuModuleGetFunction",
+                code: "CUDA_ERROR_NOT_FOUND".into(),
+                message: format!("kernel {kernel:?} is not loaded"),
+            },
+        )
+    }
+
+    /// Enqueues `kernel` over `len` elements on `stream` with pointer arguments `ptrs` (in the
+    /// kernel's order) and, for add_bias, the bias length `n`. Nothing is launched for
+    /// `len = 0` (a zero grid is a launch error).
+    pub(crate) fn launch(
+        &self,
+        stream: sys::CUstream,
+        kernel: Kernel,
+        ptrs: &[sys::CUdeviceptr],
+        len: usize,
+        n: usize,
+    ) -> Result<bool, CudaError> {
+        const BLOCK: u32 = 256;
+        // Enough blocks to fill any current GPU; the grid-stride loop covers the rest.
+        const MAX_GRID: u64 = 65_535;
+        if len == 0 {
+            return Ok(false);
+        }
+        let f = self.function(kernel)?;
+        let len64 = len as u64;
+        let grid = len64.div_ceil(u64::from(BLOCK)).min(MAX_GRID) as u32;
+        let mut ptr_args: Vec<sys::CUdeviceptr> = ptrs.to_vec();
+        let mut len_arg = len64;
+        let mut n_arg = n as u64;
+        let mut params: Vec<*mut c_void> =
+            ptr_args.iter_mut().map(|p| (p as *mut sys::CUdeviceptr).cast::<c_void>()).collect();
+        params.push((&mut len_arg as *mut u64).cast::<c_void>());
+        if kernel == Kernel::AddBias {
+            params.push((&mut n_arg as *mut u64).cast::<c_void>());
+        }
+        // SAFETY: `f` is a loaded kernel whose parameters are exactly these (pointers, then
+        // one or two u64); every pointer is a checked range of the live slab. The parameter
+        // values are copied by cuLaunchKernel before it returns.
+        unsafe { result::launch_kernel(f, (grid, 1, 1), (BLOCK, 1, 1), 0, stream, &mut params) }
+            .map_err(drv("cuLaunchKernel"))?;
+        Ok(true)
+    }
+}
+
+impl Drop for LoadedKernels {
+    fn drop(&mut self) {
+        if self.device.bind().is_ok() {
+            for &m in &self.modules {
+                // SAFETY: loaded by cuModuleLoadData, unloaded once.
+                let _ = unsafe { result::module::unload(m) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_name_their_entry_points() {
+        let names: Vec<&str> = kernel_sources().iter().map(|k| k.name).collect();
+        assert_eq!(names, ["lumen_add_bias", "lumen_add", "lumen_relu", "lumen_gelu"]);
+        for k in kernel_sources() {
+            assert!(
+                k.source.contains(&format!("extern \"C\" __global__ void {}(", k.name)),
+                "{}",
+                k.name
+            );
+            // Balanced braces and parentheses: a cheap guard that runs without NVRTC.
+            for (open, close) in [('{', '}'), ('(', ')')] {
+                let opens = k.source.matches(open).count();
+                assert_eq!(opens, k.source.matches(close).count(), "{} {open}{close}", k.name);
+            }
+        }
+    }
+}

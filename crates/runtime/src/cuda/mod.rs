@@ -1,0 +1,692 @@
+//! The CUDA runtime (feature `cuda`): one device slab, cuBLASLt matmuls with fused epilogues,
+//! NVRTC elementwise kernels, one synchronize per execute.
+//!
+//! The shape is Luminal's CUDA backend: prepare allocates ONE device buffer of the plan's
+//! `slab_bytes` (`cuMemAlloc`), every LLIR buffer is `base + offset` exactly as the planner
+//! placed it (so a planning error corrupts results, as on the CPU), weights are uploaded once,
+//! the cuBLASLt algorithm of each matmul shape is chosen once, and the kernels are compiled
+//! once. An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
+//! one stream, readbacks enqueued into pinned staging memory, ONE `cuStreamSynchronize`, and a
+//! copy out of the staging memory.
+//!
+//! Everything is loaded at run time (cudarc `dynamic-loading`): the crate builds without CUDA,
+//! and on a machine without a driver or a GPU [`CudaRuntime::new`] returns
+//! [`RuntimeError::NoCudaDevice`] saying what is missing; it never panics.
+//!
+//! Debugging switches (see [`crate::env`]): `LUMINAL_CUDA_PROFILE_RECAPTURE=1` prints a
+//! `CUDA_PREPARE_PROFILE` line per prepare and a `CUDA_EXEC_PROFILE` line per execute;
+//! `LUMINAL_CUDA_MEMORY_DEBUG=1` prints the memory plan, starts the slab as NaN and NaN-fills
+//! (bytes 0xFF) every buffer after its last use, on the stream, like the CPU runtime.
+
+pub mod device;
+pub mod error;
+pub mod kernels;
+pub mod lt;
+
+use std::cell::OnceCell;
+use std::sync::Arc;
+use std::time::Instant;
+
+use cudarc::driver::result;
+use cudarc::driver::safe::{CudaEvent, CudaStream};
+use cudarc::driver::sys::{self, CUdeviceptr};
+use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
+
+pub use device::{DEVICE_ALIGNMENT, Device, DeviceInfo, Libraries, check_aligned};
+pub use error::CudaError;
+pub use kernels::{
+    CodeKind, CompiledKernel, Kernel, KernelSource, compile_cubin, compile_ptx, kernel_sources,
+    nvrtc_present, nvrtc_version,
+};
+pub use lt::{ColumnMajor, ComputeMode, column_major, cublaslt_epilogue};
+
+use self::device::{DeviceAlloc, PinnedHost};
+use self::error::drv;
+use self::kernels::LoadedKernels;
+use self::lt::{LtOperands, LtPlan, ShapeKey};
+use crate::error::TensorKind;
+use crate::kernels::{Activation, epilogue_parts};
+use crate::layout::{Placement, SlabLayout, memory_plan_lines, role_name};
+use crate::phases::Peak;
+use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
+use crate::{HostTensor, RuntimeEnv, RuntimeError, Tensors};
+
+/// Options of the CUDA runtime.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CudaOptions {
+    /// The device ordinal (0 = first GPU).
+    pub device: usize,
+    /// Matmul compute type: FP32 by default; TF32 only when set here (never silently).
+    pub compute: ComputeMode,
+    /// Planned offsets (default) or every buffer its own range (the differential oracle).
+    pub placement: Placement,
+    /// Start the slab as NaN, NaN-fill each buffer after its last use, print the memory plan
+    /// on stderr at prepare.
+    pub memory_debug: bool,
+    /// Print `CUDA_PREPARE_PROFILE` and `CUDA_EXEC_PROFILE` lines on stderr.
+    pub profile_recapture: bool,
+    /// The peak to report against; `None` = the device's FP32 peak from its SM count and clock.
+    pub peak: Option<Peak>,
+}
+
+impl CudaOptions {
+    /// Device 0, FP32, planned placement, switches from `LUMINAL_CUDA_MEMORY_DEBUG` and
+    /// `LUMINAL_CUDA_PROFILE_RECAPTURE` ([`RuntimeEnv`]).
+    pub fn from_env() -> Self {
+        let env = RuntimeEnv::from_env();
+        Self {
+            memory_debug: env.memory_debug,
+            profile_recapture: env.profile_recapture,
+            ..Self::default()
+        }
+    }
+}
+
+/// The CUDA runtime: an open device and the kernels compiled for it (see the module docs).
+#[derive(Debug)]
+pub struct CudaRuntime {
+    options: CudaOptions,
+    device: Arc<Device>,
+    // NVRTC runs once per runtime, at the first prepare; every program shares the modules.
+    kernels: OnceCell<Arc<LoadedKernels>>,
+}
+
+impl CudaRuntime {
+    /// Opens `options.device`, after checking that the driver, cuBLASLt and NVRTC libraries
+    /// can be loaded and that the device exists.
+    ///
+    /// # Errors
+    /// [`RuntimeError::NoCudaDevice`] saying what is missing (library, driver, device);
+    /// [`RuntimeError::Cuda`] when the driver fails afterwards.
+    pub fn new(options: CudaOptions) -> Result<Self, RuntimeError> {
+        let device = Device::open(options.device)?;
+        Ok(Self { options, device, kernels: OnceCell::new() })
+    }
+
+    /// [`CudaRuntime::new`] with [`CudaOptions::from_env`].
+    ///
+    /// # Errors
+    /// As [`CudaRuntime::new`].
+    pub fn from_env() -> Result<Self, RuntimeError> {
+        Self::new(CudaOptions::from_env())
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &CudaOptions {
+        &self.options
+    }
+
+    /// The device's facts (name, compute capability, SMs, clock, memory, driver version).
+    pub fn device_info(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+
+    fn kernels(&self) -> Result<(Arc<LoadedKernels>, bool), RuntimeError> {
+        if let Some(k) = self.kernels.get() {
+            return Ok((k.clone(), false));
+        }
+        let k = Arc::new(LoadedKernels::new(&self.device)?);
+        let _ = self.kernels.set(k.clone());
+        Ok((k, true))
+    }
+
+    /// [`Runtime::prepare`] with the concrete type.
+    ///
+    /// # Errors
+    /// As [`Runtime::prepare`], plus [`RuntimeError::Cuda`] for a failed driver, cuBLASLt or
+    /// NVRTC call, a misaligned pointer, no cuBLASLt algorithm or too little workspace.
+    pub fn prepare_cuda(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<CudaProgram, RuntimeError> {
+        CudaProgram::new(self, program, weights)
+    }
+}
+
+impl Runtime for CudaRuntime {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn peak(&self) -> Peak {
+        if let Some(p) = &self.options.peak {
+            return p.clone();
+        }
+        match self.device.info().fp32_peak() {
+            Some((flops, basis)) => Peak { flops, basis },
+            // An H100/H200 SXM's FP32 figure, stated as such, when the clock is unknown.
+            None => Peak {
+                flops: 67e12,
+                basis: format!(
+                    "{}: nominal 67 TFLOP/s FP32 (H100/H200 SXM)",
+                    self.device.info().name
+                ),
+            },
+        }
+    }
+
+    fn prepare(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
+        Ok(Box::new(self.prepare_cuda(program, weights)?))
+    }
+}
+
+/// One node, resolved to slab addresses at prepare.
+#[derive(Debug, Clone)]
+enum Step {
+    Upload {
+        // (input name, address, bytes), copied from the caller's tensors on every execute.
+        inputs: Vec<(String, CUdeviceptr, usize)>,
+        // (index into the host weight copies, address), uploaded again on every execute.
+        weights: Vec<(usize, CUdeviceptr)>,
+    },
+    /// A cuBLASLt call (index into the program's [`LtPlan`]).
+    Matmul(usize),
+    /// A matmul with an empty output (M = 0 or N = 0): nothing to compute.
+    Empty,
+    /// `act(0 + bias)`: a K = 0 matmul, whose product is all zeros; cuBLASLt is not asked
+    /// about empty reductions. Memset, then add_bias and the activation in place.
+    MatmulK0 {
+        out: CUdeviceptr,
+        len: usize,
+        bias: Option<(CUdeviceptr, usize)>,
+        act: Activation,
+    },
+    Elementwise {
+        kernel: Kernel,
+        ptrs: Vec<CUdeviceptr>,
+        len: usize,
+        n: usize,
+    },
+    Readback {
+        // (output name, shape, address, elements, offset in the staging area)
+        outputs: Vec<(String, Vec<usize>, CUdeviceptr, usize, usize)>,
+    },
+}
+
+/// A program prepared on a CUDA device: its slab, its cuBLASLt calls, its steps.
+#[derive(Debug)]
+pub struct CudaProgram {
+    label: String,
+    options: CudaOptions,
+    steps: Vec<Step>,
+    // (address, bytes) to NaN-fill after step i (memory debug only).
+    poison_after: Vec<Vec<(CUdeviceptr, usize)>>,
+    // Host copies of weights that are not resident in the slab.
+    weights: Vec<Vec<f32>>,
+    input_buffers: Vec<LlirBuffer>,
+    flops: u64,
+    launches: usize,
+    slab_bytes: usize,
+    prepare_seconds: f64,
+    memory_plan: Vec<String>,
+    prepare_line: String,
+    profile: Option<ExecProfile>,
+    kernel_ms: Option<f64>,
+    // Declaration order is drop order: everything enqueued on the stream and living in the
+    // slab goes before the stream, the slab and the context.
+    events: (CudaEvent, CudaEvent),
+    staging: PinnedHost,
+    lt: LtPlan,
+    kernels: Arc<LoadedKernels>,
+    stream: Arc<CudaStream>,
+    slab: DeviceAlloc,
+    device: Arc<Device>,
+}
+
+impl CudaProgram {
+    fn new(
+        rt: &CudaRuntime,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<Self, RuntimeError> {
+        let start = Instant::now();
+        let options = rt.options.clone();
+        let device = rt.device.clone();
+        let layout = SlabLayout::new(program, options.placement)?;
+        let llir = &program.llir;
+        check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
+        device.bind()?;
+
+        let t = Instant::now();
+        let (kernels, compiled_now) = rt.kernels()?;
+        let kernels_ms = t.elapsed().as_secs_f64() * 1e3;
+
+        let t = Instant::now();
+        // 0xFF bytes are f32 NaN: a read of never-written bytes shows in the outputs.
+        let fill = if options.memory_debug { 0xFF } else { 0 };
+        let slab = DeviceAlloc::new(&device, layout.slab_bytes, fill)?;
+        let alloc_ms = t.elapsed().as_secs_f64() * 1e3;
+        let stream = device.context().new_stream().map_err(drv("cuStreamCreate"))?;
+        let base = slab.ptr();
+        let addr = |b: usize| base + layout.spans[b].offset as u64;
+        let checked = |b: usize, n: usize| -> Result<CUdeviceptr, RuntimeError> {
+            let buf = &llir.buffers[b];
+            let what = format!(
+                "buffer `{}` ({}) of node {n} ({})",
+                buf.id,
+                role_name(buf.role),
+                llir.nodes[n].op.name()
+            );
+            check_aligned(&what, addr(b))?;
+            Ok(addr(b))
+        };
+
+        let t = Instant::now();
+        let mut lt = LtPlan::new(&device)?;
+        let mut host_weights = Vec::new();
+        let mut weight_bytes = 0usize;
+        let mut staging_elems = 0usize;
+        let mut steps = Vec::with_capacity(llir.nodes.len());
+        let mut heuristic_ms = 0.0;
+        for (n, node) in llir.nodes.iter().enumerate() {
+            let step = match node.op {
+                LlirOp::Upload => {
+                    let mut inputs = Vec::new();
+                    let mut again = Vec::new();
+                    for &w in &node.writes {
+                        let buf = &llir.buffers[w];
+                        let dst = checked(w, n)?;
+                        if buf.role == BufferRole::Input {
+                            inputs.push((buf.id.clone(), dst, buf.bytes));
+                            continue;
+                        }
+                        let Some(t) = weights.get(&buf.id) else { continue };
+                        if options.memory_debug || layout.is_shared(w) {
+                            again.push((host_weights.len(), dst));
+                            host_weights.push(t.data().to_vec());
+                        } else if !t.data().is_empty() {
+                            // SAFETY: dst..dst+bytes is this buffer's checked range of the slab.
+                            unsafe { result::memcpy_htod_sync(dst, t.data()) }
+                                .map_err(drv("cuMemcpyHtoD_v2"))?;
+                            weight_bytes += t.bytes();
+                        }
+                    }
+                    Step::Upload { inputs, weights: again }
+                }
+                LlirOp::LtMatmul { m, k, n: cols, epilogue } => {
+                    let [a, b, rest @ ..] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "lt_matmul operands"));
+                    };
+                    let (x, w) = (checked(*a, n)?, checked(*b, n)?);
+                    let bias = match rest.first() {
+                        Some(&r) => Some(checked(r, n)?),
+                        None => None,
+                    };
+                    let y = checked(node.writes[0], n)?;
+                    let (_, act) = epilogue_parts(epilogue);
+                    if m == 0 || cols == 0 {
+                        Step::Empty
+                    } else if k == 0 {
+                        Step::MatmulK0 { out: y, len: m * cols, bias: bias.map(|p| (p, cols)), act }
+                    } else {
+                        let workspace = match node.workspace {
+                            Some(ws) => (checked(ws, n)?, layout.spans[ws].bytes),
+                            None => (0, 0),
+                        };
+                        let key = ShapeKey {
+                            m,
+                            k,
+                            n: cols,
+                            epilogue,
+                            workspace: workspace.1,
+                            mode: options.compute,
+                        };
+                        let th = Instant::now();
+                        let call = lt.add(key, LtOperands { x, w, bias, y, workspace })?;
+                        heuristic_ms += th.elapsed().as_secs_f64() * 1e3;
+                        Step::Matmul(call)
+                    }
+                }
+                LlirOp::AddBias { m, n: cols } => Step::Elementwise {
+                    kernel: Kernel::AddBias,
+                    ptrs: vec![
+                        checked(node.reads[0], n)?,
+                        checked(node.reads[1], n)?,
+                        checked(node.writes[0], n)?,
+                    ],
+                    len: m * cols,
+                    n: cols,
+                },
+                LlirOp::Add { len } => Step::Elementwise {
+                    kernel: Kernel::Add,
+                    ptrs: vec![
+                        checked(node.reads[0], n)?,
+                        checked(node.reads[1], n)?,
+                        checked(node.writes[0], n)?,
+                    ],
+                    len,
+                    n: 0,
+                },
+                LlirOp::Relu { len } | LlirOp::Gelu { len } => Step::Elementwise {
+                    kernel: if matches!(node.op, LlirOp::Relu { .. }) {
+                        Kernel::Relu
+                    } else {
+                        Kernel::Gelu
+                    },
+                    ptrs: vec![checked(node.reads[0], n)?, checked(node.writes[0], n)?],
+                    len,
+                    n: 0,
+                },
+                LlirOp::Readback => {
+                    let mut outputs = Vec::new();
+                    for &r in &node.reads {
+                        let buf = &llir.buffers[r];
+                        let elems = buf.bytes / 4;
+                        outputs.push((
+                            buf.id.clone(),
+                            buf.shape.clone(),
+                            checked(r, n)?,
+                            elems,
+                            staging_elems,
+                        ));
+                        staging_elems += elems;
+                    }
+                    Step::Readback { outputs }
+                }
+            };
+            steps.push(step);
+        }
+        let plan_ms = t.elapsed().as_secs_f64() * 1e3 - heuristic_ms;
+        let staging = PinnedHost::new(&device, staging_elems)?;
+
+        let mut poison_after = vec![Vec::new(); llir.nodes.len()];
+        if options.memory_debug {
+            for (b, &last) in layout.last_use.iter().enumerate() {
+                let bytes = layout.spans[b].bytes;
+                if bytes > 0 {
+                    poison_after[last].push((addr(b), bytes));
+                }
+            }
+        }
+        let memory_plan = memory_plan_lines("CUDA", program, &layout);
+        if options.memory_debug {
+            for line in &memory_plan {
+                eprintln!("{line}");
+            }
+        }
+        let ctx = device.context();
+        let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let events = (
+            ctx.new_event(timing).map_err(drv("cuEventCreate"))?,
+            ctx.new_event(timing).map_err(drv("cuEventCreate"))?,
+        );
+        let prepare_seconds = start.elapsed().as_secs_f64();
+        let label = program.label.clone();
+        let info = device.info();
+        let prepare_line = format!(
+            "CUDA_PREPARE_PROFILE label={} total_ms={:.3} nvrtc_ms={:.3} module_load_ms={:.3} \
+             kernels_compiled={} kernels_ms={kernels_ms:.3} alloc_ms={alloc_ms:.3} \
+             heuristic_ms={heuristic_ms:.3} plan_ms={plan_ms:.3} slab_bytes={} weight_upload_bytes={weight_bytes} \
+             matmuls={} matmul_shapes={} workspace_needed_bytes={} compute={} device={} sm={}",
+            sanitize(&label),
+            prepare_seconds * 1e3,
+            if compiled_now { kernels.compile_ms } else { 0.0 },
+            if compiled_now { kernels.load_ms } else { 0.0 },
+            compiled_now,
+            layout.slab_bytes,
+            steps.iter().filter(|s| matches!(s, Step::Matmul(_))).count(),
+            lt.heuristic_queries,
+            lt.max_workspace_needed(),
+            options.compute.name(),
+            sanitize(&info.name),
+            info.arch(),
+        );
+        if options.profile_recapture {
+            eprintln!("{prepare_line}");
+        }
+        let input_buffers =
+            llir.buffers.iter().filter(|b| b.role == BufferRole::Input).cloned().collect();
+        Ok(Self {
+            label,
+            slab_bytes: layout.slab_bytes,
+            options,
+            steps,
+            poison_after,
+            weights: host_weights,
+            input_buffers,
+            flops: llir.nodes.iter().map(|n| n.op.flops()).sum(),
+            launches: llir.nodes.iter().filter(|n| n.op.is_launch()).count(),
+            prepare_seconds,
+            memory_plan,
+            prepare_line,
+            profile: None,
+            kernel_ms: None,
+            events,
+            staging,
+            lt,
+            kernels,
+            stream,
+            slab,
+            device,
+        })
+    }
+
+    /// The memory plan as printed in memory-debug mode: a `CUDA_MEMORY_PLAN` summary line
+    /// (buffers, slab, naive and lower-bound bytes) and one `CUDA_MEMORY_BUFFER` line per buffer.
+    pub fn memory_plan(&self) -> &[String] {
+        &self.memory_plan
+    }
+
+    /// The `CUDA_PREPARE_PROFILE` line of this preparation (milliseconds: total, NVRTC, module
+    /// load, slab allocation, cuBLASLt heuristic; bytes; counts).
+    pub fn prepare_profile(&self) -> &str {
+        &self.prepare_line
+    }
+
+    /// Options it was prepared with.
+    pub fn options(&self) -> &CudaOptions {
+        &self.options
+    }
+
+    /// Device time of the latest execute's launches, in milliseconds, measured with CUDA events
+    /// recorded on the stream just before the first and just after the last launch (no
+    /// uploads, no readbacks): what the compute itself took. `None` before the first execute
+    /// or for a program without launches.
+    pub fn last_kernel_ms(&self) -> Option<f64> {
+        self.kernel_ms
+    }
+
+    /// How many weights are uploaded again on every execute because the plan reuses their
+    /// bytes (or memory debug poisons them).
+    pub fn reuploaded_weights(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// The device the program lives on.
+    pub fn device_info(&self) -> &DeviceInfo {
+        self.device.info()
+    }
+
+    /// Bytes of the device allocation (the slab, at least one 256-byte unit).
+    pub fn allocated_bytes(&self) -> usize {
+        self.slab.bytes()
+    }
+
+    fn run(&mut self, inputs: &Tensors, prof: &mut ExecProfile) -> Result<Tensors, RuntimeError> {
+        let stream = self.stream.cu_stream();
+        let first_launch = self.steps.iter().position(is_launch);
+        let last_launch = self.steps.iter().rposition(is_launch);
+        for (i, step) in self.steps.iter().enumerate() {
+            if Some(i) == first_launch {
+                self.events.0.record(&self.stream).map_err(drv("cuEventRecord"))?;
+            }
+            let t = Instant::now();
+            match step {
+                Step::Upload { inputs: ins, weights } => {
+                    for (name, dst, bytes) in ins {
+                        // check_tensors ran: every declared input is present with its shape.
+                        let Some(t) = inputs.get(name) else { continue };
+                        if t.bytes() != *bytes {
+                            return Err(RuntimeError::kernel("upload", "input size changed"));
+                        }
+                        if *bytes > 0 {
+                            // SAFETY: dst..dst+bytes is the input's range of the slab; pageable
+                            // memory is staged by the driver before the call returns.
+                            unsafe { result::memcpy_htod_async(*dst, t.data(), stream) }
+                                .map_err(drv("cuMemcpyHtoDAsync_v2"))?;
+                        }
+                        prof.upload_bytes += bytes;
+                    }
+                    for (w, dst) in weights {
+                        let Some(data) = self.weights.get(*w) else { continue };
+                        if !data.is_empty() {
+                            // SAFETY: as above.
+                            unsafe { result::memcpy_htod_async(*dst, data, stream) }
+                                .map_err(drv("cuMemcpyHtoDAsync_v2"))?;
+                        }
+                        prof.upload_bytes += data.len() * 4;
+                    }
+                    prof.upload_ms += ms(t);
+                }
+                Step::Matmul(call) => {
+                    self.lt.enqueue(*call, stream)?;
+                    prof.launch_ms += ms(t);
+                }
+                Step::MatmulK0 { out, len, bias, act } => {
+                    // SAFETY: out..out+4·len is the output's range of the slab.
+                    unsafe { result::memset_d8_async(*out, 0, len * 4, stream) }
+                        .map_err(drv("cuMemsetD8Async"))?;
+                    if let Some((b, n)) = bias {
+                        self.kernels.launch(
+                            stream,
+                            Kernel::AddBias,
+                            &[*out, *b, *out],
+                            *len,
+                            *n,
+                        )?;
+                    }
+                    let kernel = match act {
+                        Activation::Identity => None,
+                        Activation::Relu => Some(Kernel::Relu),
+                        Activation::Gelu => Some(Kernel::Gelu),
+                    };
+                    if let Some(kernel) = kernel {
+                        self.kernels.launch(stream, kernel, &[*out, *out], *len, 0)?;
+                    }
+                    prof.launch_ms += ms(t);
+                }
+                Step::Elementwise { kernel, ptrs, len, n } => {
+                    self.kernels.launch(stream, *kernel, ptrs, *len, *n)?;
+                    prof.launch_ms += ms(t);
+                }
+                Step::Empty => {}
+                Step::Readback { outputs } => {
+                    let staging = self.staging.as_mut_slice();
+                    for (_, _, src, elems, at) in outputs {
+                        let Some(dst) = staging.get_mut(*at..*at + *elems) else {
+                            return Err(RuntimeError::kernel("readback", "staging range"));
+                        };
+                        if !dst.is_empty() {
+                            // SAFETY: src..src+4·elems is the output's range of the slab; dst
+                            // is pinned memory owned by self, read only after the synchronize.
+                            unsafe { result::memcpy_dtoh_async(dst, *src, stream) }
+                                .map_err(drv("cuMemcpyDtoHAsync_v2"))?;
+                        }
+                    }
+                    prof.readback_ms += ms(t);
+                }
+            }
+            if Some(i) == last_launch {
+                self.events.1.record(&self.stream).map_err(drv("cuEventRecord"))?;
+            }
+            if let Some(dead) = self.poison_after.get(i).filter(|d| !d.is_empty()) {
+                let t = Instant::now();
+                for &(p, bytes) in dead {
+                    // SAFETY: p..p+bytes is a buffer's range of the slab, dead after step i.
+                    unsafe { result::memset_d8_async(p, 0xFF, bytes, stream) }
+                        .map_err(drv("cuMemsetD8Async"))?;
+                }
+                prof.poison_ms += ms(t);
+            }
+        }
+        // The one synchronize of the execute: everything above is on this stream.
+        let t = Instant::now();
+        self.stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
+        prof.sync_ms = ms(t);
+        self.kernel_ms = match first_launch {
+            Some(_) => Some(f64::from(
+                self.events.0.elapsed_ms(&self.events.1).map_err(drv("cuEventElapsedTime"))?,
+            )),
+            None => None,
+        };
+        let t = Instant::now();
+        let mut out = Tensors::new();
+        let staging = self.staging.as_mut_slice();
+        for step in &self.steps {
+            let Step::Readback { outputs } = step else { continue };
+            for (name, shape, _, elems, at) in outputs {
+                let data = staging
+                    .get(*at..*at + *elems)
+                    .ok_or_else(|| RuntimeError::kernel("readback", "staging range"))?
+                    .to_vec();
+                prof.readback_bytes += data.len() * 4;
+                out.insert(name.clone(), HostTensor::new(shape.clone(), data)?);
+            }
+        }
+        prof.readback_ms += ms(t);
+        Ok(out)
+    }
+}
+
+fn is_launch(step: &Step) -> bool {
+    match step {
+        Step::Matmul(_) | Step::MatmulK0 { .. } => true,
+        Step::Elementwise { len, .. } => *len > 0,
+        Step::Upload { .. } | Step::Readback { .. } | Step::Empty => false,
+    }
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars().map(|c| if c.is_whitespace() || c == '=' { '_' } else { c }).collect()
+}
+
+impl PreparedProgram for CudaProgram {
+    fn label(&self) -> &str {
+        &self.label
+    }
+
+    fn slab_bytes(&self) -> usize {
+        self.slab_bytes
+    }
+
+    fn prepare_seconds(&self) -> f64 {
+        self.prepare_seconds
+    }
+
+    fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
+        let start = Instant::now();
+        check_tensors(&self.input_buffers, TensorKind::Input, inputs)?;
+        self.device.bind()?;
+        let mut prof =
+            ExecProfile { launches: self.launches, flops: self.flops, ..Default::default() };
+        let result = self.run(inputs, &mut prof);
+        if result.is_err() {
+            // Leave nothing in flight that could write the slab after an error return.
+            let _ = self.stream.synchronize();
+            return result;
+        }
+        prof.total_ms = ms(start);
+        if self.options.profile_recapture {
+            let mut line = prof.line("CUDA", &self.label, self.prepare_seconds * 1e3);
+            if let Some(k) = self.kernel_ms {
+                line.push_str(&format!(" kernel_ms={k:.3}"));
+            }
+            eprintln!("{line}");
+        }
+        self.profile = Some(prof);
+        result
+    }
+
+    fn last_profile(&self) -> Option<&ExecProfile> {
+        self.profile.as_ref()
+    }
+}

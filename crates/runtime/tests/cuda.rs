@@ -1,0 +1,515 @@
+//! Tests of the CUDA runtime (feature `cuda`).
+//!
+//! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic), and NVRTC,
+//! when libnvrtc is on the loader path, must compile every kernel to PTX and CUBIN for sm_90.
+//! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
+//! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
+//! differential test, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
+//! Each GPU test prints `skipped: <reason>` and returns when there is no device.
+#![cfg(feature = "cuda")]
+
+mod common;
+mod cuda_shared;
+
+use std::path::PathBuf;
+
+use common::*;
+use cuda_shared::*;
+use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue};
+use lumen_runtime::cuda::{
+    self, CodeKind, ComputeMode, CudaOptions, CudaProgram, CudaRuntime, Libraries,
+};
+use lumen_runtime::{
+    CpuOptions, HostTensor, Placement, PreparedProgram, Runtime, RuntimeError, Tensors,
+};
+use petgraph::graph::NodeIndex;
+
+/// The runtime, or `None` after printing why the test skips. Any error but `NoCudaDevice`
+/// fails the test: a machine with a GPU must be able to open it.
+fn gpu(options: CudaOptions) -> Option<CudaRuntime> {
+    match CudaRuntime::new(options) {
+        Ok(rt) => Some(rt),
+        Err(RuntimeError::NoCudaDevice { reason }) => {
+            println!("skipped: {reason}");
+            None
+        }
+        Err(other) => panic!("opening the CUDA device failed: {other}"),
+    }
+}
+
+fn fp32() -> CudaOptions {
+    CudaOptions::default()
+}
+
+fn run_cuda(
+    rt: &CudaRuntime,
+    program: &CompiledProgram,
+    weights: &Tensors,
+    inputs: &Tensors,
+) -> Tensors {
+    let mut prepared = rt.prepare_cuda(program, weights).expect("prepare on CUDA");
+    prepared.execute(inputs).expect("execute on CUDA")
+}
+
+fn max_abs_diff(a: &Tensors, b: &Tensors) -> f64 {
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "output names");
+    let mut worst = 0.0f64;
+    for (name, x) in a {
+        let y = &b[name];
+        assert_eq!(x.shape(), y.shape(), "{name}");
+        for (p, q) in x.data().iter().zip(y.data()) {
+            let e = (f64::from(*p) - f64::from(*q)).abs();
+            assert!(e.is_finite(), "{name}: {p} vs {q}");
+            worst = worst.max(e);
+        }
+    }
+    worst
+}
+
+#[test]
+fn without_a_device_creation_fails_with_a_reason_and_never_panics() {
+    let libs = Libraries::probe();
+    match CudaRuntime::new(fp32()) {
+        Ok(rt) => println!("device present: {:?}", rt.device_info()),
+        Err(RuntimeError::NoCudaDevice { reason }) => {
+            println!("skipped (no device): {reason}");
+            if !libs.cuda {
+                assert!(reason.starts_with("libcuda.so not found"), "{reason}");
+            }
+            let msg = RuntimeError::NoCudaDevice { reason: reason.clone() }.to_string();
+            assert_eq!(msg, format!("no CUDA device: {reason}"));
+        }
+        Err(other) => panic!("expected NoCudaDevice or a device, got {other}"),
+    }
+    // The by-name path the CLI uses gives the same answer.
+    match lumen_runtime::runtime_by_name("cuda") {
+        Ok(rt) => assert_eq!(rt.name(), "cuda"),
+        Err(e) => assert!(e.to_string().starts_with("no CUDA device: "), "{e}"),
+    }
+}
+
+#[test]
+fn nvrtc_compiles_every_kernel_for_sm_90() {
+    if !cuda::nvrtc_present() {
+        println!("skipped: libnvrtc not found");
+        return;
+    }
+    let (major, minor) = cuda::nvrtc_version().expect("nvrtcVersion");
+    println!("NVRTC {major}.{minor}");
+    let ptx = cuda::compile_ptx("sm_90").expect("every kernel compiles to PTX");
+    assert_eq!(ptx.len(), cuda::kernel_sources().len());
+    for (k, src) in ptx.iter().zip(cuda::kernel_sources()) {
+        assert_eq!(k.name, src.name);
+        assert_eq!(k.kind, CodeKind::Ptx);
+        let text = k.ptx().expect("PTX is text");
+        assert!(text.contains(".target sm_90"), "{}: {text}", k.name);
+        assert!(text.contains(&format!(".entry {}(", k.name)), "{}: {text}", k.name);
+        println!("{}: {} bytes of PTX", k.name, text.len());
+    }
+    let cubin = cuda::compile_cubin("sm_90").expect("every kernel compiles to a CUBIN");
+    for k in &cubin {
+        assert_eq!(k.kind, CodeKind::Cubin);
+        assert_eq!(k.image.get(..4), Some(&b"\x7fELF"[..]), "{} is an ELF image", k.name);
+    }
+}
+
+#[test]
+fn nvrtc_reports_a_broken_source_with_its_log() {
+    // The public API only compiles the built-in sources; a typo there is what this guards
+    // against, so check that a compile error would carry NVRTC's log (via the error type).
+    let err = lumen_runtime::cuda::CudaError::Nvrtc {
+        kernel: "lumen_relu".into(),
+        call: "nvrtcCompileProgram",
+        status: "NVRTC_ERROR_COMPILATION".into(),
+        log: "lumen_relu.cu(3): error: identifier \"flaot\" is undefined\n".into(),
+    };
+    assert_eq!(
+        err.to_string(),
+        "NVRTC nvrtcCompileProgram failed for kernel `lumen_relu`: NVRTC_ERROR_COMPILATION; \
+         log: lumen_relu.cu(3): error: identifier \"flaot\" is undefined"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU tests.
+
+/// Reads the digits MLP fixture: weights w1..w3, b1..b3 and the input batch x.
+fn digits() -> (Tensors, Tensors, Vec<usize>) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/digits_mlp.safetensors");
+    let bytes = std::fs::read(&path).expect("data/digits_mlp.safetensors");
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+    let f32_tensor = |name: &str| {
+        let view = st.tensor(name).expect(name);
+        assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+        let data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        HostTensor::new(view.shape().to_vec(), data).expect(name)
+    };
+    let mut weights = Tensors::new();
+    let mut widths = Vec::new();
+    for l in 1.. {
+        let w = format!("w{l}");
+        if st.tensor(&w).is_err() {
+            break;
+        }
+        let wt = f32_tensor(&w);
+        if widths.is_empty() {
+            widths.push(wt.shape()[0]);
+        }
+        widths.push(wt.shape()[1]);
+        weights.insert(w, wt);
+        weights.insert(format!("b{l}"), f32_tensor(&format!("b{l}")));
+    }
+    let inputs: Tensors = [("x".to_string(), f32_tensor("x"))].into_iter().collect();
+    (weights, inputs, widths)
+}
+
+/// The digits MLP as the DSL builds it, unfused or with fused epilogues (RELU_BIAS on hidden
+/// layers, BIAS on the last).
+fn digits_program(widths: &[usize], batch: usize, fused: bool) -> CompiledProgram {
+    if !fused {
+        let graph = lumen_compiler::programs::mlp(widths, batch).expect("mlp");
+        let options = CompileOptions { name: "digits".into(), fuse: false, ..Default::default() };
+        return graph.compile(&options).expect("compile");
+    }
+    let mut h = HlirBuilder::default();
+    let mut cur = h.input("x", &[batch, widths[0]]);
+    let last = widths.len() - 2;
+    for (i, pair) in widths.windows(2).enumerate() {
+        let w = h.weight(&format!("w{}", i + 1), &[pair[0], pair[1]]);
+        let b = h.weight(&format!("b{}", i + 1), &[pair[1]]);
+        let epilogue = if i == last { Epilogue::Bias } else { Epilogue::ReluBias };
+        cur = h.matmul(cur, w, Some(b), epilogue);
+    }
+    h.output(cur, "y");
+    compile_fused(&h.hlir, "digits")
+}
+
+fn argmax_rows(t: &HostTensor) -> Vec<usize> {
+    let cols = t.shape()[1];
+    t.data()
+        .chunks(cols)
+        .map(|row| {
+            let mut best = 0;
+            for (j, &v) in row.iter().enumerate() {
+                if v > row[best] {
+                    best = j;
+                }
+            }
+            best
+        })
+        .collect()
+}
+
+#[test]
+fn digits_mlp_matches_the_cpu() {
+    let Some(rt) = gpu(fp32()) else { return };
+    let (weights, inputs, widths) = digits();
+    let batch = inputs["x"].shape()[0];
+    assert_eq!(widths, [64, 128, 64, 10]);
+    for fused in [false, true] {
+        let program = digits_program(&widths, batch, fused);
+        let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+        let gpu_out = run_cuda(&rt, &program, &weights, &inputs);
+        let err = max_abs_diff(&gpu_out, &cpu);
+        println!("{}: max |cuda - cpu| = {err:.3e}", program.label);
+        assert!(err <= 1e-3, "{}: {err}", program.label);
+        assert_eq!(argmax_rows(&gpu_out["y"]), argmax_rows(&cpu["y"]), "{}", program.label);
+    }
+}
+
+#[test]
+fn linear_relu_shapes_match_the_f64_reference() {
+    let Some(rt) = gpu(fp32()) else { return };
+    let shapes = [
+        (1, 1, 1),
+        (1, 7, 5),
+        (5, 7, 1),
+        (1, 300, 1),
+        (3, 0, 4),
+        (64, 256, 64),
+        (33, 65, 17),
+        (130, 9, 300),
+    ];
+    for (i, &(m, k, n)) in shapes.iter().enumerate() {
+        let unfused = linear_relu_unfused(m, k, n, "linear-relu");
+        let fused = linear_fused(m, k, n, Epilogue::ReluBias, "linear-relu");
+        let weights = weights_for(&unfused, 100 + i as u64);
+        let inputs = inputs_for(&unfused, 200 + i as u64);
+        for program in [&unfused, &fused] {
+            let out = run_cuda(&rt, program, &weights, &inputs);
+            let err = max_err_vs_reference(program, &weights, &inputs, &out);
+            // FP32 products summed in some order: error grows like k * eps.
+            let tol = 2e-6 * (k as f64 + 1.0);
+            assert!(err <= tol, "{} {m}x{k}x{n}: {err}", program.label);
+        }
+    }
+}
+
+#[test]
+fn k_zero_gives_relu_of_bias() {
+    let Some(rt) = gpu(fp32()) else { return };
+    let weights: Tensors = [
+        ("w".to_string(), tensor(&[0, 3], &[])),
+        ("b".to_string(), tensor(&[3], &[1.0, -2.0, 3.0])),
+    ]
+    .into_iter()
+    .collect();
+    let inputs: Tensors = [("x".to_string(), tensor(&[2, 0], &[]))].into_iter().collect();
+    for program in
+        [linear_relu_unfused(2, 0, 3, "k0"), linear_fused(2, 0, 3, Epilogue::ReluBias, "k0")]
+    {
+        let out = run_cuda(&rt, &program, &weights, &inputs);
+        assert_eq!(out["y"].data(), &[1.0, 0.0, 3.0, 1.0, 0.0, 3.0], "{}", program.label);
+    }
+}
+
+#[test]
+fn every_epilogue_matches_the_reference() {
+    let Some(rt) = gpu(fp32()) else { return };
+    let (m, k, n) = (9, 13, 11);
+    for (i, epilogue) in [
+        Epilogue::Default,
+        Epilogue::Bias,
+        Epilogue::Relu,
+        Epilogue::ReluBias,
+        Epilogue::Gelu,
+        Epilogue::GeluBias,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let program = linear_fused(m, k, n, epilogue, epilogue.name());
+        let weights = weights_for(&program, 300 + i as u64);
+        let inputs = inputs_for(&program, 400 + i as u64);
+        let out = run_cuda(&rt, &program, &weights, &inputs);
+        let err = max_err_vs_reference(&program, &weights, &inputs, &out);
+        // GELU: cuBLASLt's tanh approximation in f32 against the f64 formula.
+        assert!(err <= 1e-5, "{}: {err}", epilogue.name());
+    }
+}
+
+#[test]
+fn bias_is_per_column_of_the_output() {
+    // A = [[1,2],[3,4]], B = I, bias [10, 20] over the last axis: [[11,22],[13,24]]. A bias
+    // applied per row of the row-major output would give [[11,12],[23,24]].
+    let Some(rt) = gpu(fp32()) else { return };
+    let program = linear_fused(2, 2, 2, Epilogue::Bias, "col-bias");
+    let weights: Tensors = [
+        ("w".to_string(), tensor(&[2, 2], &[1.0, 0.0, 0.0, 1.0])),
+        ("b".to_string(), tensor(&[2], &[10.0, 20.0])),
+    ]
+    .into_iter()
+    .collect();
+    let inputs: Tensors =
+        [("x".to_string(), tensor(&[2, 2], &[1.0, 2.0, 3.0, 4.0]))].into_iter().collect();
+    let out = run_cuda(&rt, &program, &weights, &inputs);
+    assert_eq!(out["y"].data(), &[11.0, 22.0, 13.0, 24.0]);
+}
+
+#[test]
+fn tall_product_relu_sums_to_the_golden() {
+    let Some(rt) = gpu(fp32()) else { return };
+    let (weights, inputs) = tall_tensors(TALL_M);
+    for program in [
+        linear_relu_unfused(TALL_M, 10, 10, "tall"),
+        linear_fused(TALL_M, 10, 10, Epilogue::ReluBias, "tall"),
+    ] {
+        let out = run_cuda(&rt, &program, &weights, &inputs);
+        let sum = sum_f64(&out["y"]);
+        println!("{}: relu sum {sum}", program.label);
+        assert_eq!(sum, TALL_RELU_SUM, "{}", program.label);
+    }
+}
+
+/// A random program: MLP layers, fused or not, parallel branches, residual adds, several
+/// outputs in random order (the CPU differential test's generator, smaller).
+fn random_program(seed: u64) -> (CompiledProgram, String) {
+    let mut rng = Rng(seed);
+    let mut h = HlirBuilder::default();
+    let batch = 1 + rng.below(40);
+    let mut width = 1 + rng.below(48);
+    let mut desc = format!("x[{batch},{width}]");
+    let mut cur = h.input("x", &[batch, width]);
+    let mut tensors: Vec<NodeIndex> = Vec::new();
+    for l in 1..=1 + rng.below(4) {
+        let out_w = if rng.below(3) == 0 { width } else { 1 + rng.below(48) };
+        let w = h.weight(&format!("w{l}"), &[width, out_w]);
+        let b = h.weight(&format!("b{l}"), &[out_w]);
+        let act = rng.below(3);
+        let mut t = if rng.below(2) == 0 {
+            let epilogue = [Epilogue::Bias, Epilogue::ReluBias, Epilogue::GeluBias][act];
+            desc += &format!(" L{l}:{}", epilogue.name());
+            h.matmul(cur, w, Some(b), epilogue)
+        } else {
+            desc += &format!(" L{l}:mm+b{}", ["", "+relu", "+gelu"][act]);
+            let mm = h.matmul(cur, w, None, Epilogue::Default);
+            let t = h.add_op(mm, b);
+            match act {
+                1 => h.relu(t),
+                2 => h.gelu(t),
+                _ => t,
+            }
+        };
+        if rng.below(3) == 0 {
+            let v = h.weight(&format!("v{l}"), &[width, out_w]);
+            let p = h.matmul(
+                cur,
+                v,
+                None,
+                if rng.below(2) == 0 { Epilogue::Relu } else { Epilogue::Gelu },
+            );
+            t = h.add_op(t, p);
+            desc += "+branch";
+        }
+        if out_w == width && rng.below(2) == 0 {
+            t = h.add_op(t, cur);
+            desc += "+residual";
+        }
+        tensors.push(t);
+        cur = t;
+        width = out_w;
+    }
+    let mut outs: Vec<usize> = (0..tensors.len() - 1).filter(|_| rng.below(3) == 0).collect();
+    outs.push(tensors.len() - 1);
+    for i in (1..outs.len()).rev() {
+        outs.swap(i, rng.below(i + 1));
+    }
+    for &i in &outs {
+        h.output(tensors[i], &format!("y{i}"));
+    }
+    desc += &format!(" outputs {outs:?}");
+    (compile_fused(&h.hlir, &format!("random-{seed}")), desc)
+}
+
+#[test]
+fn planned_no_reuse_and_poisoned_slabs_agree() {
+    let Some(planned_rt) = gpu(fp32()) else { return };
+    let no_reuse = gpu(CudaOptions { placement: Placement::NoReuse, ..fp32() }).expect("device");
+    let poisoned = gpu(CudaOptions { memory_debug: true, ..fp32() }).expect("device");
+    let mut reused = 0;
+    for seed in 0..48u64 {
+        let (program, desc) = random_program(seed);
+        reused += usize::from(program.plan.slab_bytes < program.plan.naive_bytes);
+        let weights = weights_for(&program, seed ^ 0x5EED);
+        let inputs = inputs_for(&program, seed ^ 0xD00D);
+        let other = inputs_for(&program, seed ^ 0xBEEF);
+        let planned = run_cuda(&planned_rt, &program, &weights, &inputs);
+        for (mode, rt) in
+            [("planned", &planned_rt), ("no-reuse", &no_reuse), ("nan-poisoned", &poisoned)]
+        {
+            let mut prepared = rt.prepare_cuda(&program, &weights).expect("prepare");
+            let first = prepared.execute(&inputs).expect("execute");
+            // Same algorithms, same pointer alignment: cuBLASLt is bitwise reproducible.
+            assert_eq!(bits(&first), bits(&planned), "{desc}: {mode} differs from planned");
+            prepared.execute(&other).expect("execute");
+            let again = prepared.execute(&inputs).expect("execute");
+            assert_eq!(bits(&again), bits(&first), "{desc}: {mode}, repeated execute differs");
+        }
+        let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+        let err = max_abs_diff(&planned, &cpu);
+        assert!(err <= 1e-4, "{desc}: cuda vs cpu {err}");
+    }
+    assert!(reused >= 24, "only {reused} of 48 random programs reuse slab bytes");
+}
+
+#[test]
+fn profile_lines_and_one_synchronize_figures() {
+    let Some(rt) = gpu(CudaOptions { profile_recapture: true, ..fp32() }) else { return };
+    let program = linear_relu_unfused(64, 256, 64, "linear-relu");
+    assert_eq!(program.plan.slab_bytes, 1_196_288);
+    let weights = weights_for(&program, 1);
+    let inputs = inputs_for(&program, 2);
+    let mut prepared: CudaProgram = rt.prepare_cuda(&program, &weights).expect("prepare");
+    assert!(prepared.prepare_profile().starts_with("CUDA_PREPARE_PROFILE label=linear-relu"));
+    assert!(
+        prepared.prepare_profile().contains(" matmul_shapes=1 "),
+        "{}",
+        prepared.prepare_profile()
+    );
+    assert_eq!(prepared.slab_bytes(), 1_196_288);
+    prepared.execute(&inputs).expect("execute");
+    let prof = prepared.last_profile().expect("profile");
+    assert_eq!(prof.launches, 3);
+    assert_eq!(prof.upload_bytes, 64 * 256 * 4);
+    assert_eq!(prof.readback_bytes, 64 * 64 * 4);
+    assert!(prepared.last_kernel_ms().is_some_and(|k| k > 0.0));
+    let line = prof.line("CUDA", prepared.label(), prepared.prepare_seconds() * 1e3);
+    assert!(line.starts_with("CUDA_EXEC_PROFILE label=linear-relu"), "{line}");
+}
+
+#[test]
+fn tf32_only_when_asked_and_close() {
+    let Some(rt) = gpu(CudaOptions { compute: ComputeMode::Tf32, ..fp32() }) else { return };
+    assert_eq!(CudaOptions::default().compute, ComputeMode::Fp32);
+    let program = linear_fused(64, 256, 64, Epilogue::ReluBias, "tf32");
+    let weights = weights_for(&program, 11);
+    let inputs = inputs_for(&program, 12);
+    let out = run_cuda(&rt, &program, &weights, &inputs);
+    let err = max_err_vs_reference(&program, &weights, &inputs, &out);
+    println!("TF32 64x256x64 max error {err:.3e}");
+    // 10-bit mantissas: each product is off by ~2^-11 relative; 256 of them in [-1, 1).
+    assert!(err <= 5e-2, "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmark (run with --ignored; scripts/gpu-check.sh does).
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+#[ignore = "benchmark: prints fused vs unfused execute figures on a GPU"]
+fn bench_linear_relu_fused_vs_unfused() {
+    let Some(rt) = gpu(fp32()) else { return };
+    let info = rt.device_info().clone();
+    let peak = rt.peak();
+    println!(
+        "device: {} ({}), peak {:.1} TFLOP/s ({})",
+        info.name,
+        info.arch(),
+        peak.flops / 1e12,
+        peak.basis
+    );
+    println!(
+        "{:<18} {:<8} {:>10} {:>11} {:>11} {:>10} {:>8}",
+        "shape", "program", "slab B", "execute ms", "kernels ms", "TFLOP/s", "%peak"
+    );
+    for &(m, k, n, iters) in &[(64, 256, 64, 200), (4096, 4096, 4096, 20)] {
+        let unfused = linear_relu_unfused(m, k, n, "linear-relu");
+        let fused = linear_fused(m, k, n, Epilogue::ReluBias, "linear-relu");
+        let weights = weights_for(&unfused, 5);
+        let inputs = inputs_for(&unfused, 6);
+        let flops = 2.0 * (m * n * k) as f64;
+        for (name, program) in [("unfused", &unfused), ("fused", &fused)] {
+            let mut prepared = rt.prepare_cuda(program, &weights).expect("prepare");
+            for _ in 0..3 {
+                prepared.execute(&inputs).expect("warm-up");
+            }
+            let mut total = Vec::new();
+            let mut kernels = Vec::new();
+            for _ in 0..iters {
+                prepared.execute(&inputs).expect("execute");
+                total.push(prepared.last_profile().map_or(0.0, |p| p.total_ms));
+                kernels.push(prepared.last_kernel_ms().unwrap_or(0.0));
+            }
+            let (t, kms) = (median(total), median(kernels));
+            let tflops = flops / (kms * 1e-3) / 1e12;
+            println!(
+                "{:<18} {:<8} {:>10} {:>11.4} {:>11.4} {:>10.2} {:>7.2}%",
+                format!("{m}x{k}x{n}"),
+                name,
+                prepared.slab_bytes(),
+                t,
+                kms,
+                tflops,
+                100.0 * tflops * 1e12 / peak.flops
+            );
+        }
+    }
+}

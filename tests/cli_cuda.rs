@@ -1,0 +1,78 @@
+//! End-to-end: `lumen run --runtime cuda`. Without a GPU (or without the `cuda` feature) it
+//! prints exactly one line `error: no CUDA device: <what is missing>` and exits 1, never a
+//! panic; with one, it runs the digits MLP and its logits match scikit-learn's.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
+
+fn lumen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(args)
+        .env_remove("LLIR_DUMP_DIR")
+        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
+        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE")
+        .output()
+        .expect("run lumen")
+}
+
+/// `Some(reason)` when this build on this machine has no CUDA device to offer.
+fn no_device_reason() -> Option<String> {
+    match lumen_runtime::runtime_by_name("cuda") {
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+#[test]
+fn run_on_cuda_is_one_error_line_or_a_real_run() {
+    for extra in [&[][..], &["--json"][..], &["--no-fuse"][..]] {
+        let mut args = vec!["run", DIGITS, "--runtime", "cuda"];
+        args.extend_from_slice(extra);
+        let out = lumen(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        match no_device_reason() {
+            Some(reason) => {
+                println!("skipped the GPU run: {reason}");
+                assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+                assert!(out.stdout.is_empty(), "{args:?}: nothing on stdout");
+                assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+                assert!(stderr.starts_with("error: no CUDA device: "), "{stderr}");
+                assert!(!stderr.contains("panicked"), "{stderr}");
+                assert_eq!(stderr.trim_end(), format!("error: {reason}"));
+                if cfg!(feature = "cuda") {
+                    assert!(!stderr.contains("without the `cuda` feature"), "{stderr}");
+                } else {
+                    assert_eq!(
+                        stderr.trim_end(),
+                        "error: no CUDA device: lumen was built without the `cuda` feature"
+                    );
+                }
+            }
+            None => {
+                assert!(out.status.success(), "{args:?}: {stderr}");
+                if extra == ["--json"] {
+                    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+                    assert_eq!(v["runtime"], "cuda");
+                    assert!(v["max_abs_err"].as_f64().is_some_and(|e| e <= 1e-3), "{v}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn without_a_driver_the_reason_names_the_missing_library() {
+    use lumen_runtime::cuda::Libraries;
+    let libs = Libraries::probe();
+    if libs.cuda {
+        println!("skipped: libcuda is present on this machine");
+        return;
+    }
+    let out = lumen(&["run", DIGITS, "--runtime", "cuda"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("error: no CUDA device: libcuda.so not found"), "{stderr}");
+}
