@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+mod algorithms;
 pub mod error;
 mod flow;
 pub mod lower_bound;

@@ -250,14 +250,6 @@ impl Reachability {
             Closure::Bits(_) => false,
         }
     }
-
-    /// Number of chains in the path cover (0 when the bitset fallback is used).
-    pub(crate) fn chain_count(&self) -> usize {
-        match &self.closure {
-            Closure::Chains { chains, .. } => *chains,
-            Closure::Bits(_) => 0,
-        }
-    }
 }
 
 /// Splits the flat table into node `u`'s row and the rest (as a view where other rows keep

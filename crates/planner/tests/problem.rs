@@ -100,7 +100,7 @@ fn json_bad_input_names_the_field_or_line() {
     );
     assert_eq!(
         json_err(r#"{"algorithm": "worst-fit"}"#),
-        "unknown slab algorithm \"worst-fit\" (known: first-fit)"
+        "unknown slab algorithm \"worst-fit\" (known: first-fit, first-fit-size, best-fit-size, lifetime, best)"
     );
     let missing = SlabProblem::load(repo().join("examples/plans/no-such-file.json")).unwrap_err();
     assert!(matches!(missing, ProblemError::Io { .. }));

@@ -1,0 +1,236 @@
+//! Placement quality and speed of every `SlabAlgorithm`.
+//!
+//! `cargo bench -p lumen-planner --bench algorithms` prints, for each MiniMalloc "challenging"
+//! file (google/minimalloc `benchmarks/`, read from `LUMEN_MINIMALLOC_DIR` or
+//! `../shared/benchmarks/minimalloc` next to the repository), slab / lower_bound and the time
+//! per algorithm, with the geometric mean; then the scale cases: a 20,000-buffer interval trace
+//! and a 10,000-node layered DAG. Figures are printed, never asserted.
+//!
+//! Arguments after `--` filter: `--only NAME` runs one algorithm, `--files A,B` some files,
+//! `--skip-scale` / `--scale-only` pick a section.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use lumen_planner::problem::SlabProblem;
+use lumen_planner::{Dag, SlabAlgorithm, SlabBuffer, SlabOptions, plan_slab, verify};
+use petgraph::graph::NodeIndex;
+
+fn suite_dir() -> PathBuf {
+    std::env::var_os("LUMEN_MINIMALLOC_DIR").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/benchmarks/minimalloc")
+    })
+}
+
+struct Cli {
+    only: Option<SlabAlgorithm>,
+    files: Option<Vec<String>>,
+    suite: bool,
+    scale: bool,
+}
+
+fn parse_cli() -> Cli {
+    let mut cli = Cli { only: None, files: None, suite: true, scale: true };
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--only" => cli.only = args.next().and_then(|n| SlabAlgorithm::from_name(&n)),
+            "--files" => {
+                cli.files = args.next().map(|f| f.split(',').map(str::to_owned).collect());
+            }
+            "--skip-scale" => cli.scale = false,
+            "--scale-only" => cli.suite = false,
+            _ => {}
+        }
+    }
+    cli
+}
+
+/// Plans `problem` with `algorithm`; returns (slab, lower bound, seconds), checked by `verify`.
+fn run(dag: &Dag<String>, buffers: &[SlabBuffer], opts: &SlabOptions) -> (usize, usize, f64) {
+    let t = Instant::now();
+    let plan = match plan_slab(dag, buffers, opts) {
+        Ok(plan) => plan,
+        Err(e) => panic!("{} failed: {e}", opts.algorithm),
+    };
+    let secs = t.elapsed().as_secs_f64();
+    if let Err(e) = verify(dag, buffers, &plan, opts) {
+        panic!("{} produced an invalid plan: {e}", opts.algorithm);
+    }
+    (plan.slab_bytes, plan.lower_bound, secs)
+}
+
+fn suite(cli: &Cli) {
+    let dir = suite_dir();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        println!("MiniMalloc suite not found at {} (set LUMEN_MINIMALLOC_DIR)", dir.display());
+        return;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".1048576.csv")))
+        .collect();
+    files.sort();
+    if let Some(keep) = &cli.files {
+        files.retain(|p| {
+            let stem = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            keep.iter().any(|k| stem.starts_with(&format!("{k}.")))
+        });
+    }
+    let algorithms: Vec<SlabAlgorithm> = match cli.only {
+        Some(a) => vec![a],
+        None => SlabAlgorithm::ALL.to_vec(),
+    };
+    println!("MiniMalloc challenging suite: slab / lower_bound (time)");
+    print!("{:<6}", "file");
+    for a in &algorithms {
+        print!(" {:>22}", a.name());
+    }
+    println!();
+    let mut log_sum = vec![0f64; algorithms.len()];
+    let mut max_time = vec![0f64; algorithms.len()];
+    let mut count = 0usize;
+    for path in &files {
+        let problem = match SlabProblem::load(path) {
+            Ok(p) => p,
+            Err(e) => panic!("{}: {e}", path.display()),
+        };
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        print!("{:<6}", name.split('.').next().unwrap_or(""));
+        for (k, &algorithm) in algorithms.iter().enumerate() {
+            let opts = SlabOptions { algorithm, ..problem.options };
+            let (slab, lb, secs) = run(&problem.dag, &problem.buffers, &opts);
+            let ratio = slab as f64 / lb.max(1) as f64;
+            log_sum[k] += ratio.ln();
+            max_time[k] = max_time[k].max(secs);
+            print!(" {:>12.4} ({:>6.3}s)", ratio, secs);
+        }
+        println!();
+        count += 1;
+    }
+    if count > 0 {
+        print!("{:<6}", "geomean");
+        for s in &log_sum {
+            print!(" {:>12.4}          ", (s / count as f64).exp());
+        }
+        println!();
+        print!("{:<6}", "max s");
+        for t in &max_time {
+            print!(" {:>20.3}s", t);
+        }
+        println!();
+    }
+}
+
+/// An interval trace of `n` buffers: each lives a few dozen steps, sizes spread over three
+/// orders of magnitude (like activation traces), written as a chain DAG over the time points.
+fn interval_trace(n: usize) -> (Dag<String>, Vec<SlabBuffer>) {
+    let mut rng = 0x5EED_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let steps = n;
+    let mut dag: Dag<String> = Dag::new();
+    let nodes: Vec<NodeIndex> = (0..steps).map(|t| dag.add_node(format!("t{t}"))).collect();
+    for w in nodes.windows(2) {
+        dag.add_edge(w[0], w[1], ());
+    }
+    let buffers = (0..n)
+        .map(|i| {
+            let start = (next() as usize) % steps;
+            let len = 1 + (next() as usize) % 48;
+            let end = (start + len).min(steps - 1);
+            let bytes = 1024usize << (next() % 11);
+            SlabBuffer::new(format!("b{i}"), bytes, [nodes[start], nodes[end]])
+        })
+        .collect();
+    (dag, buffers)
+}
+
+/// A layered program: `layers` layers of `width` ops, each op reading two ops of the previous
+/// layer (so branches run in parallel and join), one output buffer per op used by the op and
+/// its readers.
+fn layered_dag(layers: usize, width: usize) -> (Dag<String>, Vec<SlabBuffer>) {
+    let mut rng = 0xC0FFEE_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut dag: Dag<String> = Dag::new();
+    let mut grid: Vec<Vec<NodeIndex>> = Vec::new();
+    let mut readers: Vec<Vec<NodeIndex>> = Vec::new();
+    for l in 0..layers {
+        let row: Vec<NodeIndex> = (0..width).map(|k| dag.add_node(format!("op{l}_{k}"))).collect();
+        for _ in 0..width {
+            readers.push(Vec::new());
+        }
+        if let Some(prev) = grid.last() {
+            for (k, &v) in row.iter().enumerate() {
+                let a = prev[k];
+                let b = prev[(next() as usize) % width];
+                for p in [a, b] {
+                    dag.update_edge(p, v, ());
+                    let pi = (l - 1) * width + prev.iter().position(|&x| x == p).unwrap_or(0);
+                    readers[pi].push(v);
+                }
+            }
+        }
+        grid.push(row);
+    }
+    let buffers = grid
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, &v)| {
+            let bytes = 4096usize << (next() % 8);
+            let mut uses = vec![v];
+            uses.extend(&readers[i]);
+            SlabBuffer::new(format!("t{i}"), bytes, uses)
+        })
+        .collect();
+    (dag, buffers)
+}
+
+fn scale(cli: &Cli) {
+    let algorithms: Vec<SlabAlgorithm> = match cli.only {
+        Some(a) => vec![a],
+        None => SlabAlgorithm::ALL.to_vec(),
+    };
+    let cases = [
+        ("interval trace, 20,000 buffers", interval_trace(20_000)),
+        ("layered DAG, 10,000 nodes (2,500 x 4)", layered_dag(2_500, 4)),
+        ("layered DAG, 10,000 nodes (500 x 20)", layered_dag(500, 20)),
+    ];
+    println!();
+    println!("Scale: time per plan_slab (plan checked by verify), slab / lower_bound");
+    for (name, (dag, buffers)) in &cases {
+        println!("{name}: {} nodes, {} buffers", dag.node_count(), buffers.len());
+        for &algorithm in &algorithms {
+            let opts = SlabOptions { algorithm, ..SlabOptions::default() };
+            let (slab, lb, secs) = run(dag, buffers, &opts);
+            println!(
+                "  {:<16} {:>8.3}s  slab / lower_bound = {:.4}",
+                algorithm.name(),
+                secs,
+                slab as f64 / lb.max(1) as f64
+            );
+        }
+    }
+    let _ = Duration::ZERO;
+}
+
+fn main() {
+    let cli = parse_cli();
+    if cli.suite {
+        suite(&cli);
+    }
+    if cli.scale {
+        scale(&cli);
+    }
+}

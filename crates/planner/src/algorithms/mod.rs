@@ -1,0 +1,111 @@
+//! Placement algorithms behind [`SlabAlgorithm`](crate::SlabAlgorithm).
+//!
+//! Every algorithm places each buffer at an aligned offset so that two buffers share bytes only
+//! when one precedes the other in the DAG (SPEC section 2's rule: buffers on parallel branches
+//! conflict even where a timeline would order them). They differ in how hard they try to keep
+//! the slab small:
+//!
+//! | algorithm | order | gap | source |
+//! |---|---|---|---|
+//! | `first-fit` | request order | lowest | Luminal's `plan_slab` (the default) |
+//! | `first-fit-size` | size descending | lowest | TFLite Micro's greedy planner |
+//! | `best-fit-size` | size descending | smallest | TFLite's arena planner, XLA's heap simulator |
+//! | `lifetime` | lifetime descending | smallest | XLA's temporal sort |
+//! | `best` | several greedy orders, then a search | | lumen |
+//!
+//! All of them work on [`Conflicts`], the interference graph built once by a sweep.
+
+mod best;
+mod conflicts;
+mod first_fit;
+mod greedy;
+mod local;
+mod orders;
+mod rng;
+mod skyline;
+
+pub(crate) use conflicts::Conflicts;
+
+use crate::order::BufferOrder;
+use crate::{PlanError, Reachability, SlabAlgorithm, SlabBuffer, SlabOptions};
+use greedy::{Fit, Greedy};
+
+/// A validated problem: the interference graph and reserved sizes (bytes, request order).
+/// Algorithms other than first fit run only once the sizes are known to sum within `usize`, so
+/// no offset they compute (at most the sum of the sizes placed so far) overflows.
+pub(crate) struct Instance<'a> {
+    pub(crate) buffers: &'a [SlabBuffer],
+    pub(crate) reserved: &'a [usize],
+    pub(crate) conflicts: Conflicts,
+}
+
+/// Runs `options.algorithm` on validated input: offsets in request order. `order` (the
+/// materialized `precedes`) gives `best` the exact lower bound on general DAGs.
+///
+/// # Errors
+/// [`PlanError::Overflow`] when the reserved sizes sum past `usize::MAX` (all but first fit,
+/// which reports overflow as Luminal does, while placing), and
+/// [`PlanError::CapacityExceeded`] when the algorithm finds no placement within
+/// `options.capacity`.
+pub(crate) fn place(
+    options: &SlabOptions,
+    reach: &Reachability,
+    order: Option<&BufferOrder>,
+    buffers: &[SlabBuffer],
+    reserved: &[usize],
+) -> Result<Vec<usize>, PlanError> {
+    let conflicts = Conflicts::new(reach, buffers);
+    // First fit reports overflow while placing, as Luminal does; the others check the sum first.
+    let checked_sum =
+        || reserved.iter().try_fold(0usize, |a, &r| a.checked_add(r)).ok_or(PlanError::Overflow);
+    let inst = Instance { buffers, reserved, conflicts };
+    match options.algorithm {
+        SlabAlgorithm::FirstFit => {
+            first_fit::first_fit(&inst.conflicts, buffers, reserved, options.capacity)
+        }
+        SlabAlgorithm::FirstFitSize => {
+            checked_sum()?;
+            greedy_plan(&inst, &orders::size_desc(&inst), Fit::First, options.capacity)
+        }
+        SlabAlgorithm::BestFitSize => {
+            checked_sum()?;
+            greedy_plan(&inst, &orders::size_desc(&inst), Fit::Best, options.capacity)
+        }
+        SlabAlgorithm::Lifetime => {
+            checked_sum()?;
+            greedy_plan(&inst, &orders::lifetime_desc(&inst), Fit::Best, options.capacity)
+        }
+        SlabAlgorithm::Best => {
+            checked_sum()?;
+            best::best(&inst, options, order)
+        }
+    }
+}
+
+/// One greedy pass; a capacity error names the first buffer, in placement order, that passed.
+fn greedy_plan(
+    inst: &Instance<'_>,
+    order: &[u32],
+    fit: Fit,
+    capacity: Option<usize>,
+) -> Result<Vec<usize>, PlanError> {
+    let mut offsets = vec![0usize; inst.reserved.len()];
+    let limit = capacity.unwrap_or(usize::MAX);
+    match Greedy::default().place(&inst.conflicts, inst.reserved, order, fit, limit, &mut offsets) {
+        Ok(_) => Ok(offsets),
+        Err(i) => Err(capacity_error(inst, capacity, i)),
+    }
+}
+
+/// The capacity error for buffer `index` (request order).
+pub(crate) fn capacity_error(
+    inst: &Instance<'_>,
+    capacity: Option<usize>,
+    index: usize,
+) -> PlanError {
+    PlanError::CapacityExceeded {
+        capacity: capacity.unwrap_or(usize::MAX),
+        index,
+        bytes: inst.buffers.get(index).map_or(0, |b| b.bytes),
+    }
+}
