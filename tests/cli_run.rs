@@ -74,7 +74,7 @@ fn digits_file_holds_the_documented_tensors() {
 #[test]
 fn digits_json_matches_scikit_learn() {
     let want = sklearn_accuracy(&digits());
-    let v = json(&["run", DIGITS, "--json", "--runs", "3"]);
+    let v = json(&["run", DIGITS, "--no-fuse", "--json", "--runs", "3"]);
     // JSON carries the f64 to within an ulp; `correct` is exact.
     assert!((v["accuracy"].as_f64().unwrap() - want).abs() < 1e-15);
     assert_eq!(v["correct"], 439);
@@ -116,6 +116,18 @@ fn digits_json_matches_scikit_learn() {
 }
 
 #[test]
+fn digits_fused_matches_scikit_learn() {
+    let v = json(&["run", DIGITS, "--fuse", "--json", "--runs", "2"]);
+    assert_eq!(v["label"], "digits_mlp-fused");
+    assert_eq!(v["fused"], true);
+    assert_eq!(v["correct"], 439);
+    assert!((v["accuracy"].as_f64().unwrap() - sklearn_accuracy(&digits())).abs() < 1e-15);
+    let err = v["max_abs_err"].as_f64().unwrap();
+    assert!(err <= 1e-4, "max abs error {err}");
+    assert_eq!(v["repeat_identical"], true);
+}
+
+#[test]
 fn digits_text_says_what_it_measured() {
     let out = lumen(&["run", DIGITS]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -140,7 +152,7 @@ fn digits_text_says_what_it_measured() {
 #[test]
 fn profile_and_memory_debug_lines() {
     let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .args(["run", DIGITS, "--runs", "2", "--json"])
+        .args(["run", DIGITS, "--no-fuse", "--runs", "2", "--json"])
         .env("LUMINAL_CUDA_PROFILE_RECAPTURE", "1")
         .env("LUMINAL_CUDA_MEMORY_DEBUG", "1")
         .output()

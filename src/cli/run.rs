@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use lumen::model::{self, MlpModel};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
@@ -26,7 +26,7 @@ pub struct Args {
     /// The runtime to execute on.
     #[arg(long, default_value = "cpu", value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
-    /// Fuse matmul + bias + activation into cuBLASLt epilogues.
+    /// Fuse matmul + bias + activation into cuBLASLt epilogues (default: the compiler's).
     #[arg(long, overrides_with = "no_fuse")]
     fuse: bool,
     /// Lower every op to its own launch.
@@ -55,10 +55,8 @@ struct Outcome {
 
 /// Runs `lumen run`.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    // Neither flag: the compiler's default.
     let fuse = if args.fuse || args.no_fuse { args.fuse } else { CompileOptions::default().fuse };
-    if fuse {
-        bail!("fusion is not available yet; run with --no-fuse");
-    }
     let outcome = execute(&args, fuse)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&args, &outcome))?);

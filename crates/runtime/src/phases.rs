@@ -149,17 +149,25 @@ pub fn achieved_flops(flops: u64, seconds: f64) -> f64 {
     if seconds > 0.0 { flops as f64 / seconds } else { 0.0 }
 }
 
-/// A FLOP/s figure with a readable unit: `0.21 TFLOP/s`, `12.34 GFLOP/s`, `512.00 MFLOP/s`.
+const FLOP_UNITS: [(f64, &str); 5] =
+    [(1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1e3, "kFLOP/s"), (1.0, "FLOP/s")];
+
+/// The largest unit (scale, name) in which `flops_per_s` is at least 1 (FLOP/s below 1).
+fn flop_unit(flops_per_s: f64) -> (f64, &'static str) {
+    FLOP_UNITS.iter().copied().find(|&(scale, _)| flops_per_s >= scale).unwrap_or((1.0, "FLOP/s"))
+}
+
+/// A FLOP/s figure in the largest unit that keeps it at least 1, two decimals:
+/// `25.00 TFLOP/s`, `96.00 GFLOP/s`, `512.00 MFLOP/s`.
 pub fn format_flops(flops_per_s: f64) -> String {
-    const UNITS: [(f64, &str); 4] =
-        [(1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1e3, "kFLOP/s")];
-    for (scale, unit) in UNITS {
-        // T and G show from a tenth of the unit (0.21 TFLOP/s), smaller units from one.
-        if (scale >= 1e9 && flops_per_s >= scale / 10.0) || flops_per_s >= scale {
-            return format!("{:.2} {unit}", flops_per_s / scale);
-        }
-    }
-    format!("{flops_per_s:.2} FLOP/s")
+    format_flops_as(flops_per_s, flops_per_s)
+}
+
+/// `flops_per_s` in the unit [`format_flops`] would pick for `reference`, so an achieved
+/// figure reads in its peak's unit: 0.21 TFLOP/s of a 40 TFLOP/s peak.
+pub fn format_flops_as(flops_per_s: f64, reference: f64) -> String {
+    let (scale, unit) = flop_unit(reference);
+    format!("{:.2} {unit}", flops_per_s / scale)
 }
 
 /// A share as a percentage with one decimal: `85.7%`.
@@ -217,7 +225,7 @@ impl fmt::Display for PhaseReport {
     /// graph_compile      1  400.000 ms   11.4%
     /// ...
     /// total                    3.501 s
-    /// execute: 0.21 TFLOP/s achieved (2097152 FLOP in 10.0 us), 0.52% of 40.00 TFLOP/s peak
+    /// execute: 209.72 GFLOP/s achieved (2097152 FLOP in 10.0 us), 0.52% of 40.00 TFLOP/s peak
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{:<14} {:>5} {:>11} {:>7}", "phase", "runs", "time", "share")?;
@@ -288,7 +296,8 @@ mod tests {
         assert_eq!(flop, 2_097_152);
         let a = Achieved::new(flop, 10e-6, &peak_40t());
         assert!((a.flops_per_s - 2.097_152e11).abs() < 1.0);
-        assert_eq!(format_flops(a.flops_per_s), "0.21 TFLOP/s");
+        assert_eq!(format_flops_as(a.flops_per_s, a.peak_flops_per_s), "0.21 TFLOP/s");
+        assert_eq!(format_flops(a.flops_per_s), "209.72 GFLOP/s");
         assert!((a.fraction_of_peak - 0.005_242_88).abs() < 1e-12);
         assert_eq!(format!("{:.2}%", a.fraction_of_peak * 100.0), "0.52%");
     }
@@ -338,7 +347,9 @@ mod tests {
     fn flops_units() {
         assert_eq!(format_flops(2.5e13), "25.00 TFLOP/s");
         assert_eq!(format_flops(9.6e10), "96.00 GFLOP/s");
-        assert_eq!(format_flops(5.12e8), "0.51 GFLOP/s");
+        assert_eq!(format_flops(5.12e8), "512.00 MFLOP/s");
+        assert_eq!(format_flops(0.5), "0.50 FLOP/s");
+        assert_eq!(format_flops_as(6.97e10, 1.28e11), "69.70 GFLOP/s");
         assert_eq!(format_flops(5.12e6), "5.12 MFLOP/s");
         assert_eq!(format_flops(12.0), "12.00 FLOP/s");
     }
