@@ -18,7 +18,8 @@ pub const LLIR_DUMP_DIR: &str = "LLIR_DUMP_DIR";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileOptions {
     /// Run the e-graph fusion before lowering (matmul + bias + activation -> one cuBLASLt
-    /// epilogue). Default false: fusion is added by the fusion issue.
+    /// epilogue) and lower the cost model's pick ([`crate::fusion`]). Default true; false
+    /// lowers every op as its own launch.
     pub fuse: bool,
     /// cuBLASLt workspace per `lt_matmul`, in bytes (default 1,048,576 = 1 MiB).
     pub workspace_bytes: usize,
@@ -37,7 +38,7 @@ pub struct CompileOptions {
 impl Default for CompileOptions {
     fn default() -> Self {
         Self {
-            fuse: false,
+            fuse: true,
             workspace_bytes: 1 << 20,
             alignment: 256,
             capacity: None,
@@ -64,17 +65,22 @@ impl CompileOptions {
 }
 
 impl Graph {
-    /// Compiles the program: validation and shape inference, (fusion), lowering, lifetimes and
-    /// slab planning. The label is `{options.name}-fused|unfused`.
+    /// Compiles the program: validation and shape inference, fusion when `options.fuse` (the
+    /// cost model's pick among [`crate::fusion::candidates`]), lowering, lifetimes and slab
+    /// planning. The label is `{options.name}-fused|unfused`.
     ///
     /// # Errors
     /// The first error a DSL call recorded (a tensor of another graph), then every error of
-    /// [`compile_hlir`].
+    /// [`compile_hlir`], and with fusion those of [`crate::fusion::compile_fused`].
     pub fn compile(&self, options: &CompileOptions) -> Result<CompiledProgram, CompileError> {
         if let Some(err) = self.recorded_error() {
             return Err(err);
         }
-        compile_hlir(&self.hlir(), &options.name, options)
+        let hlir = self.hlir();
+        if options.fuse {
+            return crate::fusion::compile_fused(&hlir, &options.name, options);
+        }
+        compile_hlir(&hlir, &options.name, options)
     }
 }
 
@@ -89,6 +95,24 @@ impl Graph {
 pub fn compile_hlir(
     hlir: &Hlir,
     name: &str,
+    options: &CompileOptions,
+) -> Result<CompiledProgram, CompileError> {
+    let label = format!("{name}-{}", if options.fuse { "fused" } else { "unfused" });
+    let program = plan_hlir(hlir, &label, options)?;
+    if let Some(dir) = options.resolved_dump_dir() {
+        crate::dump::write_dumps(&dir, &program)?;
+    }
+    Ok(program)
+}
+
+/// Lowers `hlir` as it is and plans its slab, labelled `label`; writes no dumps (the fusion
+/// candidates are planned this way, and only the one compiled is dumped).
+///
+/// # Errors
+/// As [`compile_hlir`], without [`CompileError::Dump`].
+pub fn plan_hlir(
+    hlir: &Hlir,
+    label: &str,
     options: &CompileOptions,
 ) -> Result<CompiledProgram, CompileError> {
     let llir = lower(hlir, options.workspace_bytes)?;
@@ -110,10 +134,5 @@ pub fn compile_hlir(
         dram_bytes: llir.dram_bytes(),
         flops: llir.nodes.iter().map(|n| n.op.flops()).fold(0u64, u64::saturating_add),
     };
-    let label = format!("{name}-{}", if options.fuse { "fused" } else { "unfused" });
-    let program = CompiledProgram { label, llir, dag, plan, figures };
-    if let Some(dir) = options.resolved_dump_dir() {
-        crate::dump::write_dumps(&dir, &program)?;
-    }
-    Ok(program)
+    Ok(CompiledProgram { label: label.to_string(), llir, dag, plan, figures })
 }

@@ -197,6 +197,10 @@ pub enum CompileError {
     /// The planner refused the lowered program.
     #[error("planning failed: {0}")]
     Plan(#[from] PlanError),
+    /// The e-graph fusion failed internally (a rule or an extraction that does not convert
+    /// back to a valid HLIR); compiling with `fuse: false` is unaffected.
+    #[error("fusion: {0}")]
+    Fusion(String),
     /// Writing a dump file failed.
     #[error("cannot write dump {path}: {message}")]
     Dump {

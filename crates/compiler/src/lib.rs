@@ -9,13 +9,14 @@ pub mod compile;
 pub mod dsl;
 pub mod dump;
 pub mod error;
+pub mod fusion;
 pub mod hlir;
 pub mod llir;
 pub mod lower;
 pub mod program;
 pub mod programs;
 
-pub use compile::{CompileOptions, LLIR_DUMP_DIR, compile_hlir};
+pub use compile::{CompileOptions, LLIR_DUMP_DIR, compile_hlir, plan_hlir};
 pub use dsl::{Graph, Tensor};
 pub use error::{CompileError, ShapeText, SourceLocation};
 pub use hlir::{Hlir, HlirNode, HlirOp, Shape};

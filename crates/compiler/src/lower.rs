@@ -189,7 +189,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
 
 /// Nodes from which an output is reachable (outputs included), plus every leaf: the signature
 /// keeps unused inputs.
-fn live_nodes(hlir: &Hlir) -> Vec<bool> {
+pub(crate) fn live_nodes(hlir: &Hlir) -> Vec<bool> {
     let g = &hlir.graph;
     let mut live = vec![false; g.node_count()];
     let mut stack: Vec<NodeIndex> = hlir.outputs().into_iter().map(|(_, n)| n).collect();
@@ -268,7 +268,7 @@ fn structural_colors(hlir: &Hlir, live: &[bool]) -> Vec<usize> {
 }
 
 /// Live compute nodes in canonical topological order (see the module docs).
-fn canonical_order(hlir: &Hlir, live: &[bool]) -> Vec<NodeIndex> {
+pub(crate) fn canonical_order(hlir: &Hlir, live: &[bool]) -> Vec<NodeIndex> {
     let g = &hlir.graph;
     let color = structural_colors(hlir, live);
     let is_node = |n: NodeIndex| live[n.index()] && g[n].op.is_compute();

@@ -14,6 +14,7 @@ fn dump_dir_option_writes_the_files() {
     let options = CompileOptions {
         name: "linear-relu".into(),
         dump_dir: Some(target.clone()),
+        fuse: false,
         ..Default::default()
     };
     let p = linear_relu().compile(&options).unwrap();
@@ -42,7 +43,7 @@ fn dump_dir_option_writes_the_files() {
 
 #[test]
 fn write_dumps_returns_the_paths_it_wrote() {
-    let p = linear_relu().compile(&CompileOptions::default()).unwrap();
+    let p = linear_relu().compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let written = write_dumps(dir.path(), &p).unwrap();
     let names: Vec<&str> =
@@ -66,7 +67,8 @@ fn an_unwritable_dump_dir_is_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("a-file");
     std::fs::write(&file, "not a directory").unwrap();
-    let options = CompileOptions { dump_dir: Some(file.join("sub")), ..Default::default() };
+    let options =
+        CompileOptions { dump_dir: Some(file.join("sub")), fuse: false, ..Default::default() };
     let err = linear_relu().compile(&options).unwrap_err();
     assert!(matches!(err, CompileError::Dump { .. }), "{err:?}");
     assert!(err.to_string().starts_with("cannot write dump "), "{err}");
@@ -75,7 +77,7 @@ fn an_unwritable_dump_dir_is_a_typed_error() {
 #[test]
 fn dot_has_one_box_per_node_and_labelled_edges() {
     let p = linear_relu()
-        .compile(&CompileOptions { name: "linear-relu".into(), ..Default::default() })
+        .compile(&CompileOptions { name: "linear-relu".into(), fuse: false, ..Default::default() })
         .unwrap();
     let dot = llir_dot(&p);
     assert!(dot.starts_with("digraph \"linear-relu-unfused\" {\n"), "{dot}");
@@ -92,7 +94,7 @@ fn dot_has_one_box_per_node_and_labelled_edges() {
 
 #[test]
 fn json_has_the_documented_shape() {
-    let p = linear_relu().compile(&CompileOptions::default()).unwrap();
+    let p = linear_relu().compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     let v = compiled_json(&p);
     assert_eq!(v["slab_bytes"], 1_196_288);
     assert_eq!(v["naive_bytes"], 1_229_056);

@@ -68,7 +68,7 @@ fn unfused_linear_relu_matches_the_spec_table() {
 
 #[test]
 fn builtin_linear_relu_is_the_spec_program() {
-    let options = CompileOptions { name: "linear-relu".into(), ..Default::default() };
+    let options = CompileOptions { name: "linear-relu".into(), fuse: false, ..Default::default() };
     let a = programs::linear_relu(64, 256, 64).unwrap().compile(&options).unwrap();
     let b = spec_program().compile(&options).unwrap();
     assert_eq!(a.llir, b.llir);
@@ -78,7 +78,7 @@ fn builtin_linear_relu_is_the_spec_program() {
 
 #[test]
 fn dag_edges_follow_node_inputs() {
-    let p = spec_program().compile(&CompileOptions::default()).unwrap();
+    let p = spec_program().compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     let edges: Vec<(usize, usize)> =
         p.dag.raw_edges().iter().map(|e| (e.source().index(), e.target().index())).collect();
     // Data edges: add_bias also reads b from upload. The closure is SPEC's chain

@@ -31,7 +31,9 @@ fn an_output_also_consumed_lives_until_readback() {
     let w2 = cx.weight("w2", [64, 64]);
     let h = x.matmul(&w1).relu().output("h");
     h.matmul(&w2).relu().gelu().relu().output("z");
-    let p = cx.compile(&CompileOptions { workspace_bytes: 0, ..Default::default() }).unwrap();
+    let p = cx
+        .compile(&CompileOptions { workspace_bytes: 0, fuse: false, ..Default::default() })
+        .unwrap();
     check_plan(&p);
     let readback = p.llir.nodes.len() - 1;
     assert_eq!(p.llir.nodes[readback].op, LlirOp::Readback);
@@ -55,7 +57,9 @@ fn an_output_also_consumed_lives_until_readback() {
     let w1 = cx.weight("w1", [64, 64]);
     let w2 = cx.weight("w2", [64, 64]);
     x.matmul(&w1).relu().matmul(&w2).relu().gelu().relu().output("z");
-    let q = cx.compile(&CompileOptions { workspace_bytes: 0, ..Default::default() }).unwrap();
+    let q = cx
+        .compile(&CompileOptions { workspace_bytes: 0, fuse: false, ..Default::default() })
+        .unwrap();
     check_plan(&q);
     let (ti, tb) = buf(&q, "t1");
     assert_eq!(tb.uses, [2, 3]);
@@ -81,7 +85,7 @@ fn dead_ops_are_removed_before_planning() {
     let _dead_too = dead.relu();
     let _dead_leaf_op = unused.relu();
     (x.matmul(&w) + &b).relu().output("y");
-    let p = cx.compile(&CompileOptions::default()).unwrap();
+    let p = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     check_plan(&p);
     let ops: Vec<&str> = p.llir.nodes.iter().map(|n| n.op.name()).collect();
     assert_eq!(ops, ["upload", "lt_matmul", "add_bias", "relu", "readback"]);
@@ -143,7 +147,8 @@ fn a_bias_epilogue_checks_the_bias_shape() {
     let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![3] }, &[], here);
     let mm = h.add_op(HlirOp::Matmul { epilogue: Epilogue::ReluBias }, &[x, w, b], here);
     h.add_op(HlirOp::Output { name: "y".into() }, &[mm], here);
-    let err = compile_hlir(&h, "p", &CompileOptions::default()).unwrap_err();
+    let err =
+        compile_hlir(&h, "p", &CompileOptions { fuse: false, ..Default::default() }).unwrap_err();
     assert!(
         matches!(err, lumen_compiler::CompileError::ShapeMismatch { op: "matmul bias", .. }),
         "{err:?}"
@@ -154,7 +159,7 @@ fn a_bias_epilogue_checks_the_bias_shape() {
 fn several_matmuls_get_numbered_workspaces_and_share_them_in_time() {
     let p = lumen_compiler::programs::mlp(&[64, 128, 64, 10], 32)
         .unwrap()
-        .compile(&CompileOptions::default())
+        .compile(&CompileOptions { fuse: false, ..Default::default() })
         .unwrap();
     check_plan(&p);
     let ws: Vec<(&str, &[usize])> = p
@@ -181,7 +186,7 @@ fn residual_add_of_equal_shapes_lowers_to_add() {
     let x = cx.input("x", [8, 16]);
     let w = cx.weight("w", [16, 16]);
     (x.matmul(&w).gelu() + &x).output("y");
-    let p = cx.compile(&CompileOptions::default()).unwrap();
+    let p = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     check_plan(&p);
     let ops: Vec<LlirOp> = p.llir.nodes.iter().map(|n| n.op).collect();
     assert_eq!(

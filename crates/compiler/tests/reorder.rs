@@ -5,7 +5,7 @@ use lumen_compiler::{CompileOptions, Graph, Tensor};
 use proptest::prelude::*;
 
 fn options() -> CompileOptions {
-    CompileOptions { name: "two-heads".into(), ..Default::default() }
+    CompileOptions { name: "two-heads".into(), fuse: false, ..Default::default() }
 }
 
 /// Leaves in the same order (the signature), ops and outputs declared in either order.
@@ -148,7 +148,7 @@ proptest! {
         (ops, outputs, p1) in program(),
         p2 in proptest::collection::vec(any::<u32>(), 12),
     ) {
-        let opts = CompileOptions { workspace_bytes: 4096, ..Default::default() };
+        let opts = CompileOptions { workspace_bytes: 4096, fuse: false, ..Default::default() };
         let a = build(&ops, &outputs, &p1).compile(&opts).unwrap();
         let b = build(&ops, &outputs, &p2[..ops.len()]).compile(&opts).unwrap();
         prop_assert_eq!(llir_text(&a), llir_text(&b));

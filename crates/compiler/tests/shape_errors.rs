@@ -73,7 +73,7 @@ fn bias_on_the_left_is_accepted_and_lowered_as_add_bias() {
     let w = cx.weight("w", [3, 5]);
     let b = cx.weight("b", [5]);
     (&b + x.matmul(&w)).output("y");
-    let p = compile(&cx).unwrap();
+    let p = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     let add = &p.llir.nodes[2];
     assert_eq!(add.op, lumen_compiler::LlirOp::AddBias { m: 2, n: 5 });
     // Matrix first, bias second, whichever side the user wrote it on.

@@ -11,7 +11,7 @@ fn settings() -> insta::Settings {
 }
 
 fn compile(graph: lumen_compiler::Graph, name: &str) -> CompiledProgram {
-    graph.compile(&CompileOptions { name: name.into(), ..Default::default() }).unwrap()
+    graph.compile(&CompileOptions { name: name.into(), fuse: false, ..Default::default() }).unwrap()
 }
 
 #[test]

@@ -22,8 +22,12 @@ fn unfused(m: usize, k: usize, n: usize) -> CompiledProgram {
     let w = cx.weight("w", [k, n]);
     let b = cx.weight("b", [n]);
     (x.matmul(w) + b).relu().output("y");
-    cx.compile(&CompileOptions { name: "linear-relu".into(), ..CompileOptions::default() })
-        .expect("compile")
+    cx.compile(&CompileOptions {
+        name: "linear-relu".into(),
+        fuse: false,
+        ..CompileOptions::default()
+    })
+    .expect("compile")
 }
 
 /// The fused program, built as the fusion pass would leave it.

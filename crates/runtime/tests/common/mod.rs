@@ -63,7 +63,8 @@ pub fn inputs_for(program: &CompiledProgram, seed: u64) -> Tensors {
 
 /// The DSL program compiled without fusion.
 pub fn compile(graph: &Graph, name: &str) -> CompiledProgram {
-    let options = CompileOptions { name: name.to_string(), ..CompileOptions::default() };
+    let options =
+        CompileOptions { name: name.to_string(), fuse: false, ..CompileOptions::default() };
     graph.compile(&options).expect("compile")
 }
 

@@ -1,0 +1,205 @@
+//! Candidate enumeration: the distinct programs the saturated e-graph holds that a user could
+//! want, each converted back to an HLIR, lowered, planned and priced.
+//!
+//! One extraction per fusion policy ([`POLICIES`]): `unfused` (the program as written),
+//! `bias` (BIAS epilogues, activations as separate launches), `activation` (RELU/GELU epilogues
+//! without bias) and `fused` (everything). Candidates whose LLIR equals an earlier one's are
+//! dropped, so a program without a bias has no `bias` candidate. This is the list the search
+//! (SPEC section 5) profiles; the cost model's pick is what `compile` lowers with `fuse: true`.
+//!
+//! Extraction never recomputes a product to fuse it. egg's tree cost prices each e-class on its
+//! own, so when a matmul's plain product is also an output or feeds a second op, the cheapest
+//! tree for the other consumer is a second matmul with a fused epilogue. XLA and TVM refuse to
+//! duplicate an expensive producer into a fusion; so does lumen: after each extraction, a fused
+//! e-node that hides an e-class (its plain product, or the biased product under an activation)
+//! that something else also needs is banned, and extraction runs again. Every round bans at
+//! least one chosen e-node, so the loop ends.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use egg::{Extractor, Id, Language};
+
+use super::FusionConfig;
+use super::cost::{ExtractionCost, Fusions};
+use super::lang::{FusionEGraph, FusionLang, Loaded, build_hlir};
+use crate::compile::{CompileOptions, plan_hlir};
+use crate::error::CompileError;
+use crate::hlir::Hlir;
+use crate::program::CompiledProgram;
+
+/// The extraction policies, in candidate order: label and the fused forms allowed.
+pub const POLICIES: [(&str, Fusions); 4] = [
+    ("unfused", Fusions { bias: false, activation: false }),
+    ("bias", Fusions { bias: true, activation: false }),
+    ("activation", Fusions { bias: false, activation: true }),
+    ("fused", Fusions::ALL),
+];
+
+/// One distinct program the e-graph holds.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// `unfused`, `bias`, `activation` or `fused` ([`POLICIES`]).
+    pub label: String,
+    /// The candidate's HLIR (inputs and weights in the original declaration order).
+    pub hlir: Hlir,
+    /// Lowered and planned; its label is `{name}-{label}`.
+    pub program: CompiledProgram,
+    /// [`super::cost::CostModel::program_cost`] of its figures (launch-equivalent bytes).
+    pub cost: u64,
+    /// Whether the cost model picks it (exactly one candidate of a list is picked).
+    pub picked: bool,
+}
+
+/// Extracts, for every e-class the program needs, the cheapest e-node `fusions` allows that
+/// recomputes no product (see the module docs). Returns the choice per canonical e-class.
+///
+/// # Errors
+/// [`CompileError::Fusion`] when no finite-cost program exists (never for an e-graph loaded
+/// from a valid HLIR, whose original unfused e-nodes are always allowed).
+pub fn extract(
+    loaded: &Loaded,
+    config: &FusionConfig,
+    fusions: Fusions,
+) -> Result<BTreeMap<Id, FusionLang>, CompileError> {
+    let eg = &loaded.egraph;
+    let root = eg.find(loaded.root);
+    let written = loaded.written_canonical();
+    let mut banned: BTreeSet<FusionLang> = BTreeSet::new();
+    loop {
+        let choice = {
+            let cost = ExtractionCost::new(eg, config.cost, fusions, &banned).preferring(&written);
+            let extractor = Extractor::new(eg, cost);
+            if extractor.find_best_cost(root) == u64::MAX {
+                return Err(CompileError::Fusion(
+                    "no program of finite cost in the e-graph".to_string(),
+                ));
+            }
+            let mut choice: BTreeMap<Id, FusionLang> = BTreeMap::new();
+            let mut stack = vec![root];
+            while let Some(class) = stack.pop() {
+                if choice.contains_key(&class) {
+                    continue;
+                }
+                let node = extractor.find_best_node(class).clone();
+                stack.extend(node.children().iter().map(|&c| eg.find(c)));
+                choice.insert(class, node);
+            }
+            choice
+        };
+        let conflicts = recomputing(eg, &choice);
+        let before = banned.len();
+        banned.extend(conflicts);
+        if banned.len() == before {
+            return Ok(choice);
+        }
+    }
+}
+
+/// The e-classes a fused e-node computes internally without writing them: its plain product,
+/// and for `*_BIAS` with an activation also the biased product.
+pub fn hidden_classes(eg: &FusionEGraph, node: &FusionLang) -> Vec<Id> {
+    let product = |a: Id, w: Id| eg.lookup(FusionLang::Matmul([a, w]));
+    match *node {
+        FusionLang::LtBias([a, w, _]) | FusionLang::LtRelu([a, w]) | FusionLang::LtGelu([a, w]) => {
+            product(a, w).into_iter().collect()
+        }
+        FusionLang::LtReluBias([a, w, b]) | FusionLang::LtGeluBias([a, w, b]) => {
+            let Some(p) = product(a, w) else { return Vec::new() };
+            let biased =
+                eg.lookup(FusionLang::Add([p, b])).or_else(|| eg.lookup(FusionLang::Add([b, p])));
+            std::iter::once(p).chain(biased).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Chosen fused e-nodes that would recompute a value: one that hides an e-class which the
+/// program also reads, or which another chosen fused e-node hides too.
+fn recomputing(eg: &FusionEGraph, choice: &BTreeMap<Id, FusionLang>) -> BTreeSet<FusionLang> {
+    let mut reads: BTreeMap<Id, usize> = BTreeMap::new();
+    for node in choice.values() {
+        for &c in node.children() {
+            *reads.entry(eg.find(c)).or_default() += 1;
+        }
+    }
+    let mut hidden_by: BTreeMap<Id, Vec<&FusionLang>> = BTreeMap::new();
+    for node in choice.values().filter(|n| n.is_fused()) {
+        for class in hidden_classes(eg, node) {
+            hidden_by.entry(class).or_default().push(node);
+        }
+    }
+    hidden_by
+        .into_iter()
+        .filter(|(class, nodes)| nodes.len() + reads.get(class).copied().unwrap_or(0) > 1)
+        .flat_map(|(_, nodes)| nodes.into_iter().cloned())
+        .collect()
+}
+
+/// Lowers and plans every policy's extraction of the saturated `loaded` e-graph (the
+/// `unfused` candidate is `original` itself, exactly what `--no-fuse` compiles), drops
+/// duplicates by LLIR, prices them and marks the cheapest (the first on a tie) as picked.
+/// Candidates the planner refuses (e.g. over `options.capacity`) are returned in the second
+/// list with their error instead.
+///
+/// # Errors
+/// The first candidate's error when no candidate plans; [`CompileError::Fusion`] when an
+/// extraction does not convert back to a valid HLIR (a bug in a rule), and every non-planner
+/// error of lowering.
+pub fn enumerate(
+    original: &Hlir,
+    loaded: &Loaded,
+    name: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<(Vec<Candidate>, Vec<(String, CompileError)>), CompileError> {
+    let mut found: Vec<Candidate> = Vec::new();
+    let mut refused: Vec<(String, CompileError)> = Vec::new();
+    let mut seen: Vec<crate::llir::Llir> = Vec::new();
+    for (label, fusions) in POLICIES {
+        let hlir = if fusions == POLICIES[0].1 {
+            original.clone()
+        } else {
+            let choice = extract(loaded, config, fusions)?;
+            build_hlir(original, loaded, &choice)?
+        };
+        let full_label = format!("{name}-{label}");
+        match plan_hlir(&hlir, &full_label, options) {
+            Ok(program) => {
+                if seen.contains(&program.llir) {
+                    continue;
+                }
+                seen.push(program.llir.clone());
+                let cost = config.cost.program_cost(&program.figures);
+                found.push(Candidate {
+                    label: label.to_string(),
+                    hlir,
+                    program,
+                    cost,
+                    picked: false,
+                });
+            }
+            Err(err @ CompileError::Plan(_)) => {
+                let lowered = crate::lower::lower(&hlir, options.workspace_bytes)?;
+                if !seen.contains(&lowered) {
+                    seen.push(lowered);
+                    refused.push((label.to_string(), err));
+                }
+            }
+            Err(err) if label == POLICIES[0].0 => return Err(err),
+            Err(err) => {
+                return Err(CompileError::Fusion(format!(
+                    "the {label} extraction does not compile: {err}"
+                )));
+            }
+        }
+    }
+    if found.is_empty() {
+        return Err(refused.into_iter().next().map(|(_, e)| e).unwrap_or(CompileError::NoOutputs));
+    }
+    let pick =
+        found.iter().enumerate().min_by_key(|(i, c)| (c.cost, *i)).map(|(i, _)| i).unwrap_or(0);
+    if let Some(c) = found.get_mut(pick) {
+        c.picked = true;
+    }
+    Ok((found, refused))
+}

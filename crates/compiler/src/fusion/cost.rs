@@ -1,0 +1,167 @@
+//! The cost model: kernel launches and DRAM bytes, as one integer in bytes.
+//!
+//! A launch costs [`CostModel::launch_bytes`] (the DRAM traffic that takes as long as one
+//! launch's fixed overhead), every byte a kernel reads or writes costs one, and every e-node
+//! costs one more so no cost is zero. The same formula prices an e-node during extraction
+//! ([`ExtractionCost`], egg's bottom-up tree cost) and a whole lowered program when the
+//! candidates are compared ([`CostModel::program_cost`], from its LLIR figures, where a shared
+//! tensor is counted once).
+//!
+//! Extraction costs are positive and monotone: an e-node costs at least one more than the sum
+//! of its children, so it never costs less than any child, and a cycle (`relu(x) = x`-style
+//! self-loops from idempotence) is never chosen over the term it loops on.
+
+use std::collections::BTreeSet;
+
+use egg::{CostFunction, Id, Language};
+
+use super::lang::{FusionEGraph, FusionLang};
+use crate::hlir::checked_bytes;
+use crate::llir::Epilogue;
+use crate::program::Figures;
+
+/// The cost model's constants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CostModel {
+    /// What one kernel launch costs, in DRAM bytes: the bytes HBM moves during one launch's
+    /// fixed overhead. Default 8,000,000 bytes = about 4 us of launch and cuBLASLt setup at
+    /// about 2 TB/s, so a small GEMM is launch-bound (SPEC section 4).
+    pub launch_bytes: u64,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        Self { launch_bytes: 8_000_000 }
+    }
+}
+
+/// One e-node's own share of the work (its children not included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct NodeCost {
+    /// Kernel launches: 1 for every op, 0 for leaves and the root.
+    pub launches: u64,
+    /// Bytes the kernel reads and writes in DRAM (operands plus output; a workspace is scratch
+    /// and not counted, as in [`crate::llir::Llir::dram_bytes`]).
+    pub dram_bytes: u64,
+}
+
+impl CostModel {
+    /// `launches * launch_bytes + dram_bytes + nodes`, saturating: the score of a lowered
+    /// program from its figures (the candidate with the lowest score is the pick).
+    pub fn program_cost(&self, figures: &Figures) -> u64 {
+        (figures.launches as u64)
+            .saturating_mul(self.launch_bytes)
+            .saturating_add(figures.dram_bytes as u64)
+            .saturating_add(figures.nodes as u64)
+    }
+
+    /// The own score of an e-node with `own` work: `launches * launch_bytes + dram_bytes + 1`.
+    pub fn node_score(&self, own: NodeCost) -> u64 {
+        own.launches
+            .saturating_mul(self.launch_bytes)
+            .saturating_add(own.dram_bytes)
+            .saturating_add(1)
+    }
+}
+
+/// Which fused forms a candidate may use (the extraction's policy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fusions {
+    /// BIAS epilogues (`lt_bias`, and with `activation` the `*_BIAS` forms).
+    pub bias: bool,
+    /// Activation epilogues (`lt_relu`, `lt_gelu`, and with `bias` the `*_BIAS` forms).
+    pub activation: bool,
+}
+
+impl Fusions {
+    /// Every fused form.
+    pub const ALL: Fusions = Fusions { bias: true, activation: true };
+
+    /// Whether a matmul with `epilogue` is allowed (DEFAULT always is).
+    pub fn allows(&self, epilogue: Epilogue) -> bool {
+        match epilogue {
+            Epilogue::Default => true,
+            Epilogue::Bias => self.bias,
+            Epilogue::Relu | Epilogue::Gelu => self.activation,
+            Epilogue::ReluBias | Epilogue::GeluBias => self.bias && self.activation,
+        }
+    }
+}
+
+/// egg's cost function for extraction: [`CostModel::node_score`] of each e-node, plus one
+/// for an e-node the program did not write (so a rewrite that only reorders operands never
+/// wins a tie against the user's form), plus its children's costs; `u64::MAX` (never chosen
+/// while anything else is possible) for an ill-shaped e-node, a fused form the [`Fusions`]
+/// policy does not allow, or a banned e-node.
+#[derive(Debug)]
+pub struct ExtractionCost<'a> {
+    egraph: &'a FusionEGraph,
+    model: CostModel,
+    fusions: Fusions,
+    banned: &'a BTreeSet<FusionLang>,
+    written: Option<&'a BTreeSet<FusionLang>>,
+}
+
+impl<'a> ExtractionCost<'a> {
+    /// A cost function over `egraph` with `model`, allowing `fusions` and never choosing an
+    /// e-node in `banned` (canonical e-nodes).
+    pub fn new(
+        egraph: &'a FusionEGraph,
+        model: CostModel,
+        fusions: Fusions,
+        banned: &'a BTreeSet<FusionLang>,
+    ) -> Self {
+        Self { egraph, model, fusions, banned, written: None }
+    }
+
+    /// Prefers the e-nodes of `written` (canonical; the program as loaded) on a tie: every
+    /// other e-node costs one more.
+    pub fn preferring(mut self, written: &'a BTreeSet<FusionLang>) -> Self {
+        self.written = Some(written);
+        self
+    }
+
+    fn bytes(&self, id: Id) -> Option<u64> {
+        let shape = self.egraph[id].data.shape.as_ref()?;
+        checked_bytes(shape).map(|b| b as u64)
+    }
+
+    /// The e-node's own launches and DRAM bytes from its operands' shapes, or `None` when a
+    /// shape is unknown (an ill-shaped term).
+    pub fn own(&self, enode: &FusionLang) -> Option<NodeCost> {
+        let kernel = |ids: &[Id], out: Option<u64>| -> Option<NodeCost> {
+            let mut dram = out?;
+            for &id in ids {
+                dram = dram.saturating_add(self.bytes(id)?);
+            }
+            Some(NodeCost { launches: 1, dram_bytes: dram })
+        };
+        match enode {
+            FusionLang::Leaf(_) | FusionLang::Outputs(_) => Some(NodeCost::default()),
+            _ => {
+                // The output's shape is its e-class's; hash-consing finds the class.
+                let out = self.egraph.lookup(enode.clone()).and_then(|id| self.bytes(id));
+                kernel(enode.children(), out)
+            }
+        }
+    }
+}
+
+impl CostFunction<FusionLang> for ExtractionCost<'_> {
+    type Cost = u64;
+
+    fn cost<C>(&mut self, enode: &FusionLang, mut costs: C) -> u64
+    where
+        C: FnMut(Id) -> u64,
+    {
+        let allowed = enode.epilogue().is_none_or(|e| self.fusions.allows(e));
+        let own = match self.own(enode) {
+            Some(own) if allowed && !self.banned.contains(enode) => {
+                let new = self.written.is_some_and(|w| !w.contains(enode));
+                self.model.node_score(own).saturating_add(u64::from(new))
+            }
+            _ => u64::MAX,
+        };
+        enode.fold(own, |sum, id| sum.saturating_add(costs(id)))
+    }
+}

@@ -1,0 +1,302 @@
+//! The e-graph language over the HLIR, and the two conversions: HLIR -> e-graph, and one
+//! chosen e-node per e-class -> HLIR.
+//!
+//! The language is Luminal's idea of running egg over the high-level graph: plain ops
+//! (`matmul`, `add`, `relu`, `gelu`), the fused cuBLASLt forms (`lt_bias`, `lt_relu`,
+//! `lt_relu_bias`, `lt_gelu`, `lt_gelu_bias`: one matmul launch with that epilogue), leaves named
+//! after the program's inputs and weights, and one `outputs` root whose children are the
+//! program outputs in order. Putting every output under one root keeps shared subterms shared:
+//! a matmul used by two outputs is one e-class, extracted once.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use egg::{EGraph, Id, Language, Symbol};
+use petgraph::graph::NodeIndex;
+
+use super::analysis::ShapeAnalysis;
+use crate::error::{CompileError, SourceLocation};
+use crate::hlir::{Hlir, HlirNode, HlirOp, Shape};
+use crate::llir::Epilogue;
+
+egg::define_language! {
+    /// One e-node of the fusion e-graph. Every tensor is row-major f32.
+    ///
+    /// - `matmul a w`: `a [M, K] x w [K, N] -> [M, N]`, cuBLASLt epilogue DEFAULT.
+    /// - `add a b`: equal shapes, or a broadcast operand (the analysis says which axis it indexes).
+    /// - `relu x`, `gelu x` (tanh form): elementwise.
+    /// - `lt_bias a w b`: `a x w + b[N]` in one cuBLASLt call (epilogue BIAS).
+    /// - `lt_relu a w`, `lt_gelu a w`: epilogues RELU and GELU, no bias.
+    /// - `lt_relu_bias a w b`, `lt_gelu_bias a w b`: `act(a x w + b[N])` (RELU_BIAS, GELU_BIAS).
+    /// - `outputs y0 y1 ...`: the root, the program outputs in output order (no value itself).
+    /// - a leaf: an input or weight, by its (unique) name.
+    #[allow(missing_docs)]
+    pub enum FusionLang {
+        "matmul" = Matmul([Id; 2]),
+        "add" = Add([Id; 2]),
+        "relu" = Relu(Id),
+        "gelu" = Gelu(Id),
+        "lt_bias" = LtBias([Id; 3]),
+        "lt_relu" = LtRelu([Id; 2]),
+        "lt_relu_bias" = LtReluBias([Id; 3]),
+        "lt_gelu" = LtGelu([Id; 2]),
+        "lt_gelu_bias" = LtGeluBias([Id; 3]),
+        "outputs" = Outputs(Box<[Id]>),
+        Leaf(Symbol),
+    }
+}
+
+impl FusionLang {
+    /// The cuBLASLt epilogue of a matmul e-node (`matmul` is DEFAULT), `None` for other ops.
+    pub fn epilogue(&self) -> Option<Epilogue> {
+        match self {
+            FusionLang::Matmul(_) => Some(Epilogue::Default),
+            FusionLang::LtBias(_) => Some(Epilogue::Bias),
+            FusionLang::LtRelu(_) => Some(Epilogue::Relu),
+            FusionLang::LtReluBias(_) => Some(Epilogue::ReluBias),
+            FusionLang::LtGelu(_) => Some(Epilogue::Gelu),
+            FusionLang::LtGeluBias(_) => Some(Epilogue::GeluBias),
+            _ => None,
+        }
+    }
+
+    /// The matmul e-node with `epilogue` over `a`, `w` and, for the bias epilogues, `bias`
+    /// (ignored otherwise).
+    pub fn matmul(epilogue: Epilogue, a: Id, w: Id, bias: Id) -> FusionLang {
+        match epilogue {
+            Epilogue::Default => FusionLang::Matmul([a, w]),
+            Epilogue::Bias => FusionLang::LtBias([a, w, bias]),
+            Epilogue::Relu => FusionLang::LtRelu([a, w]),
+            Epilogue::ReluBias => FusionLang::LtReluBias([a, w, bias]),
+            Epilogue::Gelu => FusionLang::LtGelu([a, w]),
+            Epilogue::GeluBias => FusionLang::LtGeluBias([a, w, bias]),
+        }
+    }
+
+    /// Whether the e-node is a fused matmul (any epilogue but DEFAULT).
+    pub fn is_fused(&self) -> bool {
+        self.epilogue().is_some_and(|e| e != Epilogue::Default)
+    }
+}
+
+/// The fusion e-graph: [`FusionLang`] with the shape analysis.
+pub type FusionEGraph = EGraph<FusionLang, ShapeAnalysis>;
+
+/// An HLIR program loaded into an e-graph.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The e-graph (rebuilt, congruence closed).
+    pub egraph: FusionEGraph,
+    /// The `outputs` root e-class (canonicalize with `egraph.find` after rewriting).
+    pub root: Id,
+    /// Per output, in the root's child order (sorted by name): its name and the source line of
+    /// `.output()`.
+    pub outputs: Vec<(String, SourceLocation)>,
+    /// The e-class of each original HLIR node that reaches an output (by node index).
+    pub class_of: Vec<Option<Id>>,
+    /// The e-nodes the program itself wrote (children canonical as loaded; see
+    /// [`Loaded::written_canonical`]). Extraction prefers them on a tie, so a commuted `add`
+    /// never replaces the operand order the user wrote.
+    pub written: BTreeSet<FusionLang>,
+}
+
+impl Loaded {
+    /// [`Loaded::written`] with children canonical in the current e-graph (after rewriting).
+    pub fn written_canonical(&self) -> BTreeSet<FusionLang> {
+        self.written.iter().map(|n| n.clone().map_children(|c| self.egraph.find(c))).collect()
+    }
+
+    /// The user's source line for each e-class, canonical after rewriting: the first HLIR node
+    /// (in node index order) that landed in it. A fused e-node keeps the line of the op the
+    /// user wrote on top (the `relu` of `relu(x.matmul(w) + b)`).
+    pub fn locations(&self, hlir: &Hlir) -> BTreeMap<Id, SourceLocation> {
+        let mut at = BTreeMap::new();
+        for n in hlir.graph.node_indices() {
+            if let (Some(Some(id)), Some(node)) =
+                (self.class_of.get(n.index()), hlir.graph.node_weight(n))
+            {
+                at.entry(self.egraph.find(*id)).or_insert(node.location);
+            }
+        }
+        at
+    }
+}
+
+/// Loads the live part of a validated `hlir` (every node that reaches an output) into a fresh
+/// e-graph. Matmuls that already carry an epilogue load as the matching fused form, so a
+/// hand-fused program round-trips.
+///
+/// Nodes are added in a declaration-independent order: leaves in signature order, compute
+/// nodes in lowering's canonical order (structural colours), outputs sorted by name. E-class
+/// ids, and with them egg's tie-breaks, are then the same for the same program declared in
+/// another op order, so the fused LLIR text is too.
+///
+/// # Errors
+/// Every error of [`Hlir::validate`]; [`CompileError::Fusion`] if a node's operands do not
+/// match its arity (only a malformed HLIR that escaped validation can do that).
+pub fn load(hlir: &Hlir) -> Result<Loaded, CompileError> {
+    let shapes = hlir.validate()?;
+    let g = &hlir.graph;
+    let mut leaves: BTreeMap<String, Shape> = BTreeMap::new();
+    for n in g.node_indices() {
+        if let HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } = &g[n].op {
+            leaves.insert(name.clone(), shapes.get(n.index()).cloned().unwrap_or_default());
+        }
+    }
+    let mut egraph = FusionEGraph::new(ShapeAnalysis::new(leaves));
+    let live = crate::lower::live_nodes(hlir);
+    let mut order: Vec<NodeIndex> = g.node_indices().filter(|&n| g[n].op.is_leaf()).collect();
+    order.extend(crate::lower::canonical_order(hlir, &live));
+    let mut class_of: Vec<Option<Id>> = vec![None; g.node_count()];
+    let mut written = BTreeSet::new();
+    for n in order {
+        let node = &g[n];
+        let ops: Vec<Id> = hlir
+            .operands(n)
+            .iter()
+            .filter_map(|a| class_of.get(a.index()).copied().flatten())
+            .collect();
+        let enode = match (&node.op, ops.as_slice()) {
+            (HlirOp::Input { name, .. } | HlirOp::Weight { name, .. }, []) => {
+                FusionLang::Leaf(Symbol::from(name.as_str()))
+            }
+            (HlirOp::Matmul { epilogue }, [a, w]) if !epilogue.has_bias() => {
+                FusionLang::matmul(*epilogue, *a, *w, *w)
+            }
+            (HlirOp::Matmul { epilogue }, [a, w, b]) if epilogue.has_bias() => {
+                FusionLang::matmul(*epilogue, *a, *w, *b)
+            }
+            (HlirOp::Add, [a, b]) => FusionLang::Add([*a, *b]),
+            (HlirOp::Relu, [a]) => FusionLang::Relu(*a),
+            (HlirOp::Gelu, [a]) => FusionLang::Gelu(*a),
+            _ => {
+                return Err(CompileError::Fusion(format!(
+                    "{} at {} has {} loaded operands, expected {}",
+                    node.op.name(),
+                    node.location,
+                    ops.len(),
+                    node.op.arity()
+                )));
+            }
+        };
+        written.insert(enode.clone());
+        class_of[n.index()] = Some(egraph.add(enode));
+    }
+    let mut outputs: Vec<(String, SourceLocation, Id)> = Vec::new();
+    for (name, out) in hlir.outputs() {
+        let value =
+            hlir.operands(out).first().and_then(|a| class_of.get(a.index()).copied().flatten());
+        let Some(value) = value else {
+            return Err(CompileError::Fusion(format!("output {name:?} has no loaded value")));
+        };
+        outputs.push((name, g[out].location, value));
+    }
+    outputs.sort_by(|a, b| a.0.cmp(&b.0));
+    let root = egraph.add(FusionLang::Outputs(outputs.iter().map(|o| o.2).collect()));
+    egraph.rebuild();
+    Ok(Loaded {
+        egraph,
+        root,
+        outputs: outputs.into_iter().map(|(name, at, _)| (name, at)).collect(),
+        class_of,
+        written,
+    })
+}
+
+/// Builds the HLIR of one extraction: `choice` maps each needed (canonical) e-class to the
+/// e-node chosen for it. Every input and weight of `original` is kept, in declaration order
+/// (the program's signature); then the computed nodes; then the outputs in the root's order.
+/// Each e-class becomes one HLIR node, so shared subterms stay shared. When two outputs land
+/// in the same e-class (two outputs of equal value), the one later by name gets its own copy
+/// of the top op, since a tensor can be read back under one name only.
+///
+/// # Errors
+/// [`CompileError::Fusion`] when a needed e-class has no choice, a leaf names no input or
+/// weight of `original`, or an output's value is a leaf (no rule makes one).
+pub fn build_hlir(
+    original: &Hlir,
+    loaded: &Loaded,
+    choice: &BTreeMap<Id, FusionLang>,
+) -> Result<Hlir, CompileError> {
+    let eg = &loaded.egraph;
+    let locations = loaded.locations(original);
+    let fallback = SourceLocation::caller();
+    let mut hlir = Hlir::new();
+    let mut leaf_node: BTreeMap<String, NodeIndex> = BTreeMap::new();
+    for n in original.graph.node_indices() {
+        let node = &original.graph[n];
+        if let HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } = &node.op {
+            let idx =
+                hlir.graph.add_node(HlirNode { op: node.op.clone(), location: node.location });
+            leaf_node.insert(name.clone(), idx);
+        }
+    }
+    let root = eg.find(loaded.root);
+    let Some(FusionLang::Outputs(outs)) = choice.get(&root).or_else(|| eg[root].nodes.first())
+    else {
+        return Err(CompileError::Fusion("the e-graph root is not an outputs node".into()));
+    };
+    let mut built: BTreeMap<Id, NodeIndex> = BTreeMap::new();
+    for &out in outs.iter() {
+        // Post-order without recursion: deep programs must not overflow the stack.
+        let mut stack: Vec<(Id, bool)> = vec![(eg.find(out), false)];
+        while let Some((class, children_done)) = stack.pop() {
+            if built.contains_key(&class) {
+                continue;
+            }
+            let enode = choice.get(&class).ok_or_else(|| {
+                CompileError::Fusion(format!("extraction chose nothing for e-class {class}"))
+            })?;
+            if !children_done {
+                stack.push((class, true));
+                for &c in enode.children().iter().rev() {
+                    stack.push((eg.find(c), false));
+                }
+                continue;
+            }
+            let idx = match enode {
+                FusionLang::Leaf(name) => *leaf_node.get(name.as_str()).ok_or_else(|| {
+                    CompileError::Fusion(format!("leaf {name} is no input or weight"))
+                })?,
+                FusionLang::Outputs(_) => {
+                    return Err(CompileError::Fusion("an outputs node below the root".into()));
+                }
+                _ => {
+                    let op = match (enode, enode.epilogue()) {
+                        (_, Some(epilogue)) => HlirOp::Matmul { epilogue },
+                        (FusionLang::Add(_), None) => HlirOp::Add,
+                        (FusionLang::Relu(_), None) => HlirOp::Relu,
+                        _ => HlirOp::Gelu,
+                    };
+                    let operands: Vec<NodeIndex> = enode
+                        .children()
+                        .iter()
+                        .filter_map(|c| built.get(&eg.find(*c)).copied())
+                        .collect();
+                    let location = locations.get(&class).copied().unwrap_or(fallback);
+                    hlir.add_op(op, &operands, location)
+                }
+            };
+            built.insert(class, idx);
+        }
+    }
+    let mut read_back: Vec<NodeIndex> = Vec::new();
+    for (&out, (name, location)) in outs.iter().zip(&loaded.outputs) {
+        let Some(&value) = built.get(&eg.find(out)) else {
+            return Err(CompileError::Fusion(format!("output {name:?} was not built")));
+        };
+        if hlir.graph[value].op.is_leaf() {
+            return Err(CompileError::Fusion(format!("output {name:?} became an input or weight")));
+        }
+        let value = if read_back.contains(&value) {
+            let op = hlir.graph[value].op.clone();
+            let at = hlir.graph[value].location;
+            let operands = hlir.operands(value);
+            hlir.add_op(op, &operands, at)
+        } else {
+            value
+        };
+        read_back.push(value);
+        hlir.add_op(HlirOp::Output { name: name.clone() }, &[value], *location);
+    }
+    Ok(hlir)
+}

@@ -1,0 +1,232 @@
+//! Fusion with egg: matmul + bias + activation -> one cuBLASLt call with an epilogue
+//! (SPEC section 3), found by e-graph rewrites the way Luminal runs egg over its graph.
+//!
+//! Pipeline: the HLIR is loaded into an e-graph ([`lang::load`]); the rewrite rules
+//! ([`rules`]) run under a bounded runner ([`Limits`]: e-nodes, iterations, time), with an
+//! e-class analysis of shapes that decides legality ([`analysis`]); each fusion policy extracts
+//! a program with the launches-and-DRAM-bytes cost model ([`cost`]), which is converted back to
+//! an HLIR, lowered and planned ([`candidates`]); the cheapest candidate is what
+//! [`crate::Graph::compile`] lowers with `fuse: true`.
+//!
+//! ```
+//! use lumen_compiler::{CompileOptions, fusion, programs};
+//!
+//! let hlir = programs::linear_relu(64, 256, 64).unwrap().hlir();
+//! let list = fusion::candidates(&hlir, &CompileOptions::default()).unwrap();
+//! let labels: Vec<&str> = list.iter().map(|c| c.label.as_str()).collect();
+//! assert_eq!(labels, ["unfused", "bias", "fused"]);
+//! let pick = list.iter().find(|c| c.picked).unwrap();
+//! assert_eq!(pick.label, "fused");
+//! assert_eq!(pick.program.figures.launches, 1);
+//! assert_eq!(pick.program.figures.slab_bytes, 1_196_288);
+//! ```
+
+pub mod analysis;
+pub mod candidates;
+pub mod cost;
+pub mod lang;
+pub mod report;
+pub mod rules;
+
+use std::fmt;
+use std::time::Duration;
+
+use egg::{Runner, StopReason};
+
+pub use candidates::Candidate;
+pub use cost::{CostModel, Fusions};
+pub use rules::RuleSet;
+
+use crate::compile::CompileOptions;
+use crate::error::CompileError;
+use crate::hlir::Hlir;
+use crate::program::CompiledProgram;
+
+/// Bounds of the equality-saturation runner, so any rule set (cyclic ones included) stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Stop once the e-graph holds more e-nodes than this (default 10,000; raised to 16 x the
+    /// loaded program's e-nodes for a large program, so every op gets its rewrites).
+    pub node_limit: usize,
+    /// Stop after this many iterations (default 30; the built-in rules saturate in about 4).
+    pub iter_limit: usize,
+    /// Stop after this much wall-clock time (default 1 s). Hitting it makes the result depend
+    /// on the machine's speed; the other limits do not.
+    pub time_limit: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { node_limit: 10_000, iter_limit: 30, time_limit: Duration::from_secs(1) }
+    }
+}
+
+/// Everything fusion can be configured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FusionConfig {
+    /// Which rules run.
+    pub rules: RuleSet,
+    /// The runner's bounds.
+    pub limits: Limits,
+    /// The cost model of extraction and of the pick.
+    pub cost: CostModel,
+}
+
+/// Why the runner stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// No rule adds anything: every program the rules can reach is in the e-graph.
+    Saturated,
+    /// [`Limits::iter_limit`] reached.
+    IterationLimit(usize),
+    /// [`Limits::node_limit`] (as applied) reached.
+    NodeLimit(usize),
+    /// [`Limits::time_limit`] reached.
+    TimeLimit(Duration),
+    /// Anything else egg reports.
+    Other(String),
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stop::Saturated => f.write_str("saturated"),
+            Stop::IterationLimit(n) => write!(f, "iteration limit {n}"),
+            Stop::NodeLimit(n) => write!(f, "node limit {n}"),
+            Stop::TimeLimit(d) => write!(f, "time limit {:.3} s", d.as_secs_f64()),
+            Stop::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// What the runner did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saturation {
+    /// Iterations run.
+    pub iterations: usize,
+    /// E-nodes in the e-graph at the end.
+    pub egraph_nodes: usize,
+    /// E-classes in the e-graph at the end.
+    pub egraph_classes: usize,
+    /// Why it stopped.
+    pub stop: Stop,
+    /// Wall-clock time of the run (machine-dependent: never in deterministic output).
+    pub time: Duration,
+}
+
+/// Runs `rules` over `loaded` within `limits` and returns the rewritten e-graph with what the
+/// runner did. Never loops forever: every rule set stops at a limit.
+pub fn saturate(
+    loaded: lang::Loaded,
+    rules: &[rules::FusionRewrite],
+    limits: &Limits,
+) -> (lang::Loaded, Saturation) {
+    let lang::Loaded { egraph, root, outputs, class_of, written } = loaded;
+    let node_limit = limits.node_limit.max(egraph.total_number_of_nodes().saturating_mul(16));
+    let started = std::time::Instant::now();
+    let runner = Runner::default()
+        .with_egraph(egraph)
+        .with_node_limit(node_limit)
+        .with_iter_limit(limits.iter_limit)
+        .with_time_limit(limits.time_limit)
+        .run(rules);
+    let stop = match &runner.stop_reason {
+        Some(StopReason::Saturated) => Stop::Saturated,
+        Some(StopReason::IterationLimit(n)) => Stop::IterationLimit(*n),
+        Some(StopReason::NodeLimit(n)) => Stop::NodeLimit(*n),
+        Some(StopReason::TimeLimit(s)) => Stop::TimeLimit(Duration::from_secs_f64(s.max(0.0))),
+        Some(StopReason::Other(s)) => Stop::Other(s.clone()),
+        None => Stop::Other("not run".to_string()),
+    };
+    let saturation = Saturation {
+        iterations: runner.iterations.len(),
+        egraph_nodes: runner.egraph.total_number_of_nodes(),
+        egraph_classes: runner.egraph.number_of_classes(),
+        stop,
+        time: started.elapsed(),
+    };
+    let root = runner.egraph.find(root);
+    (lang::Loaded { egraph: runner.egraph, root, outputs, class_of, written }, saturation)
+}
+
+/// The candidates of one program, the cost model's pick, and how the e-graph got there.
+#[derive(Debug, Clone)]
+pub struct Exploration {
+    /// The program name (labels are `{name}-{candidate}`).
+    pub name: String,
+    /// The distinct candidates, in [`candidates::POLICIES`] order; at least one.
+    pub candidates: Vec<Candidate>,
+    /// Index of the cost model's pick in `candidates`.
+    pub pick: usize,
+    /// Candidates the planner refused (e.g. over the capacity), with the error.
+    pub refused: Vec<(String, CompileError)>,
+    /// What the runner did.
+    pub saturation: Saturation,
+}
+
+impl Exploration {
+    /// The cost model's pick.
+    pub fn picked(&self) -> Option<&Candidate> {
+        self.candidates.get(self.pick)
+    }
+
+    /// The candidate labelled `label`, if it exists and is distinct.
+    pub fn get(&self, label: &str) -> Option<&Candidate> {
+        self.candidates.iter().find(|c| c.label == label)
+    }
+}
+
+/// Loads `hlir` into an e-graph, saturates it with `config`'s rules and bounds, and enumerates
+/// the candidates (see [`candidates::enumerate`]); `name` prefixes their labels.
+///
+/// # Errors
+/// Every error of [`Hlir::validate`]; planner errors when no candidate plans;
+/// [`CompileError::Fusion`] for an internal failure of a rule or of extraction.
+pub fn explore(
+    hlir: &Hlir,
+    name: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<Exploration, CompileError> {
+    let loaded = lang::load(hlir)?;
+    let rules = rules::rules(&config.rules)?;
+    let (loaded, saturation) = saturate(loaded, &rules, &config.limits);
+    let (candidates, refused) = candidates::enumerate(hlir, &loaded, name, options, config)?;
+    let pick = candidates.iter().position(|c| c.picked).unwrap_or(0);
+    Ok(Exploration { name: name.to_string(), candidates, pick, refused, saturation })
+}
+
+/// The candidates of `hlir` with the default rules, bounds and cost model, named
+/// `options.name`: at least the unfused program, and where the program allows them the
+/// bias-only and fully fused ones. Exactly one has `picked` set. This is what the search
+/// (SPEC section 5) profiles.
+///
+/// # Errors
+/// As [`explore`].
+pub fn candidates(hlir: &Hlir, options: &CompileOptions) -> Result<Vec<Candidate>, CompileError> {
+    Ok(explore(hlir, &options.name, options, &FusionConfig::default())?.candidates)
+}
+
+/// Compiles `hlir` with fusion: the cost model's pick among the candidates, labelled
+/// `{name}-fused`, with the dumps written when [`CompileOptions::resolved_dump_dir`] names a
+/// directory.
+///
+/// # Errors
+/// As [`explore`], and [`CompileError::Dump`] when a dump cannot be written.
+pub fn compile_fused(
+    hlir: &Hlir,
+    name: &str,
+    options: &CompileOptions,
+) -> Result<CompiledProgram, CompileError> {
+    let exploration = explore(hlir, name, options, &FusionConfig::default())?;
+    let pick = exploration.pick;
+    let Some(chosen) = exploration.candidates.into_iter().nth(pick) else {
+        return Err(CompileError::Fusion("no candidate was picked".to_string()));
+    };
+    let mut program = chosen.program;
+    program.label = format!("{name}-fused");
+    if let Some(dir) = options.resolved_dump_dir() {
+        crate::dump::write_dumps(&dir, &program)?;
+    }
+    Ok(program)
+}

@@ -1,0 +1,271 @@
+//! The `lumen compare` report: the candidates side by side, the cost model's pick, and what
+//! fusion changes against the unfused program (slab bytes, launches, DRAM bytes).
+//!
+//! Deterministic: nothing here reads a clock or iterates a hash map, so the text diffs cleanly
+//! and is pinned by a snapshot.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+
+use serde_json::{Value, json};
+
+use super::Exploration;
+use super::candidates::Candidate;
+use crate::llir::LlirOp;
+
+/// The fully fused candidate (or the pick, when there is no `fused`) against `unfused`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    /// The fused side's label (`fused`, or the pick's).
+    pub fused: String,
+    /// Slab bytes of the unfused candidate.
+    pub unfused_slab_bytes: usize,
+    /// Slab bytes of the fused side.
+    pub fused_slab_bytes: usize,
+    /// Launches the fused side saves (negative: it launches more).
+    pub launches_saved: i64,
+    /// DRAM bytes per execute the fused side saves (negative: it moves more).
+    pub dram_bytes_saved: i64,
+}
+
+impl Difference {
+    /// How the fused slab compares: `smaller`, `equal` or `larger`.
+    pub fn slab(&self) -> &'static str {
+        match self.fused_slab_bytes.cmp(&self.unfused_slab_bytes) {
+            Ordering::Less => "smaller",
+            Ordering::Equal => "equal",
+            Ordering::Greater => "larger",
+        }
+    }
+
+    /// Slab bytes the fused side saves (negative: it needs more).
+    pub fn slab_bytes_saved(&self) -> i64 {
+        signed(self.unfused_slab_bytes) - signed(self.fused_slab_bytes)
+    }
+
+    /// One line: `fused vs unfused: slab equal (1,196,288 bytes), 2 launches saved, 65,536 DRAM
+    /// bytes saved`.
+    pub fn line(&self) -> String {
+        let slab = match self.slab() {
+            "equal" => format!("slab equal ({} bytes)", group(self.fused_slab_bytes)),
+            word => format!(
+                "slab {word} by {} bytes ({} vs {})",
+                group(self.slab_bytes_saved().unsigned_abs() as usize),
+                group(self.fused_slab_bytes),
+                group(self.unfused_slab_bytes)
+            ),
+        };
+        format!(
+            "{} vs unfused: {slab}, {}, {}",
+            self.fused,
+            saved(self.launches_saved, "launch", "launches"),
+            saved(self.dram_bytes_saved, "DRAM byte", "DRAM bytes")
+        )
+    }
+}
+
+fn signed(v: usize) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn saved(v: i64, one: &str, many: &str) -> String {
+    let n = group(v.unsigned_abs() as usize);
+    let unit = if v.unsigned_abs() == 1 { one } else { many };
+    if v >= 0 { format!("{n} {unit} saved") } else { format!("{n} {unit} more") }
+}
+
+/// The fused-vs-unfused difference, or `None` when the unfused program was refused by the
+/// planner or nothing was fused (only one candidate).
+pub fn difference(e: &Exploration) -> Option<Difference> {
+    let unfused = e.get("unfused")?;
+    let fused = e.get("fused").or_else(|| e.picked()).filter(|c| c.label != "unfused")?;
+    let (u, f) = (&unfused.program.figures, &fused.program.figures);
+    Some(Difference {
+        fused: fused.label.clone(),
+        unfused_slab_bytes: u.slab_bytes,
+        fused_slab_bytes: f.slab_bytes,
+        launches_saved: signed(u.launches) - signed(f.launches),
+        dram_bytes_saved: signed(u.dram_bytes) - signed(f.dram_bytes),
+    })
+}
+
+/// The epilogue of every `lt_matmul` of a candidate, in LLIR order: `RELU_BIAS RELU_BIAS BIAS`.
+pub fn epilogues(c: &Candidate) -> String {
+    let names: Vec<&str> = c
+        .program
+        .llir
+        .nodes
+        .iter()
+        .filter_map(|n| match n.op {
+            LlirOp::LtMatmul { epilogue, .. } => Some(epilogue.name()),
+            _ => None,
+        })
+        .collect();
+    if names.is_empty() { "-".to_string() } else { names.join(" ") }
+}
+
+/// `1196288` -> `1,196,288`.
+pub fn group(v: usize) -> String {
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The readable report: a header with the e-graph's size, one row per candidate (nodes,
+/// launches, buffers, slab_bytes, naive_bytes, lower_bound, dram_bytes in bytes, cost in
+/// launch-equivalent bytes, `*` on the pick, the matmuls' epilogues), the refused candidates,
+/// the fused-vs-unfused line and the pick. Grouped digits; no timings.
+pub fn compare_text(e: &Exploration) -> String {
+    let mut s = String::new();
+    let sat = &e.saturation;
+    let _ = writeln!(s, "# lumen compare: {}", e.name);
+    let _ = writeln!(
+        s,
+        "# e-graph: {} e-nodes, {} e-classes after {} iterations ({})",
+        sat.egraph_nodes, sat.egraph_classes, sat.iterations, sat.stop
+    );
+    let header = [
+        "candidate",
+        "nodes",
+        "launches",
+        "buffers",
+        "slab_bytes",
+        "naive_bytes",
+        "lower_bound",
+        "dram_bytes",
+        "cost",
+        "pick",
+    ];
+    let rows: Vec<[String; 10]> = e
+        .candidates
+        .iter()
+        .map(|c| {
+            let f = &c.program.figures;
+            [
+                c.label.clone(),
+                group(f.nodes),
+                group(f.launches),
+                group(c.program.llir.buffers.len()),
+                group(f.slab_bytes),
+                group(f.naive_bytes),
+                group(f.lower_bound),
+                group(f.dram_bytes),
+                group(usize::try_from(c.cost).unwrap_or(usize::MAX)),
+                if c.picked { "*".to_string() } else { String::new() },
+            ]
+        })
+        .collect();
+    let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: &[String]| -> String {
+        let mut l = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&width).enumerate() {
+            if i == 0 {
+                let _ = write!(l, "{cell:<w$}");
+            } else if i + 1 == cells.len() {
+                let _ = write!(l, "  {cell:<w$}");
+            } else {
+                let _ = write!(l, "  {cell:>w$}");
+            }
+        }
+        l
+    };
+    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    let _ = writeln!(s, "{}  epilogues", line(&head));
+    for (row, c) in rows.iter().zip(&e.candidates) {
+        let _ = writeln!(s, "{}  {}", line(row), epilogues(c));
+    }
+    for (label, err) in &e.refused {
+        let _ = writeln!(s, "{label}: refused by the planner: {err}");
+    }
+    match difference(e) {
+        Some(d) => {
+            let _ = writeln!(s, "{}", d.line());
+        }
+        None => {
+            let _ = writeln!(s, "nothing to compare: the e-graph holds no fused program");
+        }
+    }
+    if let Some(p) = e.picked() {
+        let _ = writeln!(s, "cost model picks: {} ({}-{})", p.label, e.name, p.label);
+    }
+    s
+}
+
+/// The JSON of `lumen compare --json`: `{"program", "egraph": {"nodes", "classes",
+/// "iterations", "stop"}, "candidates": [{"label", "program_label", "nodes", "launches",
+/// "buffers", "slab_bytes", "naive_bytes", "lower_bound", "dram_bytes", "flops", "cost",
+/// "epilogues": [...], "picked"}], "pick", "fused_vs_unfused": {"fused", "slab",
+/// "slab_bytes_saved", "launches_saved", "dram_bytes_saved"} or null, "refused": [{"label",
+/// "error"}]}`. Sizes in bytes; cost in launch-equivalent bytes.
+pub fn compare_json(e: &Exploration) -> Value {
+    let candidates: Vec<Value> = e
+        .candidates
+        .iter()
+        .map(|c| {
+            let f = &c.program.figures;
+            let epis: Vec<&str> = c
+                .program
+                .llir
+                .nodes
+                .iter()
+                .filter_map(|n| match n.op {
+                    LlirOp::LtMatmul { epilogue, .. } => Some(epilogue.name()),
+                    _ => None,
+                })
+                .collect();
+            json!({
+                "label": c.label,
+                "program_label": c.program.label,
+                "nodes": f.nodes,
+                "launches": f.launches,
+                "buffers": c.program.llir.buffers.len(),
+                "slab_bytes": f.slab_bytes,
+                "naive_bytes": f.naive_bytes,
+                "lower_bound": f.lower_bound,
+                "dram_bytes": f.dram_bytes,
+                "flops": f.flops,
+                "cost": c.cost,
+                "epilogues": epis,
+                "picked": c.picked,
+            })
+        })
+        .collect();
+    let diff = difference(e).map(|d| {
+        json!({
+            "fused": d.fused,
+            "slab": d.slab(),
+            "slab_bytes_saved": d.slab_bytes_saved(),
+            "launches_saved": d.launches_saved,
+            "dram_bytes_saved": d.dram_bytes_saved,
+        })
+    });
+    let refused: Vec<Value> = e
+        .refused
+        .iter()
+        .map(|(label, err)| json!({"label": label, "error": err.to_string()}))
+        .collect();
+    json!({
+        "program": e.name,
+        "egraph": {
+            "nodes": e.saturation.egraph_nodes,
+            "classes": e.saturation.egraph_classes,
+            "iterations": e.saturation.iterations,
+            "stop": e.saturation.stop.to_string(),
+        },
+        "candidates": candidates,
+        "pick": e.picked().map(|c| c.label.clone()),
+        "fused_vs_unfused": diff,
+        "refused": refused,
+    })
+}
