@@ -3,34 +3,19 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
-use lumen_compiler::programs::{self, BuiltinArgs};
 use lumen_compiler::{CompileOptions, dump};
+
+use super::program_args::ProgramArgs;
 
 /// Arguments of `lumen compile`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The built-in program: `linear-relu` or `mlp`.
-    program: String,
-    /// linear-relu: rows of x.
-    #[arg(long, default_value_t = 64)]
-    m: usize,
-    /// linear-relu: inner dimension (columns of x, rows of w).
-    #[arg(long, default_value_t = 256)]
-    k: usize,
-    /// linear-relu: columns of w and y.
-    #[arg(long, default_value_t = 64)]
-    n: usize,
-    /// mlp: layer sizes, input first, comma-separated.
-    #[arg(long, default_value = "64,128,64,10")]
-    layers: String,
-    /// mlp: batch rows.
-    #[arg(long, default_value_t = 32)]
-    batch: usize,
-    /// Fuse matmul + bias + activation into cuBLASLt epilogues (not available yet).
+    #[command(flatten)]
+    program: ProgramArgs,
+    /// Fuse matmul + bias + activation into cuBLASLt epilogues with the e-graph (the default).
     #[arg(long, overrides_with = "no_fuse")]
     fuse: bool,
-    /// Lower every op to its own launch (the default for now).
+    /// Lower every op to its own launch.
     #[arg(long = "no-fuse", overrides_with = "fuse")]
     no_fuse: bool,
     /// cuBLASLt workspace per matmul, in bytes.
@@ -49,22 +34,12 @@ pub struct Args {
 
 /// Runs `lumen compile`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.fuse && !args.no_fuse {
-        bail!("fusion is not available yet; compile with --no-fuse");
-    }
-    let sizes = BuiltinArgs {
-        m: args.m,
-        k: args.k,
-        n: args.n,
-        layers: programs::parse_layers(&args.layers)?,
-        batch: args.batch,
-    };
-    let graph = programs::builtin(&args.program, &sizes)?;
+    let graph = args.program.graph()?;
     let options = CompileOptions {
-        fuse: false,
+        fuse: !args.no_fuse,
         workspace_bytes: args.workspace_bytes,
         alignment: args.alignment,
-        name: args.program.clone(),
+        name: args.program.program.clone(),
         dump_dir: args.dump_dir,
         ..CompileOptions::default()
     };

@@ -1,7 +1,9 @@
 //! Subcommands of the `lumen` CLI, one file each.
 
+mod compare;
 mod compile;
 mod plan_slab;
+mod program_args;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -20,6 +22,8 @@ enum Command {
     PlanSlab(plan_slab::Args),
     /// Compile a built-in program; print its canonical LLIR, slab plan and figures.
     Compile(compile::Args),
+    /// Compare the fusion candidates of a built-in program: memory, launches, DRAM traffic.
+    Compare(compare::Args),
     /// Run the MLP a safetensors file holds; check accuracy and logits; report plan and phases.
     Run(run::Args),
 }
@@ -30,5 +34,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::PlanSlab(args) => plan_slab::run(args),
         Command::Compile(args) => compile::run(args),
         Command::Run(args) => run::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
