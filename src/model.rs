@@ -121,7 +121,10 @@ fn f32_tensor(
     Ok(HostTensor::new(view.shape().to_vec(), data)?)
 }
 
-fn labels(st: &SafeTensors<'_>) -> Result<Option<(Vec<usize>, Vec<i64>)>, ModelError> {
+/// The labels' shape and values.
+type Labels = (Vec<usize>, Vec<i64>);
+
+fn labels(st: &SafeTensors<'_>) -> Result<Option<Labels>, ModelError> {
     let Ok(view) = st.tensor("y") else { return Ok(None) };
     let data: Vec<i64> = match view.dtype() {
         Dtype::I64 => view

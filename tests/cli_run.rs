@@ -354,7 +354,7 @@ fn bad_files_are_one_error_line() {
             .ends_with("the file has no tensor `x` (the input batch [B, in])")
     );
 
-    let nolayers = p("nolayers.safetensors", &[x.clone()]);
+    let nolayers = p("nolayers.safetensors", std::slice::from_ref(&x));
     assert!(
         error_line(&["run", &nolayers])
             .ends_with("the file has no tensor `w1` (the first layer's weight)")
