@@ -185,13 +185,35 @@ pub fn compile_cubin(arch: &str) -> Result<Vec<CompiledKernel>, RuntimeError> {
 }
 
 fn compile_all(arch: &str, kind: CodeKind) -> Result<Vec<CompiledKernel>, RuntimeError> {
+    kernel_sources()
+        .iter()
+        .map(|k| {
+            let image = compile_source(k.name, k.source, arch, kind)?;
+            Ok(CompiledKernel { kernel: k.kernel, name: k.name, kind, image })
+        })
+        .collect()
+}
+
+/// Compiles one CUDA C translation unit `source` (named `{name}.cu` in NVRTC's log) for `arch`
+/// (`sm_90` or `90`): PTX for the virtual architecture `compute_90`, or a CUBIN for the real
+/// `sm_90`. Returns the image (PTX text with its terminating NUL, or ELF bytes).
+///
+/// # Errors
+/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing; [`CudaError::Nvrtc`] carrying the
+/// compile log when the source does not compile.
+pub fn compile_source(
+    name: &str,
+    source: &str,
+    arch: &str,
+    kind: CodeKind,
+) -> Result<Vec<u8>, RuntimeError> {
     require_nvrtc()?;
     let digits = arch.trim_start_matches("sm_").trim_start_matches("compute_");
     let target = match kind {
         CodeKind::Ptx => format!("compute_{digits}"),
         CodeKind::Cubin => format!("sm_{digits}"),
     };
-    kernel_sources().iter().map(|k| compile_one(k, &target, kind).map_err(Into::into)).collect()
+    Ok(compile_one(name, source, &target, kind)?)
 }
 
 /// An NVRTC program, destroyed on drop.
@@ -207,32 +229,38 @@ impl Drop for Program {
 }
 
 fn compile_one(
-    k: &KernelSource,
+    name: &str,
+    source: &str,
     target: &str,
     kind: CodeKind,
-) -> Result<CompiledKernel, CudaError> {
-    let fail = |call, e, log| CudaError::nvrtc(k.name, call, e, log);
-    // Sources and names are constants without NUL bytes.
-    let src = CString::new(k.source).unwrap_or_default();
-    let name = CString::new(format!("{}.cu", k.name)).unwrap_or_default();
-    let raw = nvrtc::create_program(&src, Some(&name))
+) -> Result<Vec<u8>, CudaError> {
+    let fail = |call, e, log| CudaError::nvrtc(name, call, e, log);
+    let nul = |what: &str| CudaError::Nvrtc {
+        kernel: name.to_string(),
+        call: "nvrtcCreateProgram",
+        status: format!("the {what} contains a NUL byte"),
+        log: String::new(),
+    };
+    let src = CString::new(source).map_err(|_| nul("source"))?;
+    let file = CString::new(format!("{name}.cu")).map_err(|_| nul("name"))?;
+    let raw = nvrtc::create_program(&src, Some(&file))
         .map_err(|e| fail("nvrtcCreateProgram", e, String::new()))?;
     let prog = Program { raw };
     let options = [format!("--gpu-architecture={target}"), "--std=c++14".to_string()];
-    // SAFETY: `prog` is live; options are NUL-free.
+    // SAFETY: `prog` is live; the options are NUL-free.
     if let Err(e) = unsafe { nvrtc::compile_program(prog.raw, &options) } {
         return Err(fail("nvrtcCompileProgram", e, program_log(prog.raw)));
     }
-    let image = match kind {
+    match kind {
         // SAFETY: compiled successfully above.
-        CodeKind::Ptx => unsafe { nvrtc::get_ptx(prog.raw) }
+        CodeKind::Ptx => Ok(unsafe { nvrtc::get_ptx(prog.raw) }
             .map_err(|e| fail("nvrtcGetPTX", e, String::new()))?
             .into_iter()
             .map(|c| c as u8)
-            .collect(),
+            .collect()),
         CodeKind::Cubin => {
             let mut size = 0usize;
-            // SAFETY: compiled successfully; writes the size then the bytes.
+            // SAFETY: compiled successfully; writes the size, then that many bytes.
             unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog.raw, &mut size) }
                 .result()
                 .map_err(|e| fail("nvrtcGetCUBINSize", e, String::new()))?;
@@ -240,10 +268,9 @@ fn compile_one(
             unsafe { nvrtc_sys::nvrtcGetCUBIN(prog.raw, bytes.as_mut_ptr().cast::<c_char>()) }
                 .result()
                 .map_err(|e| fail("nvrtcGetCUBIN", e, String::new()))?;
-            bytes
+            Ok(bytes)
         }
-    };
-    Ok(CompiledKernel { kernel: k.kernel, name: k.name, kind, image })
+    }
 }
 
 fn program_log(prog: nvrtc_sys::nvrtcProgram) -> String {

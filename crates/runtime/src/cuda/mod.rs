@@ -35,8 +35,8 @@ use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
 pub use device::{DEVICE_ALIGNMENT, Device, DeviceInfo, Libraries, check_aligned};
 pub use error::CudaError;
 pub use kernels::{
-    CodeKind, CompiledKernel, Kernel, KernelSource, compile_cubin, compile_ptx, kernel_sources,
-    nvrtc_present, nvrtc_version,
+    CodeKind, CompiledKernel, Kernel, KernelSource, compile_cubin, compile_ptx, compile_source,
+    kernel_sources, nvrtc_present, nvrtc_version,
 };
 pub use lt::{ColumnMajor, ComputeMode, column_major, cublaslt_epilogue};
 
