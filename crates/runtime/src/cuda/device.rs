@@ -319,7 +319,7 @@ impl Drop for PinnedHost {
 /// # Errors
 /// [`CudaError::Misaligned`] naming `what`.
 pub fn check_aligned(what: &str, address: u64) -> Result<(), CudaError> {
-    if address % DEVICE_ALIGNMENT == 0 {
+    if address.is_multiple_of(DEVICE_ALIGNMENT) {
         Ok(())
     } else {
         Err(CudaError::Misaligned { what: what.to_string(), address, alignment: DEVICE_ALIGNMENT })

@@ -24,6 +24,7 @@ pub mod kernels;
 pub mod lt;
 
 use std::cell::OnceCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -88,7 +89,7 @@ pub struct CudaRuntime {
     options: CudaOptions,
     device: Arc<Device>,
     // NVRTC runs once per runtime, at the first prepare; every program shares the modules.
-    kernels: OnceCell<Arc<LoadedKernels>>,
+    kernels: OnceCell<Rc<LoadedKernels>>,
 }
 
 impl CudaRuntime {
@@ -121,11 +122,11 @@ impl CudaRuntime {
         self.device.info()
     }
 
-    fn kernels(&self) -> Result<(Arc<LoadedKernels>, bool), RuntimeError> {
+    fn kernels(&self) -> Result<(Rc<LoadedKernels>, bool), RuntimeError> {
         if let Some(k) = self.kernels.get() {
             return Ok((k.clone(), false));
         }
-        let k = Arc::new(LoadedKernels::new(&self.device)?);
+        let k = Rc::new(LoadedKernels::new(&self.device)?);
         let _ = self.kernels.set(k.clone());
         Ok((k, true))
     }
@@ -232,7 +233,7 @@ pub struct CudaProgram {
     events: (CudaEvent, CudaEvent),
     staging: PinnedHost,
     lt: LtPlan,
-    kernels: Arc<LoadedKernels>,
+    kernels: Rc<LoadedKernels>,
     stream: Arc<CudaStream>,
     slab: DeviceAlloc,
     device: Arc<Device>,
