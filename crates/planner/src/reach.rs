@@ -1,14 +1,14 @@
 //! Reachability: the DAG's strict transitive closure, compressed along a chain cover.
 //!
-//! A path cover splits the nodes into chains `c_0, c_1, ...` (each a path of the DAG, in
-//! topological order). Because a chain is totally ordered, the nodes of chain `c` that a node
-//! `u` reaches form a suffix of it, so the closure is fully described by one number per node
-//! and chain: the earliest position on `c` that `u` reaches (Jagadish's compressed transitive
-//! closure, "A compression technique to materialize transitive closure", TODS 1990). A chain
-//! DAG (every MiniMalloc interval file) has one chain: memory is `O(n)`. A layered tensor
-//! program of width `w` has about `w` chains: `O(n * w)`. When the cover has so many chains
-//! that the table would outgrow plain bitsets (more than `n / 32`), one bitset row per node is
-//! kept instead, so memory is never worse than `n * n` bits.
+//! A chain cover splits the nodes into chains `c_0, c_1, ...`, each totally ordered by
+//! reachability. The ancestors of a node on chain `c` form a prefix of `c`, so the closure is
+//! described by one number per node and chain: the last position on `c` that reaches the node
+//! (Jagadish's compressed transitive closure, "A compression technique to materialize
+//! transitive closure", ACM TODS 1990). Chains are built greedily in topological order: a node
+//! joins a chain whose tail reaches it (the nearest such tail), else starts a new one. A chain
+//! DAG (every MiniMalloc interval file) has one chain, so memory is `O(n)`; a layered tensor
+//! program about as many chains as its widest layer, so `O(n * width)`. Should the table grow
+//! past the size of plain bitsets (`n * n` bits), one bitset row per node is kept instead.
 
 use fixedbitset::FixedBitSet;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -19,8 +19,8 @@ use crate::PlanError;
 /// The strict transitive closure of a DAG: `reaches(a, b)` iff there is a path of at least one
 /// edge from `a` to `b` (a node never reaches itself).
 ///
-/// Memory is `4 * n * k` bytes for `n` nodes and a path cover of `k` chains (`k = 1` for a
-/// chain DAG), capped at `n * n` bits. Queries are O(1).
+/// Memory is at most `4 * n * k` bytes for `n` nodes and a chain cover of `k` chains (`k = 1`
+/// for a chain DAG), and never more than about `n * n` bits. Queries are O(1).
 #[derive(Debug, Clone)]
 pub struct Reachability {
     /// Rank of each node (by node index) in a fixed topological order.
@@ -33,17 +33,18 @@ pub struct Reachability {
 
 #[derive(Debug, Clone)]
 enum Closure {
-    /// Chain-compressed: `earliest[u * chains + c]` is the first position on chain `c` that `u`
-    /// reaches (`chain_len[c]` when none).
-    Chains { chains: usize, chain_of: Vec<u32>, pos: Vec<u32>, earliest: Vec<u32> },
+    /// Chain-compressed. Node `v`'s row is `table[start[v]..start[v + 1]]`, one entry per chain
+    /// that existed when `v` was visited: `1 +` the last position on that chain reaching `v`, or
+    /// 0 when none does. Chains started later hold no ancestor of `v`.
+    Chains { chains: usize, chain_of: Vec<u32>, pos: Vec<u32>, start: Vec<usize>, table: Vec<u32> },
     /// One row per node, indexed by node index; bit `j` = reaches the node of rank `j`.
     Bits(Vec<FixedBitSet>),
 }
 
 impl Reachability {
-    /// Builds the closure: a topological order, a greedy path cover (each node extends the
-    /// chain of a predecessor that is still a chain's tail), then one reverse-topological pass
-    /// that takes, per chain, the minimum over successors.
+    /// Builds the closure: a topological order, then one pass in that order that computes
+    /// each node's row from its predecessors' (per chain, the maximum) and puts the node on a
+    /// chain.
     ///
     /// # Errors
     /// [`PlanError::Cyclic`] when the graph has a cycle or a self-loop.
@@ -54,120 +55,11 @@ impl Reachability {
         for (r, v) in order.iter().enumerate() {
             rank[v.index()] = r as u32;
         }
-
-        // Greedy path cover in topological order. Among predecessors that end a chain, take
-        // the one of highest rank: it keeps chains tight along the critical path.
-        const NONE: u32 = u32::MAX;
-        let mut chain_of = vec![NONE; n];
-        let mut pos = vec![0u32; n];
-        let mut tail: Vec<u32> = Vec::new();
-        for &v in &order {
-            let mut pick: Option<(u32, u32)> = None;
-            for edge in dag.edges_directed(v, petgraph::Direction::Incoming) {
-                let p = edge.source().index();
-                let c = chain_of[p];
-                if c != NONE
-                    && tail[c as usize] == p as u32
-                    && pick.is_none_or(|(r, _)| rank[p] > r)
-                {
-                    pick = Some((rank[p], c));
-                }
-            }
-            let c = match pick {
-                Some((_, c)) => c,
-                None => {
-                    tail.push(NONE);
-                    (tail.len() - 1) as u32
-                }
-            };
-            let t = tail[c as usize];
-            pos[v.index()] = if t == NONE { 0 } else { pos[t as usize] + 1 };
-            chain_of[v.index()] = c;
-            tail[c as usize] = v.index() as u32;
-        }
-        let chains = tail.len();
-        let chain_len: Vec<u32> =
-            tail.iter().map(|&t| if t == NONE { 0 } else { pos[t as usize] + 1 }).collect();
-        // Ranks of each chain's nodes, by position (increasing: chains follow the order).
-        let mut members: Vec<Vec<u32>> = vec![Vec::new(); chains];
-        for &v in &order {
-            if let Some(m) = members.get_mut(chain_of[v.index()] as usize) {
-                m.push(rank[v.index()]);
-            }
-        }
-
-        // Chain table costs 32 * k bits per node, a bitset row n bits.
-        let closure = if n > 0 && chains.saturating_mul(32) > n {
-            let mut rows = vec![FixedBitSet::new(); n];
-            for &node in order.iter().rev() {
-                let mut row = FixedBitSet::with_capacity(n);
-                for edge in dag.edges(node) {
-                    let succ = edge.target().index();
-                    row.insert(rank[succ] as usize);
-                    row.union_with(&rows[succ]);
-                }
-                rows[node.index()] = row;
-            }
-            Closure::Bits(rows)
-        } else {
-            let mut earliest = vec![0u32; n * chains];
-            for &node in order.iter().rev() {
-                let u = node.index();
-                let (row, rest) = split_row(&mut earliest, u, chains);
-                row.copy_from_slice(&chain_len);
-                for edge in dag.edges(node) {
-                    let s = edge.target().index();
-                    let cs = chain_of[s] as usize;
-                    if let Some(slot) = row.get_mut(cs) {
-                        *slot = (*slot).min(pos[s]);
-                    }
-                    if let Some(srow) = rest.get(s * chains..(s + 1) * chains) {
-                        for (a, &b) in row.iter_mut().zip(srow) {
-                            *a = (*a).min(b);
-                        }
-                    }
-                }
-            }
-            Closure::Chains { chains, chain_of, pos, earliest }
+        let closure = match chain_table(dag, &order, &rank) {
+            Some(table) => table,
+            None => bit_rows(dag, &order, &rank),
         };
-
-        // Frontier: one past the highest rank a node does not reach (itself included).
-        let mut frontier = vec![0u32; n];
-        match &closure {
-            Closure::Chains { chains, earliest, .. } => {
-                for u in 0..n {
-                    let row = &earliest[u * chains..(u + 1) * chains];
-                    let mut f = rank[u] + 1;
-                    for (c, &e) in row.iter().enumerate() {
-                        // Positions before `e` on chain c are not reached; the last has the highest rank.
-                        if e > 0
-                            && let Some(&r) = members[c].get(e as usize - 1)
-                        {
-                            f = f.max(r + 1);
-                        }
-                    }
-                    frontier[u] = f;
-                }
-            }
-            Closure::Bits(rows) => {
-                for u in 0..n {
-                    let row = &rows[u];
-                    let mut f = rank[u] + 1;
-                    // Highest zero bit of the row (rank order).
-                    let top = (n - 1) as u32;
-                    let mut r = top as i64;
-                    while r > rank[u] as i64 {
-                        if !row.contains(r as usize) {
-                            f = f.max(r as u32 + 1);
-                            break;
-                        }
-                        r -= 1;
-                    }
-                    frontier[u] = f;
-                }
-            }
-        }
-
+        let frontier = frontiers(&closure, &order, &rank);
         Ok(Self { rank, frontier, closure })
     }
 
@@ -183,9 +75,10 @@ impl Reachability {
             return false;
         }
         match &self.closure {
-            Closure::Chains { chains, chain_of, pos, earliest } => {
-                let c = chain_of[b] as usize;
-                earliest[a * chains + c] <= pos[b]
+            Closure::Chains { chain_of, pos, start, table, .. } => {
+                let c = chain_of[a] as usize;
+                let row = &table[start[b]..start[b + 1]];
+                row.get(c).is_some_and(|&last| last > pos[a])
             }
             Closure::Bits(rows) => rows[a].contains(self.rank[b] as usize),
         }
@@ -211,10 +104,9 @@ impl Reachability {
         }
         let mut out = FixedBitSet::with_capacity(n);
         match &self.closure {
-            Closure::Chains { chains, chain_of, pos, earliest } => {
-                let row = &earliest[node.index() * chains..(node.index() + 1) * chains];
+            Closure::Chains { .. } => {
                 for v in 0..n {
-                    if row[chain_of[v] as usize] <= pos[v] {
+                    if self.reaches(node, NodeIndex::new(v)) {
                         out.insert(v);
                     }
                 }
@@ -252,29 +144,133 @@ impl Reachability {
     }
 }
 
-/// Splits the flat table into node `u`'s row and the rest (as a view where other rows keep
-/// their absolute offsets: row `u` reads as empty there).
-fn split_row(table: &mut [u32], u: usize, chains: usize) -> (&mut [u32], RowsExcept<'_>) {
-    let (head, tail) = table.split_at_mut(u * chains);
-    let (row, after) = tail.split_at_mut(chains);
-    (row, RowsExcept { head, after, skip_end: (u + 1) * chains })
-}
-
-/// Read access to a flat table with one row mutably borrowed elsewhere.
-struct RowsExcept<'a> {
-    head: &'a [u32],
-    after: &'a [u32],
-    skip_end: usize,
-}
-
-impl RowsExcept<'_> {
-    fn get(&self, range: std::ops::Range<usize>) -> Option<&[u32]> {
-        if range.end <= self.head.len() {
-            self.head.get(range)
-        } else if range.start >= self.skip_end {
-            self.after.get(range.start - self.skip_end..range.end - self.skip_end)
-        } else {
-            None
+/// The chain-compressed closure, or `None` when it would outgrow bitsets.
+fn chain_table<N, E>(dag: &DiGraph<N, E>, order: &[NodeIndex], rank: &[u32]) -> Option<Closure> {
+    const NONE: u32 = u32::MAX;
+    let n = dag.node_count();
+    // Past this many entries (4 bytes each), one bit per node pair is smaller.
+    let limit = (n / 32).saturating_mul(n).max(4 * n);
+    let mut chain_of = vec![NONE; n];
+    let mut pos = vec![0u32; n];
+    let mut tail: Vec<u32> = Vec::new();
+    let mut start = vec![0usize; n + 1];
+    let mut ends = vec![0usize; n];
+    let mut table: Vec<u32> = Vec::new();
+    let mut row: Vec<u32> = Vec::new();
+    for &v in order {
+        row.clear();
+        row.resize(tail.len(), 0);
+        for edge in dag.edges_directed(v, petgraph::Direction::Incoming) {
+            let p = edge.source().index();
+            let prow = &table[start[p]..ends[p]];
+            for (a, &b) in row.iter_mut().zip(prow) {
+                *a = (*a).max(b);
+            }
+            if let Some(slot) = row.get_mut(chain_of[p] as usize) {
+                *slot = (*slot).max(pos[p] + 1);
+            }
+        }
+        // Join the chain whose tail reaches v and sits nearest to it in the order.
+        let mut pick: Option<(u32, usize)> = None;
+        for (c, &last) in row.iter().enumerate() {
+            let t = tail[c] as usize;
+            if last == pos[t] + 1 && pick.is_none_or(|(r, _)| rank[t] > r) {
+                pick = Some((rank[t], c));
+            }
+        }
+        let vi = v.index();
+        match pick {
+            Some((_, c)) => {
+                pos[vi] = pos[tail[c] as usize] + 1;
+                chain_of[vi] = c as u32;
+                tail[c] = vi as u32;
+            }
+            None => {
+                pos[vi] = 0;
+                chain_of[vi] = tail.len() as u32;
+                tail.push(vi as u32);
+            }
+        }
+        start[vi] = table.len();
+        table.extend_from_slice(&row);
+        ends[vi] = table.len();
+        if table.len() > limit {
+            return None;
         }
     }
+    // Rows were written in topological order; lay them out by node index for `start[v + 1]`.
+    let mut by_index = Vec::with_capacity(table.len());
+    let mut starts = vec![0usize; n + 1];
+    for v in 0..n {
+        starts[v] = by_index.len();
+        by_index.extend_from_slice(&table[start[v]..ends[v]]);
+    }
+    starts[n] = by_index.len();
+    Some(Closure::Chains { chains: tail.len(), chain_of, pos, start: starts, table: by_index })
+}
+
+/// One bitset row per node (indexed by rank), by OR-ing successor rows in reverse order.
+fn bit_rows<N, E>(dag: &DiGraph<N, E>, order: &[NodeIndex], rank: &[u32]) -> Closure {
+    let n = dag.node_count();
+    let mut rows = vec![FixedBitSet::new(); n];
+    for &node in order.iter().rev() {
+        let mut row = FixedBitSet::with_capacity(n);
+        for edge in dag.edges(node) {
+            let succ = edge.target().index();
+            row.insert(rank[succ] as usize);
+            row.union_with(&rows[succ]);
+        }
+        rows[node.index()] = row;
+    }
+    Closure::Bits(rows)
+}
+
+/// Per node: one past the highest rank it does not reach (itself included).
+fn frontiers(closure: &Closure, order: &[NodeIndex], rank: &[u32]) -> Vec<u32> {
+    let n = order.len();
+    let mut frontier = vec![0u32; n];
+    match closure {
+        Closure::Chains { chains, chain_of, pos, start, table } => {
+            // Nodes of each chain by position; along a chain, rows only grow (later nodes have
+            // more ancestors), so the first node u reaches is found by binary search.
+            let mut members: Vec<Vec<u32>> = vec![Vec::new(); *chains];
+            for &v in order {
+                if let Some(m) = members.get_mut(chain_of[v.index()] as usize) {
+                    m.push(v.index() as u32);
+                }
+            }
+            for u in 0..n {
+                let (cu, pu) = (chain_of[u] as usize, pos[u]);
+                let mut f = rank[u] + 1;
+                for m in &members {
+                    let reached = |w: &u32| {
+                        let w = *w as usize;
+                        table[start[w]..start[w + 1]].get(cu).is_some_and(|&last| last > pu)
+                    };
+                    // Index of the first member u reaches; the one before it is not reached.
+                    let first = m.partition_point(|w| !reached(w));
+                    if first > 0 {
+                        f = f.max(rank[m[first - 1] as usize] + 1);
+                    }
+                }
+                frontier[u] = f;
+            }
+        }
+        Closure::Bits(rows) => {
+            for (u, row) in rows.iter().enumerate() {
+                // Highest rank the row lacks, searched from the top.
+                let mut f = rank[u] + 1;
+                let mut r = n;
+                while r > rank[u] as usize + 1 {
+                    r -= 1;
+                    if !row.contains(r) {
+                        f = f.max(r as u32 + 1);
+                        break;
+                    }
+                }
+                frontier[u] = f;
+            }
+        }
+    }
+    frontier
 }

@@ -192,16 +192,23 @@ pub fn plan_slab<N, E>(
     options: &SlabOptions,
 ) -> Result<SlabPlan, PlanError> {
     let (reach, reserved) = validate(dag, buffers, options.alignment)?;
-    let order = BufferOrder::new(&reach, buffers);
-    let offsets = crate::algorithms::place(options, &reach, Some(&order), buffers, &reserved)?;
-    finish(&order, reserved, offsets)
+    // On a total order (every interval trace) the heaviest antichain is the peak load, found by
+    // a sweep; elsewhere by min-flow over the materialized order.
+    let lower_bound = if reach.is_total_order() {
+        crate::algorithms::interval_peak(&reach, buffers, &reserved)?
+    } else {
+        crate::lower_bound::antichain_of(&BufferOrder::new(&reach, buffers), &reserved)?.weight
+    };
+    let offsets = crate::algorithms::place(options, &reach, buffers, &reserved, lower_bound)?;
+    finish(reserved, offsets, lower_bound)
 }
 
-/// Assembles a plan's totals from its offsets (`offsets` and `reserved` in request order).
+/// Assembles a plan's totals from its offsets (`offsets` and `reserved` in request order) and
+/// the exact lower bound in bytes.
 pub(crate) fn finish(
-    order: &BufferOrder,
     reserved: Vec<usize>,
     offsets: Vec<usize>,
+    lower_bound: usize,
 ) -> Result<SlabPlan, PlanError> {
     let mut slab_bytes = 0usize;
     for (o, r) in offsets.iter().zip(&reserved) {
@@ -211,6 +218,5 @@ pub(crate) fn finish(
         .iter()
         .try_fold(0usize, |acc, &r| acc.checked_add(r))
         .ok_or(PlanError::Overflow)?;
-    let lower_bound = crate::lower_bound::antichain_of(order, &reserved)?.weight;
     Ok(SlabPlan { offsets, reserved, slab_bytes, naive_bytes, lower_bound })
 }

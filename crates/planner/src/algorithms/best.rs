@@ -9,15 +9,14 @@ use std::time::Instant;
 use super::greedy::{Fit, Greedy};
 use super::skyline::{Intervals, Outcome};
 use super::{Instance, capacity_error, local, orders};
-use crate::order::BufferOrder;
 use crate::{PlanError, SlabOptions};
 
 /// Work budget of the interval search, in segment visits: about half a second on a 2-core
 /// laptop-class machine for the hardest MiniMalloc file, far less on easy ones.
 pub(crate) const INTERVAL_WORK: u64 = 400_000_000;
 
-/// The best plan found: offsets in request order. `order` is the materialized `precedes`
-/// relation, used for the exact lower bound on DAGs that are not a total order.
+/// The best plan found: offsets in request order. The search stops once the slab meets
+/// `lower_bound` (bytes, the exact heaviest antichain).
 ///
 /// # Errors
 /// [`PlanError::CapacityExceeded`] when even the best plan passes `options.capacity`; it names
@@ -25,7 +24,7 @@ pub(crate) const INTERVAL_WORK: u64 = 400_000_000;
 pub(crate) fn best(
     inst: &Instance<'_>,
     options: &SlabOptions,
-    order: Option<&BufferOrder>,
+    lower_bound: usize,
 ) -> Result<Vec<usize>, PlanError> {
     let deadline = options.time_budget.map(|d| Instant::now() + d);
     let n = inst.reserved.len();
@@ -59,14 +58,12 @@ pub(crate) fn best(
         }
     }
 
-    if inst.conflicts.is_intervals() {
-        interval_search(inst, &mut incumbent, deadline);
-    } else {
-        let lower_bound = match order {
-            Some(order) => crate::lower_bound::antichain_of(order, inst.reserved)?.weight,
-            None => 0,
-        };
-        local::improve(inst, &mut incumbent, seed.0, seed.1, lower_bound, deadline);
+    if incumbent.slab > lower_bound {
+        if inst.conflicts.is_intervals() {
+            interval_search(inst, &mut incumbent, deadline);
+        } else {
+            local::improve(inst, &mut incumbent, seed.0, seed.1, lower_bound, deadline);
+        }
     }
 
     if let Some(capacity) = options.capacity.filter(|&c| incumbent.slab > c) {

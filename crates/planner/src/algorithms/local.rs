@@ -15,7 +15,7 @@ use super::rng::SplitMix64;
 
 /// Work budget of the local search in neighbour visits (one decode of a plan costs its
 /// number of conflicting pairs, twice, plus its buffers).
-pub(crate) const LOCAL_WORK: u64 = 200_000_000;
+pub(crate) const LOCAL_WORK: u64 = 30_000_000;
 
 /// Most orders tried per buffer, so small programs finish in microseconds.
 const TRIES_PER_BUFFER: usize = 400;

@@ -26,7 +26,6 @@ mod skyline;
 
 pub(crate) use conflicts::Conflicts;
 
-use crate::order::BufferOrder;
 use crate::{PlanError, Reachability, SlabAlgorithm, SlabBuffer, SlabOptions};
 use greedy::{Fit, Greedy};
 
@@ -39,8 +38,8 @@ pub(crate) struct Instance<'a> {
     pub(crate) conflicts: Conflicts,
 }
 
-/// Runs `options.algorithm` on validated input: offsets in request order. `order` (the
-/// materialized `precedes`) gives `best` the exact lower bound on general DAGs.
+/// Runs `options.algorithm` on validated input: offsets in request order. `lower_bound` (the
+/// exact heaviest antichain, bytes) lets `best` stop as soon as a plan meets it.
 ///
 /// # Errors
 /// [`PlanError::Overflow`] when the reserved sizes sum past `usize::MAX` (all but first fit,
@@ -50,9 +49,9 @@ pub(crate) struct Instance<'a> {
 pub(crate) fn place(
     options: &SlabOptions,
     reach: &Reachability,
-    order: Option<&BufferOrder>,
     buffers: &[SlabBuffer],
     reserved: &[usize],
+    lower_bound: usize,
 ) -> Result<Vec<usize>, PlanError> {
     let conflicts = Conflicts::new(reach, buffers);
     // First fit reports overflow while placing, as Luminal does; the others check the sum first.
@@ -77,9 +76,44 @@ pub(crate) fn place(
         }
         SlabAlgorithm::Best => {
             checked_sum()?;
-            best::best(&inst, options, order)
+            best::best(&inst, options, lower_bound)
         }
     }
+}
+
+/// Peak load in bytes of validated buffers over a DAG whose closure is a total order: buffer
+/// `i` is live over the closed rank interval of its uses, and on intervals the heaviest set of
+/// pairwise-overlapping buffers is the heaviest point (Helly), so this is the exact lower
+/// bound, found by a sweep in `O(n log n)`.
+///
+/// # Errors
+/// [`PlanError::Overflow`] when the reserved sizes sum past `usize::MAX`.
+pub(crate) fn interval_peak(
+    reach: &Reachability,
+    buffers: &[SlabBuffer],
+    reserved: &[usize],
+) -> Result<usize, PlanError> {
+    reserved.iter().try_fold(0usize, |a, &r| a.checked_add(r)).ok_or(PlanError::Overflow)?;
+    let mut events: Vec<(u32, bool, usize)> = Vec::with_capacity(2 * buffers.len());
+    for (buf, &r) in buffers.iter().zip(reserved) {
+        let ranks = buf.uses.iter().map(|&u| reach.rank(u));
+        let lo = ranks.clone().min().unwrap_or(0);
+        let hi = ranks.max().unwrap_or(0);
+        // Ends sort after starts at the same rank: the interval is closed.
+        events.push((lo, false, r));
+        events.push((hi, true, r));
+    }
+    events.sort_unstable();
+    let (mut load, mut peak) = (0usize, 0usize);
+    for (_, end, r) in events {
+        if end {
+            load -= r;
+        } else {
+            load += r;
+            peak = peak.max(load);
+        }
+    }
+    Ok(peak)
 }
 
 /// One greedy pass; a capacity error names the first buffer, in placement order, that passed.

@@ -37,13 +37,13 @@ const WALL: usize = usize::MAX;
 pub(crate) enum Branching {
     /// Buffers that start at the valley's left end first (no floor left empty), then the
     /// longest interval, then the largest size.
-    LongestFirst,
+    Longest,
     /// Buffers that start at the valley's left end first, then the largest size, then the
     /// longest interval.
-    LargestFirst,
+    Largest,
     /// Buffers that start at the valley's left end first, then the largest area (size times
     /// segments covered).
-    AreaFirst,
+    Area,
 }
 
 /// Result of one bounded search.
@@ -115,7 +115,7 @@ impl Intervals {
         deadline: Option<Instant>,
     ) -> (Outcome, u64) {
         const ORDERS: [Branching; 3] =
-            [Branching::LongestFirst, Branching::LargestFirst, Branching::AreaFirst];
+            [Branching::Longest, Branching::Largest, Branching::Area];
         let mut searches: Vec<Search<'_>> =
             ORDERS.iter().map(|&b| Search::new(self, capacity, b)).collect();
         let mut used = 0u64;
@@ -256,9 +256,9 @@ impl<'a> Search<'a> {
                 let len = u128::from(p.end[i] - p.start[i]);
                 let size = p.size[i] as u128;
                 let key = match branching {
-                    Branching::LongestFirst => (len, size),
-                    Branching::LargestFirst => (size, len),
-                    Branching::AreaFirst => (size * len, len),
+                    Branching::Longest => (len, size),
+                    Branching::Largest => (size, len),
+                    Branching::Area => (size * len, len),
                 };
                 (std::cmp::Reverse(key), p.end[i], p.size[i], i)
             });
