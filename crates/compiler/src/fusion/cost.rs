@@ -91,8 +91,8 @@ impl Fusions {
 /// egg's cost function for extraction: [`CostModel::node_score`] of each e-node, plus one
 /// for an e-node the program did not write (so a rewrite that only reorders operands never
 /// wins a tie against the user's form), plus its children's costs; `u64::MAX` (never chosen
-/// while anything else is possible) for an ill-shaped e-node, a fused form the [`Fusions`]
-/// policy does not allow, or a banned e-node.
+/// while anything else is possible) for an ill-shaped e-node, a banned e-node, or a fused
+/// form the [`Fusions`] policy does not allow and the program did not write.
 #[derive(Debug)]
 pub struct ExtractionCost<'a> {
     egraph: &'a FusionEGraph,
@@ -154,10 +154,12 @@ impl CostFunction<FusionLang> for ExtractionCost<'_> {
     where
         C: FnMut(Id) -> u64,
     {
-        let allowed = enode.epilogue().is_none_or(|e| self.fusions.allows(e));
+        // What the program itself wrote is always allowed (a hand-fused matmul included).
+        let written = self.written.is_some_and(|w| w.contains(enode));
+        let allowed = written || enode.epilogue().is_none_or(|e| self.fusions.allows(e));
         let own = match self.own(enode) {
             Some(own) if allowed && !self.banned.contains(enode) => {
-                let new = self.written.is_some_and(|w| !w.contains(enode));
+                let new = self.written.is_some() && !written;
                 self.model.node_score(own).saturating_add(u64::from(new))
             }
             _ => u64::MAX,
