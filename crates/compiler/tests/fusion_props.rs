@@ -6,6 +6,7 @@ mod fusion_common;
 
 use fusion_common::{assert_same_outputs, eval};
 use lumen_compiler::dump::{llir_text, plan_text};
+use lumen_compiler::fusion::cost::{CostModel, ExtractionCost};
 use lumen_compiler::fusion::{self, FusionConfig, RuleSet};
 use lumen_compiler::{CompileOptions, Graph, Tensor};
 use proptest::prelude::*;
@@ -127,6 +128,28 @@ proptest! {
         let compiled = g.compile(&options()).unwrap();
         let pick = &fusion::explore(&hlir, "p", &options(), &FusionConfig::default()).unwrap();
         prop_assert_eq!(&compiled.llir, &pick.picked().unwrap().program.llir);
+    }
+
+    #[test]
+    fn best_nodes_agrees_with_eggs_extractor(
+        (ops, outputs, priority) in program(),
+        idempotence in any::<bool>(),
+        bias in any::<bool>(),
+        activation in any::<bool>(),
+    ) {
+        let hlir = build(&ops, &outputs, &priority).hlir();
+        let loaded = fusion::lang::load(&hlir).unwrap();
+        let rules = fusion::rules::rules(&RuleSet { relu_idempotence: idempotence }).unwrap();
+        let (loaded, _) = fusion::saturate(loaded, &rules, &fusion::Limits::default());
+        let eg = &loaded.egraph;
+        let banned = std::collections::BTreeSet::new();
+        let fusions = fusion::Fusions { bias, activation };
+        let cost = || ExtractionCost::new(eg, CostModel::default(), fusions, &banned);
+        let egg_best = egg::Extractor::new(eg, cost());
+        let ours = fusion::candidates::best_nodes(eg, &mut cost());
+        for class in eg.classes() {
+            prop_assert_eq!(ours[&class.id].0, egg_best.find_best_cost(class.id));
+        }
     }
 
     #[test]

@@ -15,9 +15,10 @@
 //! that something else also needs is banned, and extraction runs again. Every round bans at
 //! least one chosen e-node, so the loop ends.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-use egg::{Extractor, Id, Language};
+use egg::{CostFunction, Id, Language};
 
 use super::FusionConfig;
 use super::cost::{ExtractionCost, Fusions};
@@ -34,6 +35,9 @@ pub const POLICIES: [(&str, Fusions); 4] = [
     ("activation", Fusions { bias: false, activation: true }),
     ("fused", Fusions::ALL),
 ];
+
+/// Candidates the planner refused, by label, with its error.
+pub type Refusals = Vec<(String, CompileError)>;
 
 /// One distinct program the e-graph holds.
 #[derive(Debug, Clone)]
@@ -67,9 +71,10 @@ pub fn extract(
     let mut banned: BTreeSet<FusionLang> = BTreeSet::new();
     loop {
         let choice = {
-            let cost = ExtractionCost::new(eg, config.cost, fusions, &banned).preferring(&written);
-            let extractor = Extractor::new(eg, cost);
-            if extractor.find_best_cost(root) == u64::MAX {
+            let mut cost =
+                ExtractionCost::new(eg, config.cost, fusions, &banned).preferring(&written);
+            let best = best_nodes(eg, &mut cost);
+            if best.get(&root).is_none_or(|(c, _)| *c == u64::MAX) {
                 return Err(CompileError::Fusion(
                     "no program of finite cost in the e-graph".to_string(),
                 ));
@@ -80,9 +85,11 @@ pub fn extract(
                 if choice.contains_key(&class) {
                     continue;
                 }
-                let node = extractor.find_best_node(class).clone();
+                let Some((_, node)) = best.get(&class) else {
+                    return Err(CompileError::Fusion(format!("e-class {class} has no cost")));
+                };
                 stack.extend(node.children().iter().map(|&c| eg.find(c)));
-                choice.insert(class, node);
+                choice.insert(class, node.clone());
             }
             choice
         };
@@ -93,6 +100,61 @@ pub fn extract(
             return Ok(choice);
         }
     }
+}
+
+/// The cheapest e-node of every e-class under `cost`, with its cost: Knuth's generalization
+/// of Dijkstra's algorithm, exact because the cost is superior (an e-node never costs less
+/// than any child). A class is final the first time it leaves the heap; an e-node enters the
+/// heap once all its children are final. O(E log E) for E child slots, where egg's
+/// `Extractor` rescans every class until nothing changes (one pass per level of a deep
+/// program). Ties go to the smaller e-class id, then the first e-node of the class.
+pub fn best_nodes<CF>(eg: &FusionEGraph, cost: &mut CF) -> BTreeMap<Id, (u64, FusionLang)>
+where
+    CF: CostFunction<FusionLang, Cost = u64>,
+{
+    let classes: Vec<Id> = {
+        let mut ids: Vec<Id> = eg.classes().map(|c| c.id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    // Every (class, node) slot waiting on a child class, by child.
+    let mut waiting_on: BTreeMap<Id, Vec<(Id, usize)>> = BTreeMap::new();
+    let mut missing: BTreeMap<(Id, usize), usize> = BTreeMap::new();
+    let mut heap: BinaryHeap<Reverse<(u64, Id, usize)>> = BinaryHeap::new();
+    let mut best: BTreeMap<Id, (u64, FusionLang)> = BTreeMap::new();
+    let node_cost = |cost: &mut CF, node: &FusionLang, best: &BTreeMap<Id, (u64, FusionLang)>| {
+        cost.cost(node, |c| best.get(&eg.find(c)).map_or(u64::MAX, |(k, _)| *k))
+    };
+    for &class in &classes {
+        for (i, node) in eg[class].nodes.iter().enumerate() {
+            if node.is_leaf() {
+                heap.push(Reverse((node_cost(cost, node, &best), class, i)));
+            } else {
+                for &c in node.children() {
+                    waiting_on.entry(eg.find(c)).or_default().push((class, i));
+                }
+                missing.insert((class, i), node.len());
+            }
+        }
+    }
+    while let Some(Reverse((k, class, i))) = heap.pop() {
+        if best.contains_key(&class) {
+            continue;
+        }
+        let Some(node) = eg[class].nodes.get(i) else { continue };
+        best.insert(class, (k, node.clone()));
+        for &(parent, j) in waiting_on.get(&class).map(Vec::as_slice).unwrap_or(&[]) {
+            let Some(left) = missing.get_mut(&(parent, j)) else { continue };
+            *left = left.saturating_sub(1);
+            if *left == 0
+                && !best.contains_key(&parent)
+                && let Some(pnode) = eg[parent].nodes.get(j)
+            {
+                heap.push(Reverse((node_cost(cost, pnode, &best), parent, j)));
+            }
+        }
+    }
+    best
 }
 
 /// The e-classes a fused e-node computes internally without writing them: its plain product,
@@ -151,9 +213,9 @@ pub fn enumerate(
     name: &str,
     options: &CompileOptions,
     config: &FusionConfig,
-) -> Result<(Vec<Candidate>, Vec<(String, CompileError)>), CompileError> {
+) -> Result<(Vec<Candidate>, Refusals), CompileError> {
     let mut found: Vec<Candidate> = Vec::new();
-    let mut refused: Vec<(String, CompileError)> = Vec::new();
+    let mut refused: Refusals = Vec::new();
     let mut seen: Vec<crate::llir::Llir> = Vec::new();
     for (label, fusions) in POLICIES {
         let hlir = if fusions == POLICIES[0].1 {

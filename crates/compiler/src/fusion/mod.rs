@@ -159,7 +159,7 @@ pub struct Exploration {
     /// Index of the cost model's pick in `candidates`.
     pub pick: usize,
     /// Candidates the planner refused (e.g. over the capacity), with the error.
-    pub refused: Vec<(String, CompileError)>,
+    pub refused: candidates::Refusals,
     /// What the runner did.
     pub saturation: Saturation,
 }

@@ -89,19 +89,26 @@ pub fn difference(e: &Exploration) -> Option<Difference> {
     })
 }
 
-/// The epilogue of every `lt_matmul` of a candidate, in LLIR order: `RELU_BIAS RELU_BIAS BIAS`.
+/// The epilogue of every `lt_matmul` of a candidate, in LLIR order, runs of one epilogue
+/// counted: `RELU_BIAS x2, BIAS` (a deep MLP stays one short line).
 pub fn epilogues(c: &Candidate) -> String {
-    let names: Vec<&str> = c
-        .program
-        .llir
-        .nodes
-        .iter()
-        .filter_map(|n| match n.op {
-            LlirOp::LtMatmul { epilogue, .. } => Some(epilogue.name()),
-            _ => None,
-        })
+    let mut runs: Vec<(&str, usize)> = Vec::new();
+    for n in &c.program.llir.nodes {
+        if let LlirOp::LtMatmul { epilogue, .. } = n.op {
+            match runs.last_mut() {
+                Some((name, count)) if *name == epilogue.name() => *count += 1,
+                _ => runs.push((epilogue.name(), 1)),
+            }
+        }
+    }
+    if runs.is_empty() {
+        return "-".to_string();
+    }
+    let words: Vec<String> = runs
+        .into_iter()
+        .map(|(name, count)| if count == 1 { name.to_string() } else { format!("{name} x{count}") })
         .collect();
-    if names.is_empty() { "-".to_string() } else { names.join(" ") }
+    words.join(", ")
 }
 
 /// `1196288` -> `1,196,288`.
@@ -109,7 +116,7 @@ pub fn group(v: usize) -> String {
     let digits = v.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
