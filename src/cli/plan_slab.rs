@@ -1,17 +1,24 @@
 //! `lumen plan-slab FILE`: plan a JSON problem or a MiniMalloc CSV (SPEC section 2).
+//! `lumen plan-slab --compare FILE...`: every algorithm on every file, slab / lower_bound and
+//! time, with the geometric mean per algorithm.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
-use lumen_planner::{ProblemError, SlabAlgorithm, SlabPlan, SlabProblem, layout_svg_with_names};
+use lumen_planner::{
+    ProblemError, SlabAlgorithm, SlabOptions, SlabPlan, SlabProblem, layout_svg_with_names,
+    plan_slab, verify,
+};
 use serde_json::{Map, Value, json};
 
 /// Arguments of `lumen plan-slab`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The problem: the planner's JSON form, or a MiniMalloc CSV (`.csv`, `id,lower,upper,size`).
-    file: PathBuf,
+    #[arg(required_unless_present = "compare")]
+    file: Option<PathBuf>,
     /// Print one JSON object (offsets, totals) instead of the table.
     #[arg(long)]
     json: bool,
@@ -21,19 +28,37 @@ pub struct Args {
     /// Offset and size granularity in bytes; overrides the file's `alignment` (default 256).
     #[arg(long, value_name = "BYTES")]
     alignment: Option<usize>,
-    /// Placement algorithm; overrides the file's `algorithm` (default first-fit).
-    #[arg(long, value_name = "NAME", value_parser = parse_algorithm)]
+    /// Placement algorithm; overrides the file's `algorithm` (default first-fit; `best` is the
+    /// best lumen has).
+    #[arg(long, value_name = "NAME", value_parser = algorithm_parser())]
     algorithm: Option<SlabAlgorithm>,
+    /// Wall-clock limit in seconds for `best`'s search, instead of its fixed work budget (the
+    /// plan may then depend on the machine's speed).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    time_budget: Option<Duration>,
+    /// Run every algorithm on each FILE and print slab / lower_bound and the time per
+    /// algorithm and file, with the geometric mean (`--json`: one object).
+    #[arg(long, value_name = "FILE", num_args = 1.., conflicts_with_all = ["file", "svg", "algorithm"])]
+    compare: Vec<PathBuf>,
     /// Also draw the layout as an SVG picture (written atomically).
     #[arg(long, value_name = "OUT.svg")]
     svg: Option<PathBuf>,
 }
 
-fn parse_algorithm(name: &str) -> Result<SlabAlgorithm, String> {
-    SlabAlgorithm::from_name(name).ok_or_else(|| {
-        let known: Vec<&str> = SlabAlgorithm::ALL.iter().map(|a| a.name()).collect();
-        format!("unknown slab algorithm {name:?} (known: {})", known.join(", "))
+/// `--algorithm`: the names of `SlabAlgorithm::ALL`, listed with a line each in `--help`.
+fn algorithm_parser() -> impl clap::builder::TypedValueParser<Value = SlabAlgorithm> {
+    use clap::builder::TypedValueParser as _;
+    let names = SlabAlgorithm::ALL
+        .iter()
+        .map(|a| clap::builder::PossibleValue::new(a.name()).help(a.summary()));
+    clap::builder::PossibleValuesParser::new(names).try_map(|name: String| {
+        SlabAlgorithm::from_name(&name).ok_or_else(|| format!("unknown slab algorithm {name:?}"))
     })
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let secs: f64 = text.parse().map_err(|_| format!("not a number of seconds: {text:?}"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("not a usable duration: {text:?}"))
 }
 
 /// Runs `lumen plan-slab`: loads, applies the overrides, plans, optionally writes the SVG, prints.
@@ -42,11 +67,12 @@ fn parse_algorithm(name: &str) -> Result<SlabAlgorithm, String> {
 /// An unreadable or malformed file, any planner error (with the file name in front), or a
 /// failure to write the SVG; nothing is printed and no SVG is left behind in those cases.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let file = args.file.display().to_string();
-    let mut problem = SlabProblem::load(&args.file).map_err(|e| match e {
-        ProblemError::Io { .. } => anyhow!(e),
-        other => anyhow!("{file}: {other}"),
-    })?;
+    if !args.compare.is_empty() {
+        return compare(&args);
+    }
+    let Some(path) = &args.file else { anyhow::bail!("no problem file given") };
+    let file = path.display().to_string();
+    let mut problem = load(path)?;
     if let Some(capacity) = args.capacity {
         problem.options.capacity = Some(capacity);
     }
@@ -55,6 +81,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(algorithm) = args.algorithm {
         problem.options.algorithm = algorithm;
+    }
+    if args.time_budget.is_some() {
+        problem.options.time_budget = args.time_budget;
     }
     let plan = problem.plan().map_err(|e| anyhow!("{file}: {e}"))?;
 
@@ -73,6 +102,119 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", table(&file, &problem, &plan));
     }
     Ok(())
+}
+
+fn load(path: &Path) -> anyhow::Result<SlabProblem> {
+    SlabProblem::load(path).map_err(|e| match e {
+        ProblemError::Io { .. } => anyhow!(e),
+        other => anyhow!("{}: {other}", path.display()),
+    })
+}
+
+/// One algorithm on one file: slab, lower bound (bytes) and planning time (seconds).
+struct Cell {
+    slab_bytes: usize,
+    lower_bound: usize,
+    seconds: f64,
+}
+
+/// `--compare`: every algorithm on every file (with the file's own capacity and alignment and
+/// the command's overrides), each plan checked by `verify`.
+fn compare(args: &Args) -> anyhow::Result<()> {
+    let mut rows: Vec<(String, Vec<Cell>)> = Vec::new();
+    for path in &args.compare {
+        let file = path.display().to_string();
+        let mut problem = load(path)?;
+        if let Some(capacity) = args.capacity {
+            problem.options.capacity = Some(capacity);
+        }
+        if let Some(alignment) = args.alignment {
+            problem.options.alignment = alignment;
+        }
+        let mut cells = Vec::new();
+        for &algorithm in SlabAlgorithm::ALL {
+            let options =
+                SlabOptions { algorithm, time_budget: args.time_budget, ..problem.options };
+            let start = Instant::now();
+            let plan = plan_slab(&problem.dag, &problem.buffers, &options)
+                .map_err(|e| anyhow!("{file}: {algorithm}: {e}"))?;
+            let seconds = start.elapsed().as_secs_f64();
+            verify(&problem.dag, &problem.buffers, &plan, &options)
+                .map_err(|e| anyhow!("{file}: {algorithm} gave an invalid plan: {e}"))?;
+            cells.push(Cell {
+                slab_bytes: plan.slab_bytes,
+                lower_bound: plan.lower_bound,
+                seconds,
+            });
+        }
+        rows.push((file, cells));
+    }
+    let geomeans: Vec<Option<f64>> = (0..SlabAlgorithm::ALL.len())
+        .map(|k| {
+            let ratios: Vec<f64> = rows.iter().filter_map(|(_, c)| cell_ratio(&c[k])).collect();
+            (!ratios.is_empty())
+                .then(|| (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp())
+        })
+        .collect();
+    if args.json {
+        let files: Vec<Value> = rows
+            .iter()
+            .map(|(file, cells)| {
+                let mut results = Map::new();
+                for (a, c) in SlabAlgorithm::ALL.iter().zip(cells) {
+                    results.insert(
+                        a.name().to_string(),
+                        json!({"slab_bytes": c.slab_bytes, "ratio": cell_ratio(c),
+                               "seconds": c.seconds}),
+                    );
+                }
+                let lower_bound = cells.first().map_or(0, |c| c.lower_bound);
+                json!({"file": file, "lower_bound": lower_bound, "results": results})
+            })
+            .collect();
+        let mut geo = Map::new();
+        for (a, g) in SlabAlgorithm::ALL.iter().zip(&geomeans) {
+            geo.insert(a.name().to_string(), json!(g));
+        }
+        let names: Vec<&str> = SlabAlgorithm::ALL.iter().map(|a| a.name()).collect();
+        let report = json!({"algorithms": names, "files": files, "geomean": geo});
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", compare_table(&rows, &geomeans));
+    }
+    Ok(())
+}
+
+fn cell_ratio(c: &Cell) -> Option<f64> {
+    (c.lower_bound > 0).then(|| c.slab_bytes as f64 / c.lower_bound as f64)
+}
+
+/// Rows of files, a column per algorithm: `ratio (seconds)`, then the geometric means.
+fn compare_table(rows: &[(String, Vec<Cell>)], geomeans: &[Option<f64>]) -> String {
+    let fmt_ratio = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.4}"));
+    let file_w = rows.iter().map(|(f, _)| f.chars().count()).max().unwrap_or(0).max(7);
+    let col_w = SlabAlgorithm::ALL.iter().map(|a| a.name().len()).max().unwrap_or(0).max(17);
+    let mut s = String::new();
+    let _ = writeln!(s, "slab / lower_bound (planning time) per algorithm");
+    let _ = write!(s, "{:<file_w$}", "file");
+    for a in SlabAlgorithm::ALL {
+        let _ = write!(s, "  {:>col_w$}", a.name());
+    }
+    let _ = writeln!(s);
+    for (file, cells) in rows {
+        let _ = write!(s, "{file:<file_w$}");
+        for c in cells {
+            let cell = format!("{} ({:.3}s)", fmt_ratio(cell_ratio(c)), c.seconds);
+            let _ = write!(s, "  {cell:>col_w$}");
+        }
+        let _ = writeln!(s);
+    }
+    let _ = write!(s, "{:<file_w$}", "geomean");
+    for g in geomeans {
+        let _ = write!(s, "  {:>col_w$}", fmt_ratio(*g));
+    }
+    let _ = writeln!(s);
+    s
 }
 
 /// The `--json` object: SPEC section 2's keys first, then the options and per-buffer sizes.

@@ -80,6 +80,21 @@ impl SlabAlgorithm {
         }
     }
 
+    /// One line on what the algorithm does, for `--help`.
+    pub fn summary(self) -> &'static str {
+        match self {
+            SlabAlgorithm::FirstFit => {
+                "request order, lowest gap (Luminal's plan_slab; the default)"
+            }
+            SlabAlgorithm::FirstFitSize => "largest first, lowest gap (TFLite Micro)",
+            SlabAlgorithm::BestFitSize => "largest first, smallest gap that fits (TFLite, XLA)",
+            SlabAlgorithm::Lifetime => "longest-lived first, smallest gap that fits (XLA temporal)",
+            SlabAlgorithm::Best => {
+                "every greedy, then a search toward the lower bound (the best lumen has)"
+            }
+        }
+    }
+
     /// Parses a name produced by [`SlabAlgorithm::name`]; `None` for an unknown name.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.iter().copied().find(|a| a.name() == name)
