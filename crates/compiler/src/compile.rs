@@ -66,7 +66,7 @@ impl CompileOptions {
 
 impl Graph {
     /// Compiles the program: validation and shape inference, fusion when `options.fuse` (the
-    /// cost model's pick among [`crate::fusion::candidates`]), lowering, lifetimes and slab
+    /// cost model's pick among [`crate::fusion::candidates()`]), lowering, lifetimes and slab
     /// planning. The label is `{options.name}-fused|unfused`.
     ///
     /// # Errors

@@ -5,7 +5,7 @@
 //! ([`rules`]) run under a bounded runner ([`Limits`]: e-nodes, iterations, time), with an
 //! e-class analysis of shapes that decides legality ([`analysis`]); each fusion policy extracts
 //! a program with the launches-and-DRAM-bytes cost model ([`cost`]), which is converted back to
-//! an HLIR, lowered and planned ([`candidates`]); the cheapest candidate is what
+//! an HLIR, lowered and planned ([`mod@candidates`]); the cheapest candidate is what
 //! [`crate::Graph::compile`] lowers with `fuse: true`.
 //!
 //! ```

@@ -1,0 +1,147 @@
+//! End-to-end: the built `lumen` binary's `compare` subcommand, and `compile`'s fusion default.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn lumen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(args)
+        .env_remove("LLIR_DUMP_DIR")
+        .output()
+        .expect("run lumen")
+}
+
+fn stdout(args: &[&str]) -> String {
+    let out = lumen(args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_str(&stdout(args)).expect("one JSON object on stdout")
+}
+
+fn error_line(args: &[&str]) -> String {
+    let out = lumen(args);
+    assert!(!out.status.success(), "{args:?} should fail");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    stderr
+}
+
+#[test]
+fn compare_linear_relu_json_has_the_spec_differences() {
+    let v = json(&["compare", "linear-relu", "--json"]);
+    assert_eq!(v["program"], "linear-relu");
+    let c = v["candidates"].as_array().unwrap();
+    let labels: Vec<&str> = c.iter().map(|c| c["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["unfused", "bias", "fused"]);
+    let field = |i: usize, k: &str| c[i][k].as_u64().unwrap();
+    assert_eq!([field(0, "launches"), field(1, "launches"), field(2, "launches")], [3, 2, 1]);
+    assert_eq!([field(0, "buffers"), field(2, "buffers")], [7, 5]);
+    assert_eq!([field(0, "nodes"), field(2, "nodes")], [5, 3]);
+    assert_eq!([field(0, "slab_bytes"), field(2, "slab_bytes")], [1_196_288, 1_196_288]);
+    assert_eq!([field(0, "naive_bytes"), field(2, "naive_bytes")], [1_229_056, 1_196_288]);
+    assert_eq!([field(0, "lower_bound"), field(2, "lower_bound")], [1_196_288, 1_196_288]);
+    assert_eq!([field(0, "dram_bytes"), field(2, "dram_bytes")], [213_248, 147_712]);
+    assert_eq!(c[2]["epilogues"], serde_json::json!(["RELU_BIAS"]));
+    assert_eq!(c[2]["picked"], true);
+    assert_eq!(v["pick"], "fused");
+    let d = &v["fused_vs_unfused"];
+    assert_eq!(d["slab"], "equal");
+    assert_eq!(d["slab_bytes_saved"], 0);
+    assert_eq!(d["launches_saved"], 2);
+    assert_eq!(d["dram_bytes_saved"], 65_536);
+    assert_eq!(v["egraph"]["stop"], "saturated");
+}
+
+#[test]
+fn compare_text_says_the_large_fused_slab_is_smaller() {
+    let text = stdout(&["compare", "linear-relu", "--m", "4096", "--k", "64", "--n", "4096"]);
+    assert!(text.starts_with("# lumen compare: linear-relu\n"), "{text}");
+    assert!(
+        text.contains("fused vs unfused: slab smaller by 67,108,864 bytes (70,270,976 vs 137,379,840), 2 launches saved"),
+        "{text}"
+    );
+    assert!(text.contains("cost model picks: fused (linear-relu-fused)"), "{text}");
+    let small = stdout(&["compare", "linear-relu"]);
+    assert!(
+        small.contains("slab equal (1,196,288 bytes), 2 launches saved, 65,536 DRAM bytes saved")
+    );
+}
+
+#[test]
+fn compare_mlp_takes_layers_and_batch() {
+    let v = json(&["compare", "mlp", "--layers", "8,16,4", "--batch", "2", "--json"]);
+    let fused = &v["candidates"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(fused["label"], "fused");
+    assert_eq!(fused["epilogues"], serde_json::json!(["RELU_BIAS", "BIAS"]));
+    assert_eq!(fused["launches"], 2);
+}
+
+#[test]
+fn compare_dumps_every_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    stdout(&["compare", "linear-relu", "--dump-dir", d]);
+    for label in ["unfused", "bias", "fused"] {
+        for ext in ["llir.txt", "llir.dot", "plan.txt", "plan.svg"] {
+            let f = dir.path().join(format!("linear-relu-{label}.{ext}"));
+            assert!(f.exists(), "{}", f.display());
+        }
+    }
+    // The fused candidate's dump is what `compile` dumps for the same program.
+    let c = dir.path().join("compile");
+    stdout(&["compile", "linear-relu", "--dump-dir", c.to_str().unwrap()]);
+    let a = std::fs::read_to_string(dir.path().join("linear-relu-fused.llir.txt")).unwrap();
+    let b = std::fs::read_to_string(c.join("linear-relu-fused.llir.txt")).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn compare_lists_candidates_over_the_capacity_as_refused() {
+    let args = ["compare", "linear-relu", "--m", "4096", "--k", "64", "--n", "4096"];
+    let v = json(&[&args[..], &["--capacity", "100000000", "--json"]].concat());
+    let labels: Vec<&str> =
+        v["candidates"].as_array().unwrap().iter().map(|c| c["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["fused"]);
+    let refused: Vec<&str> =
+        v["refused"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(refused, ["unfused", "bias"]);
+    assert!(v["fused_vs_unfused"].is_null());
+}
+
+#[test]
+fn compile_fuses_by_default_and_no_fuse_turns_it_off() {
+    let fused = json(&["compile", "linear-relu", "--json"]);
+    assert_eq!(fused["label"], "linear-relu-fused");
+    let ops: Vec<&str> =
+        fused["nodes"].as_array().unwrap().iter().map(|n| n["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["upload", "lt_matmul", "readback"]);
+    assert_eq!(fused["nodes"][1]["epilogue"], "RELU_BIAS");
+    let ids: Vec<&str> =
+        fused["buffers"].as_array().unwrap().iter().map(|b| b["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["x", "w", "b", "workspace", "y"]);
+    assert_eq!(fused["slab_bytes"], 1_196_288);
+    assert_eq!(fused["dram_bytes"], 147_712);
+    assert_eq!(json(&["compile", "linear-relu", "--fuse", "--json"]), fused);
+    let unfused = json(&["compile", "linear-relu", "--no-fuse", "--json"]);
+    assert_eq!(unfused["label"], "linear-relu-unfused");
+    assert_eq!(unfused["launches"], 3);
+    // The last of --fuse / --no-fuse wins.
+    assert_eq!(json(&["compile", "linear-relu", "--no-fuse", "--fuse", "--json"]), fused);
+}
+
+#[test]
+fn compare_errors_are_one_line() {
+    let e = error_line(&["compare", "resnet"]);
+    assert!(e.contains("unknown program \"resnet\""), "{e}");
+    let e = error_line(&["compare", "linear-relu", "--alignment", "0"]);
+    assert!(e.contains("slab alignment must be positive"), "{e}");
+    let e = error_line(&["compare", "linear-relu", "--capacity", "1000"]);
+    assert!(e.contains("slab capacity 1000 exceeded"), "{e}");
+    let e = error_line(&["compare", "mlp", "--layers", "3"]);
+    assert!(e.contains("at least two layer sizes"), "{e}");
+}
