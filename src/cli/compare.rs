@@ -1,12 +1,15 @@
 //! `lumen compare PROGRAM`: the fusion candidates of a built-in program side by side (SPEC
 //! sections 3 and 5): nodes, launches, buffers, slab_bytes, naive_bytes, lower_bound,
 //! dram_bytes, the cost model's score and pick, and what fusion changes against the unfused
-//! program.
+//! program. `--profile` adds what the search measures (SPEC section 5): each candidate's median
+//! time on a runtime with seeded random inputs and weights, the fastest, and the break-even.
 
 use std::path::PathBuf;
 
 use lumen_compiler::fusion::{self, FusionConfig, report};
-use lumen_compiler::{CompileOptions, dump};
+use lumen_compiler::{BufferRole, CompileOptions, dump};
+use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
+use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
 use super::program_args::ProgramArgs;
 
@@ -31,7 +34,24 @@ pub struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also measure every candidate (prepare, one warm-up, --trials timed executes; median)
+    /// with random inputs and weights of a fixed seed.
+    #[arg(long)]
+    profile: bool,
+    /// With --profile: timed executes per candidate.
+    #[arg(long, default_value_t = 5, requires = "profile",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    trials: u32,
+    /// With --profile: the runtime to measure on.
+    #[arg(long, default_value = "cpu", requires = "profile",
+          value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
+    runtime: String,
 }
+
+/// Seeds of the random weights and inputs of `--profile` (splitmix64), fixed so two runs
+/// measure the same data.
+const WEIGHT_SEED: u64 = 0x5EED_0001;
+const INPUT_SEED: u64 = 0x5EED_0002;
 
 /// Runs `lumen compare`.
 ///
@@ -47,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         alignment: args.alignment,
         capacity: args.capacity,
         name: name.clone(),
-        dump_dir: args.dump_dir,
+        dump_dir: args.dump_dir.clone(),
         ..CompileOptions::default()
     };
     let exploration = fusion::explore(&graph.hlir(), &name, &options, &FusionConfig::default())?;
@@ -56,10 +76,71 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             dump::write_dumps(&dir, &c.program)?;
         }
     }
+    let measured = if args.profile { Some(profile(&args, &exploration)?) } else { None };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report::compare_json(&exploration))?);
+        let mut value = report::compare_json(&exploration);
+        if let Some(m) = &measured {
+            add_measurements(&mut value, m);
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print!("{}", report::compare_text(&exploration));
+        if let Some(m) = &measured {
+            println!(
+                "\nmeasured on {} with random inputs and weights (seeded), median of {} trials:\n{m}",
+                m.runtime, m.trials
+            );
+            if let Some(w) = m.winner() {
+                println!("measured fastest: {} ({})", w.label, w.program_label);
+            }
+        }
     }
     Ok(())
+}
+
+/// Searches the candidates on `--runtime` (no dumps: compare writes its own).
+fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<SearchReport> {
+    let runtime = runtime_by_name(&args.runtime)?;
+    let Some(first) = e.candidates.first() else {
+        anyhow::bail!("no candidate to profile");
+    };
+    // Every candidate declares the same inputs and weights (fusion only rewrites compute).
+    let weights = random_tensors(&first.program, BufferRole::Weight, WEIGHT_SEED)?;
+    let inputs = random_tensors(&first.program, BufferRole::Input, INPUT_SEED)?;
+    let options =
+        SearchOptions { trials: args.trials as usize, dump_dir: None, ..SearchOptions::from_env() };
+    Ok(search::search(
+        runtime.as_ref(),
+        &e.candidates,
+        &weights,
+        &inputs,
+        &options,
+        Progress::Auto,
+    )?)
+}
+
+/// Adds `median_ms`, `trials_ms` and `selected` to each candidate of the compare JSON, and
+/// `measured` (`runtime`, `trials`, `fastest`, `search_ms`, `break_even`) at the top.
+fn add_measurements(value: &mut serde_json::Value, m: &SearchReport) {
+    if let Some(list) = value.get_mut("candidates").and_then(|c| c.as_array_mut()) {
+        for (obj, c) in list.iter_mut().zip(&m.candidates) {
+            if let Some(obj) = obj.as_object_mut() {
+                obj.insert("median_ms".into(), serde_json::json!(c.median_ms));
+                obj.insert("trials_ms".into(), serde_json::json!(c.trials_ms));
+                obj.insert("selected".into(), serde_json::json!(c.index == m.selected));
+            }
+        }
+    }
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert(
+            "measured".into(),
+            serde_json::json!({
+                "runtime": m.runtime,
+                "trials": m.trials,
+                "fastest": m.winner().map(|w| w.label.clone()),
+                "search_ms": m.search_ms,
+                "break_even": m.break_even,
+            }),
+        );
+    }
 }

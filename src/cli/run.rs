@@ -2,14 +2,20 @@
 //! compiles it, prepares it on a runtime, runs its input batch, and checks the outputs against
 //! the file's labels (accuracy) and reference logits (max abs error); prints the plan figures,
 //! the phase table and the achieved FLOP/s.
+//!
+//! By default the program run is the one the search (SPEC section 5) measured fastest among
+//! the fusion candidates on the chosen runtime; `--no-search` runs the cost model's pick, and
+//! `--fuse` / `--no-fuse` choose the program directly (no search).
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use lumen::model::{self, MlpModel};
+use lumen_compiler::fusion::{self, FusionConfig};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
+use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport};
 use lumen_runtime::{HostTensor, Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
 use serde_json::json;
 
@@ -26,12 +32,31 @@ pub struct Args {
     /// The runtime to execute on.
     #[arg(long, default_value = "cpu", value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
-    /// Fuse matmul + bias + activation into cuBLASLt epilogues (default: the compiler's).
+    /// Fuse matmul + bias + activation into cuBLASLt epilogues: the cost model's pick, no
+    /// search.
     #[arg(long, overrides_with = "no_fuse")]
     fuse: bool,
-    /// Lower every op to its own launch.
+    /// Lower every op to its own launch (no search).
     #[arg(long = "no-fuse", overrides_with = "fuse")]
     no_fuse: bool,
+    /// Skip the search and run the cost model's pick among the fusion candidates.
+    #[arg(long = "no-search")]
+    no_search: bool,
+    /// Search: timed executes per candidate (the median is kept), after one warm-up.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..),
+          conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    trials: u32,
+    /// Search: measure at most this many candidates, in candidate order.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
+          conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    max_candidates: Option<u32>,
+    /// Search: start no further candidate after this many milliseconds (the first is always
+    /// measured).
+    #[arg(long, value_name = "MS", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    search_time_ms: Option<u64>,
+    /// Search: skip candidates whose slab exceeds this many bytes.
+    #[arg(long, value_name = "BYTES", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    memory_budget: Option<usize>,
     /// How many times to execute (the execute phase's time is their total; throughput uses
     /// their mean).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
@@ -51,13 +76,16 @@ struct Outcome {
     report: PhaseReport,
     peak: Peak,
     load_seconds: f64,
+    /// `None` when the program was chosen without a search.
+    search: Option<SearchReport>,
 }
 
 /// Runs `lumen run`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     // Neither flag: the compiler's default.
     let fuse = if args.fuse || args.no_fuse { args.fuse } else { CompileOptions::default().fuse };
-    let outcome = execute(&args, fuse)?;
+    let searching = !(args.fuse || args.no_fuse || args.no_search);
+    let outcome = execute(&args, fuse, searching)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&to_json(&args, &outcome))?);
     } else {
@@ -66,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn execute(args: &Args, fuse: bool) -> anyhow::Result<Outcome> {
+fn execute(args: &Args, fuse: bool, searching: bool) -> anyhow::Result<Outcome> {
     let start = Instant::now();
     let model = model::load_mlp(&args.file)
         .with_context(|| format!("cannot load a model from {}", args.file.display()))?;
@@ -82,12 +110,48 @@ fn execute(args: &Args, fuse: bool) -> anyhow::Result<Outcome> {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "model".to_string());
     let options = CompileOptions { fuse, name, ..CompileOptions::default() };
-    let program = times.time(Phase::GraphCompile, || -> anyhow::Result<CompiledProgram> {
-        Ok(model.graph()?.compile(&options)?)
-    })?;
     let weights = model.weights();
-    let mut prepared = times.time(Phase::Prepare, || runtime.prepare(&program, &weights))?;
     let inputs: Tensors = model.inputs();
+    let mut search_report = None;
+    let program = if searching {
+        // graph_compile: the e-graph's candidates, each lowered and planned; search: each
+        // prepared and timed on the runtime that runs the winner.
+        let exploration = times.time(Phase::GraphCompile, || -> anyhow::Result<_> {
+            let graph = model.graph()?;
+            if let Some(err) = graph.recorded_error() {
+                return Err(err.into());
+            }
+            Ok(fusion::explore(&graph.hlir(), &options.name, &options, &FusionConfig::default())?)
+        })?;
+        let search_options = SearchOptions {
+            trials: args.trials as usize,
+            max_candidates: args.max_candidates.map(|n| n as usize),
+            time_limit: args.search_time_ms.map(Duration::from_millis),
+            memory_budget: args.memory_budget,
+            ..SearchOptions::from_env()
+        };
+        let report = search::search(
+            runtime.as_ref(),
+            &exploration.candidates,
+            &weights,
+            &inputs,
+            &search_options,
+            Progress::Auto,
+        )?;
+        times.record_seconds(Phase::Search, report.search_ms / 1e3);
+        let winner = exploration
+            .candidates
+            .into_iter()
+            .nth(report.selected)
+            .context("the search selected no candidate")?;
+        search_report = Some(report);
+        winner.program
+    } else {
+        times.time(Phase::GraphCompile, || -> anyhow::Result<CompiledProgram> {
+            Ok(model.graph()?.compile(&options)?)
+        })?
+    };
+    let mut prepared = times.time(Phase::Prepare, || runtime.prepare(&program, &weights))?;
     let mut first: Option<Tensors> = None;
     let mut repeat_identical = true;
     for _ in 0..args.runs {
@@ -113,6 +177,7 @@ fn execute(args: &Args, fuse: bool) -> anyhow::Result<Outcome> {
         report,
         peak,
         load_seconds,
+        search: search_report,
     })
 }
 
@@ -146,6 +211,15 @@ fn to_text(args: &Args, o: &Outcome) -> String {
         "program    {} on {}: {} nodes, {} launches, {} FLOP per execute",
         o.program.label, o.runtime, f.nodes, f.launches, f.flops
     );
+    match &o.search {
+        Some(report) => {
+            let _ = writeln!(s, "\n{report}\n");
+        }
+        None => {
+            let why = if args.no_search { "--no-search" } else { "--fuse/--no-fuse" };
+            let _ = writeln!(s, "search     not run ({why}): the program is the compiler's pick");
+        }
+    }
     match &o.model.labels {
         Some(labels) => {
             let (correct, acc) = model::accuracy(&o.logits, labels);
@@ -225,7 +299,7 @@ fn to_json(args: &Args, o: &Outcome) -> serde_json::Value {
         "file": args.file.display().to_string(),
         "label": o.program.label,
         "runtime": o.runtime,
-        "fused": o.program.label.ends_with("-fused"),
+        "fused": !o.program.label.ends_with("-unfused"),
         "widths": o.model.widths(),
         "batch": o.model.batch(),
         "accuracy": accuracy,
@@ -253,5 +327,34 @@ fn to_json(args: &Args, o: &Outcome) -> serde_json::Value {
         "peak_flops": o.peak.flops,
         "peak_basis": o.peak.basis,
         "fraction_of_peak": achieved.map(|a| a.fraction_of_peak),
+        "searched": o.search.is_some(),
+        "candidates": o.search.as_ref().map(candidates_json),
+        "search_ms": o.search.as_ref().map(|r| r.search_ms),
+        "break_even": o.search.as_ref().map(|r| r.break_even),
     })
+}
+
+/// One object per candidate: `label`, `median_ms` (null when not measured), `slab_bytes`,
+/// `launches`, `selected`, and what the search did (`status`, `trials_ms`, `prepare_ms`,
+/// `cost_model_pick`).
+pub(super) fn candidates_json(report: &SearchReport) -> serde_json::Value {
+    report
+        .candidates
+        .iter()
+        .map(|c| {
+            json!({
+                "label": c.label,
+                "program_label": c.program_label,
+                "median_ms": c.median_ms,
+                "slab_bytes": c.slab_bytes,
+                "launches": c.launches,
+                "selected": c.index == report.selected,
+                "cost_model_pick": c.cost_model_pick,
+                "status": c.status.word(),
+                "detail": c.status.describe(c.slab_bytes),
+                "prepare_ms": c.prepare_ms,
+                "trials_ms": c.trials_ms,
+            })
+        })
+        .collect()
 }

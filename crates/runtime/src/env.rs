@@ -8,6 +8,9 @@
 pub const MEMORY_DEBUG: &str = "LUMINAL_CUDA_MEMORY_DEBUG";
 /// `LUMINAL_CUDA_PROFILE_RECAPTURE=1`: print one `*_EXEC_PROFILE` line per execute on stderr.
 pub const PROFILE_RECAPTURE: &str = "LUMINAL_CUDA_PROFILE_RECAPTURE";
+/// `LUMINAL_LOG_LLIR=1`: during search, print each new fastest candidate's canonical LLIR on
+/// stderr between `LLIR_BEST` and `LLIR_BEST_END` lines ([`crate::search`]).
+pub const LOG_LLIR: &str = "LUMINAL_LOG_LLIR";
 
 /// The debugging switches as read from the process environment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -16,15 +19,18 @@ pub struct RuntimeEnv {
     pub memory_debug: bool,
     /// [`PROFILE_RECAPTURE`] is set to a true value.
     pub profile_recapture: bool,
+    /// [`LOG_LLIR`] is set to a true value.
+    pub log_llir: bool,
 }
 
 impl RuntimeEnv {
-    /// Reads [`MEMORY_DEBUG`] and [`PROFILE_RECAPTURE`]. A variable is on when set to anything
+    /// Reads [`MEMORY_DEBUG`], [`PROFILE_RECAPTURE`] and [`LOG_LLIR`]. A variable is on when set to anything
     /// but empty, `0`, `false`, `no` or `off` (case-insensitive).
     pub fn from_env() -> Self {
         Self {
             memory_debug: flag(std::env::var(MEMORY_DEBUG).ok().as_deref()),
             profile_recapture: flag(std::env::var(PROFILE_RECAPTURE).ok().as_deref()),
+            log_llir: flag(std::env::var(LOG_LLIR).ok().as_deref()),
         }
     }
 }

@@ -9,7 +9,9 @@
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
 //! - [`reference`]: a naive f64 interpreter of the LLIR, the oracle of the numeric tests.
-//! - [`env`]: the `LUMINAL_CUDA_*` switches, read in one place.
+//! - [`search`]: Luminal's search phase: profile the fusion candidates on a runtime, keep the
+//!   fastest measured, report per-candidate medians and the break-even.
+//! - [`env`]: the `LUMINAL_*` switches, read in one place.
 //! - `cuda` (feature `cuda`): the CUDA runtime: one device slab, cuBLASLt matmuls with fused
 //!   epilogues, NVRTC kernels, one synchronize per execute; libraries loaded at run time.
 //!
@@ -25,6 +27,7 @@ pub mod layout;
 pub mod phases;
 pub mod reference;
 pub mod runtime;
+pub mod search;
 pub mod tensor;
 
 pub use cpu::{CPU_NOMINAL_PEAK_FLOPS, CpuOptions, CpuProgram, CpuRuntime};
@@ -33,6 +36,10 @@ pub use error::{RuntimeError, TensorKind};
 pub use layout::{Placement, SlabLayout};
 pub use phases::{Achieved, Peak, Phase, PhaseReport, PhaseTimes};
 pub use runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
+pub use search::{
+    BreakEven, CandidateStatus, CandidateTiming, Progress, SearchError, SearchOptions,
+    SearchReport, search,
+};
 pub use tensor::{HostTensor, Tensors};
 
 /// Runtime names [`runtime_by_name`] accepts, in `--help` order.

@@ -1,0 +1,764 @@
+//! Search: profile the e-graph's candidates on the runtime that will run them and keep the
+//! fastest (SPEC section 5).
+//!
+//! This is Luminal's search phase: the winner is the candidate that *measured* fastest on the
+//! chosen [`Runtime`], not the one a cost model guessed. Each candidate of
+//! [`lumen_compiler::fusion::candidates`] is prepared (slab, kernels, weights), executed
+//! [`SearchOptions::warmup`] times untimed, then [`SearchOptions::trials`] times timed; its
+//! figure is the median trial (robust to a stray slow run, as criterion and TVM's
+//! auto-scheduler report medians). The lowest median wins; on a tie the lower index (the
+//! earlier, less fused candidate) wins, so equal timings never make the choice depend on noise
+//! in the tie-break.
+//!
+//! The search costs time, so the report says when it pays: the break-even is the number of
+//! executions whose savings against the unfused candidate repay the search time,
+//! `search_ms / (unfused_ms - winner_ms)` ([`break_even`]).
+//!
+//! Switches: `LUMINAL_LOG_LLIR=1` ([`crate::env::LOG_LLIR`]) prints every new fastest
+//! candidate's canonical LLIR between `LLIR_BEST` and `LLIR_BEST_END` lines on stderr;
+//! `LLIR_DUMP_DIR` dumps the selected candidate (the compiler's `write_dumps`). A progress bar
+//! (indicatif) is drawn on stderr only when stderr is a terminal.
+
+use std::fmt;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use lumen_compiler::fusion::Candidate;
+use lumen_compiler::fusion::candidates::POLICIES;
+use lumen_compiler::{BufferRole, CompileError, CompileOptions, CompiledProgram, dump};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::tensor::element_count;
+use crate::{HostTensor, Runtime, RuntimeEnv, RuntimeError, Tensors};
+
+/// The label of the unfused candidate, the break-even's baseline.
+pub fn unfused_label() -> &'static str {
+    POLICIES[0].0
+}
+
+/// How the search runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchOptions {
+    /// Timed executes per candidate; the median is kept. At least 1 (default 5).
+    pub trials: usize,
+    /// Untimed executes per candidate before the trials (default 1): first-touch page faults,
+    /// cold caches, lazy kernel setup.
+    pub warmup: usize,
+    /// Measure at most this many candidates, in list order (candidates skipped over the memory
+    /// budget do not count). `None` = all. `Some(0)` is refused.
+    pub max_candidates: Option<usize>,
+    /// Start no further candidate once the search has run this long (wall clock). The first
+    /// measurable candidate is always measured, so a search always has a winner; a candidate
+    /// that has started finishes its trials.
+    pub time_limit: Option<Duration>,
+    /// Largest slab, in bytes, a candidate may plan; a candidate whose `slab_bytes` exceeds it
+    /// is skipped and reported as such, never prepared.
+    pub memory_budget: Option<usize>,
+    /// Print each new fastest candidate's LLIR on stderr (`LUMINAL_LOG_LLIR`).
+    pub log_llir: bool,
+    /// Write the selected candidate's dumps here (`LLIR_DUMP_DIR`).
+    pub dump_dir: Option<PathBuf>,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self {
+            trials: 5,
+            warmup: 1,
+            max_candidates: None,
+            time_limit: None,
+            memory_budget: None,
+            log_llir: false,
+            dump_dir: None,
+        }
+    }
+}
+
+impl SearchOptions {
+    /// The defaults, with [`SearchOptions::log_llir`] from `LUMINAL_LOG_LLIR` ([`RuntimeEnv`])
+    /// and [`SearchOptions::dump_dir`] from `LLIR_DUMP_DIR` (read by the compiler's
+    /// `CompileOptions::resolved_dump_dir`, the one place that reads it).
+    pub fn from_env() -> Self {
+        Self {
+            log_llir: RuntimeEnv::from_env().log_llir,
+            dump_dir: CompileOptions::default().resolved_dump_dir(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Whether to draw a progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Progress {
+    /// A bar on stderr when stderr is a terminal ([`std::io::IsTerminal`]), nothing otherwise,
+    /// so logs and pipes never receive control sequences.
+    #[default]
+    Auto,
+    /// Never draw.
+    Hidden,
+}
+
+/// Which limit of [`SearchOptions`] stopped a candidate from being measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchLimit {
+    /// [`SearchOptions::max_candidates`] candidates were already measured.
+    MaxCandidates(usize),
+    /// [`SearchOptions::time_limit`] had passed.
+    TimeLimit(Duration),
+}
+
+/// What the search did with one candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum CandidateStatus {
+    /// Prepared, warmed up and timed.
+    Measured,
+    /// Its slab exceeds the memory budget (bytes); never prepared.
+    OverBudget {
+        /// The budget, in bytes.
+        budget: usize,
+    },
+    /// A search limit was reached before its turn.
+    Skipped {
+        /// The limit.
+        limit: SearchLimit,
+    },
+    /// The runtime refused to prepare or execute it (e.g. a plan a device library rejects).
+    Failed {
+        /// The runtime's error message.
+        error: String,
+    },
+}
+
+impl CandidateStatus {
+    /// A short word for tables: `measured`, `over budget`, `skipped`, `failed`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            CandidateStatus::Measured => "measured",
+            CandidateStatus::OverBudget { .. } => "over budget",
+            CandidateStatus::Skipped { .. } => "skipped",
+            CandidateStatus::Failed { .. } => "failed",
+        }
+    }
+
+    /// One line of explanation: `measured`, `skipped: slab 1,196,288 bytes over the memory
+    /// budget of 1,000,000 bytes`, ...
+    pub fn describe(&self, slab_bytes: usize) -> String {
+        match self {
+            CandidateStatus::Measured => "measured".to_string(),
+            CandidateStatus::OverBudget { budget } => format!(
+                "skipped: slab {} bytes over the memory budget of {} bytes",
+                group(slab_bytes),
+                group(*budget)
+            ),
+            CandidateStatus::Skipped { limit: SearchLimit::MaxCandidates(n) } => {
+                format!("skipped: candidate limit of {n} reached")
+            }
+            CandidateStatus::Skipped { limit: SearchLimit::TimeLimit(d) } => {
+                format!("skipped: time limit of {:.3} ms reached", d.as_secs_f64() * 1e3)
+            }
+            CandidateStatus::Failed { error } => format!("failed: {error}"),
+        }
+    }
+}
+
+/// One candidate's row of the report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CandidateTiming {
+    /// Position in the candidate list (the `candidate=<i>` of `LLIR_BEST`).
+    pub index: usize,
+    /// The candidate's label: `unfused`, `bias`, `activation`, `fused`.
+    pub label: String,
+    /// The compiled program's label, `{name}-{label}`.
+    pub program_label: String,
+    /// Planned slab, bytes.
+    pub slab_bytes: usize,
+    /// Kernel launches per execute.
+    pub launches: usize,
+    /// FLOP per execute.
+    pub flops: u64,
+    /// Whether the cost model picks it (what `--no-search` runs).
+    pub cost_model_pick: bool,
+    /// Milliseconds of `prepare` (slab allocation, kernel setup, weight upload); `None` when
+    /// not prepared.
+    pub prepare_ms: Option<f64>,
+    /// Every timed execute, ms, in the order run.
+    pub trials_ms: Vec<f64>,
+    /// Median of `trials_ms`, ms; `None` when not measured.
+    pub median_ms: Option<f64>,
+    /// What the search did with it.
+    pub status: CandidateStatus,
+}
+
+/// How many executions repay the search.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum BreakEven {
+    /// `search_ms / (unfused_ms - winner_ms)` executions (a positive real; the search has
+    /// paid for itself after its ceiling).
+    Executions(f64),
+    /// The winner is the unfused candidate, or saves nothing per execute: the search never
+    /// pays for itself.
+    Never,
+    /// The unfused candidate was not measured (over budget, skipped, failed): no baseline.
+    Unknown,
+}
+
+impl BreakEven {
+    /// The executions as a whole count (the ceiling); `None` for `Never` and `Unknown`.
+    pub fn executions(&self) -> Option<u64> {
+        match *self {
+            // Saturating float-to-int cast: a tiny saving gives u64::MAX, never a panic.
+            BreakEven::Executions(x) => Some(x.ceil() as u64),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for BreakEven {
+    /// `1,234 executions`, `never`, `unknown`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.executions() {
+            Some(n) => {
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                write!(f, "{} execution{}", group(n), if n == 1 { "" } else { "s" })
+            }
+            None if *self == BreakEven::Never => f.write_str("never"),
+            None => f.write_str("unknown"),
+        }
+    }
+}
+
+/// The JSON form: the number of executions (a real), `"never"`, or `null` when unknown.
+impl Serialize for BreakEven {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            BreakEven::Executions(x) => s.serialize_f64(x),
+            BreakEven::Never => s.serialize_str("never"),
+            BreakEven::Unknown => s.serialize_none(),
+        }
+    }
+}
+
+/// The break-even of a search: how many executions of the winner, each `unfused_ms -
+/// winner_ms` faster than the unfused candidate, repay `search_ms` of searching. `Never` when
+/// the winner is the unfused candidate or the difference is not positive; `Unknown` when the
+/// unfused time is `None` (not measured). All times in milliseconds.
+///
+/// ```
+/// use lumen_runtime::search::{BreakEven, break_even};
+/// // 3 s of search, 0.5 ms unfused, 0.3 ms fused: 15,000 executions.
+/// assert_eq!(break_even(3000.0, Some(0.5), 0.3, false).executions(), Some(15_000));
+/// assert_eq!(break_even(3000.0, Some(0.5), 0.5, true), BreakEven::Never);
+/// ```
+pub fn break_even(
+    search_ms: f64,
+    unfused_ms: Option<f64>,
+    winner_ms: f64,
+    winner_is_unfused: bool,
+) -> BreakEven {
+    if winner_is_unfused {
+        return BreakEven::Never;
+    }
+    let Some(unfused_ms) = unfused_ms else { return BreakEven::Unknown };
+    let saved = unfused_ms - winner_ms;
+    if !saved.is_finite() || saved <= 0.0 || !search_ms.is_finite() {
+        return BreakEven::Never;
+    }
+    BreakEven::Executions(search_ms.max(0.0) / saved)
+}
+
+/// The median of `samples` (the mean of the two middle values for an even count); `None` for
+/// no samples. NaNs sort last.
+pub fn median(samples: &[f64]) -> Option<f64> {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => v.get(n / 2).copied(),
+        _ => Some((v.get(n / 2 - 1)? + v.get(n / 2)?) / 2.0),
+    }
+}
+
+/// What a search measured and chose.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SearchReport {
+    /// The runtime profiled on (`cpu`, `cuda`).
+    pub runtime: String,
+    /// Timed executes per candidate.
+    pub trials: usize,
+    /// Untimed executes per candidate before the trials.
+    pub warmup: usize,
+    /// One row per candidate, in candidate order.
+    pub candidates: Vec<CandidateTiming>,
+    /// Index of the winner in `candidates`: the lowest median (lower index on a tie).
+    pub selected: usize,
+    /// Wall time of the whole search, ms (every prepare, warm-up and trial, and the logging).
+    pub search_ms: f64,
+    /// Executions that repay the search ([`break_even`]).
+    pub break_even: BreakEven,
+}
+
+impl SearchReport {
+    /// The winner's row.
+    pub fn winner(&self) -> Option<&CandidateTiming> {
+        self.candidates.get(self.selected)
+    }
+
+    /// The unfused candidate's row, if the list has one.
+    pub fn unfused(&self) -> Option<&CandidateTiming> {
+        self.candidates.iter().find(|c| c.label == unfused_label())
+    }
+
+    /// Rows that were measured.
+    pub fn measured(&self) -> impl Iterator<Item = &CandidateTiming> {
+        self.candidates.iter().filter(|c| c.status == CandidateStatus::Measured)
+    }
+
+    /// The break-even line: `break-even: 1,234 executions (search 12.345 ms / 0.010 ms saved
+    /// per execute against unfused)`, or why there is none.
+    pub fn break_even_line(&self) -> String {
+        let saved = match (self.unfused().and_then(|u| u.median_ms), self.winner()) {
+            (Some(u), Some(w)) => w.median_ms.map(|m| u - m),
+            _ => None,
+        };
+        match (self.break_even, saved) {
+            (BreakEven::Executions(_), Some(saved)) => format!(
+                "break-even: {} (search {:.3} ms / {:.3} ms saved per execute against unfused)",
+                self.break_even, self.search_ms, saved
+            ),
+            (BreakEven::Unknown, _) => {
+                "break-even: unknown (the unfused candidate was not measured)".to_string()
+            }
+            _ => "break-even: never (the unfused candidate is the fastest)".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for SearchReport {
+    /// The candidate table, then the search time and the break-even:
+    ///
+    /// ```text
+    /// candidate  median_ms  slab_bytes  launches  status
+    /// unfused        0.412   1,196,288         3  measured
+    /// bias           0.398   1,196,288         2  measured
+    /// fused          0.350   1,196,288         1  measured  selected, cost model's pick
+    /// search     12.345 ms on cpu (3 of 3 candidates measured, 1 warm-up + 5 trials each)
+    /// break-even: 199 executions (search 12.345 ms / 0.062 ms saved per execute against unfused)
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rows: Vec<[String; 5]> = self
+            .candidates
+            .iter()
+            .map(|c| {
+                let mut notes = Vec::new();
+                if c.index == self.selected {
+                    notes.push("selected");
+                }
+                if c.cost_model_pick {
+                    notes.push("cost model's pick");
+                }
+                let mut status = c.status.describe(c.slab_bytes);
+                if !notes.is_empty() {
+                    status = format!("{status}  {}", notes.join(", "));
+                }
+                [
+                    c.label.clone(),
+                    c.median_ms.map_or_else(|| "-".to_string(), |m| format!("{m:.3}")),
+                    group(c.slab_bytes),
+                    c.launches.to_string(),
+                    status,
+                ]
+            })
+            .collect();
+        let header = ["candidate", "median_ms", "slab_bytes", "launches", "status"];
+        let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
+        for row in &rows {
+            for (w, cell) in width.iter_mut().zip(row) {
+                *w = (*w).max(cell.len());
+            }
+        }
+        let line = |cells: &[String]| -> String {
+            let mut l = String::new();
+            for (i, (cell, w)) in cells.iter().zip(&width).enumerate() {
+                let piece = match i {
+                    0 => format!("{cell:<w$}"),
+                    4 => format!("  {cell}"),
+                    _ => format!("  {cell:>w$}"),
+                };
+                l.push_str(&piece);
+            }
+            l
+        };
+        let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+        writeln!(f, "{}", line(&head))?;
+        for row in &rows {
+            writeln!(f, "{}", line(row))?;
+        }
+        writeln!(
+            f,
+            "search     {:.3} ms on {} ({} of {} candidates measured, {} warm-up + {} trials each)",
+            self.search_ms,
+            self.runtime,
+            self.measured().count(),
+            self.candidates.len(),
+            self.warmup,
+            self.trials
+        )?;
+        write!(f, "{}", self.break_even_line())
+    }
+}
+
+/// Why a search returned no winner.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SearchError {
+    /// The candidate list is empty.
+    #[error("search needs at least one candidate")]
+    NoCandidates,
+    /// An option is out of range (`trials` 0, `max_candidates` 0).
+    #[error("invalid search option: {0}")]
+    InvalidOption(String),
+    /// Every candidate's slab exceeds the memory budget.
+    #[error(
+        "every candidate's slab exceeds the memory budget of {budget} bytes (smallest: {smallest} bytes)"
+    )]
+    OverBudget {
+        /// The budget, bytes.
+        budget: usize,
+        /// The smallest candidate slab, bytes.
+        smallest: usize,
+    },
+    /// No candidate could be prepared and executed: the first candidate's error.
+    #[error("no candidate ran: {label}: {source}")]
+    NothingRan {
+        /// The candidate that failed first.
+        label: String,
+        /// Its error.
+        #[source]
+        source: RuntimeError,
+    },
+    /// The selected candidate's dumps could not be written.
+    #[error(transparent)]
+    Dump(#[from] CompileError),
+}
+
+/// The `LLIR_BEST` block of a new fastest candidate: a first line `LLIR_BEST candidate=<i>
+/// label=<label> median_ms=<ms> slab_bytes=<bytes> launches=<n>` (the only line with timings),
+/// the program's canonical LLIR text (`lumen_compiler::dump::llir_text`, byte-identical
+/// between runs), and `LLIR_BEST_END`. Ends with a newline.
+pub fn llir_best_block(
+    index: usize,
+    median_ms: f64,
+    program: &CompiledProgram,
+    label: &str,
+) -> String {
+    let label: String =
+        label.chars().map(|c| if c.is_whitespace() || c == '=' { '_' } else { c }).collect();
+    let mut text = format!(
+        "LLIR_BEST candidate={index} label={label} median_ms={median_ms:.6} slab_bytes={} launches={}\n",
+        program.figures.slab_bytes, program.figures.launches
+    );
+    text.push_str(&dump::llir_text(program));
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str("LLIR_BEST_END\n");
+    text
+}
+
+/// Seeded values uniform in [-1, 1) for every buffer of `role` (`Input` or `Weight`) of
+/// `program`, by name and declared shape (row-major f32): the random inputs and weights of
+/// `lumen compare --profile`. The generator is splitmix64, so the values depend only on
+/// `seed` and the buffer order.
+///
+/// # Errors
+/// [`RuntimeError::Alloc`] when a buffer's element count overflows or cannot be allocated.
+pub fn random_tensors(
+    program: &CompiledProgram,
+    role: BufferRole,
+    seed: u64,
+) -> Result<Tensors, RuntimeError> {
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let mut out = Tensors::new();
+    for b in program.llir.buffers.iter().filter(|b| b.role == role) {
+        let n = element_count(&b.shape).ok_or(RuntimeError::Alloc { bytes: usize::MAX })?;
+        let mut data: Vec<f32> = Vec::new();
+        data.try_reserve_exact(n)
+            .map_err(|_| RuntimeError::Alloc { bytes: n.saturating_mul(4) })?;
+        data.extend((0..n).map(|_| ((next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0));
+        out.insert(b.id.clone(), HostTensor::new(b.shape.clone(), data)?);
+    }
+    Ok(out)
+}
+
+fn progress_bar(progress: Progress, len: usize) -> Option<ProgressBar> {
+    if progress == Progress::Hidden || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
+    if let Ok(style) = ProgressStyle::with_template(
+        "search {bar:30.cyan/blue} {pos}/{len} candidates  {elapsed_precise}  {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    Some(bar)
+}
+
+/// Prepares one candidate and times it: `warmup` untimed executes, then `trials` timed ones
+/// (wall time of `execute`, ms). Returns prepare ms and the trial times.
+fn measure(
+    runtime: &dyn Runtime,
+    program: &CompiledProgram,
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+) -> Result<(f64, Vec<f64>), RuntimeError> {
+    let mut prepared = runtime.prepare(program, weights)?;
+    let prepare_ms = prepared.prepare_seconds() * 1e3;
+    for _ in 0..options.warmup {
+        prepared.execute(inputs)?;
+    }
+    let mut trials = Vec::with_capacity(options.trials);
+    for _ in 0..options.trials {
+        let start = Instant::now();
+        prepared.execute(inputs)?;
+        trials.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok((prepare_ms, trials))
+}
+
+/// Profiles `candidates` on `runtime` and returns the report with the fastest selected.
+///
+/// For each candidate in order: skipped when its planned slab exceeds
+/// [`SearchOptions::memory_budget`] or a limit ([`SearchOptions::max_candidates`],
+/// [`SearchOptions::time_limit`]) is reached; otherwise prepared with `weights`, executed
+/// `warmup` times, then `trials` times with `inputs` (host tensors by name, the programs'
+/// declared shapes) and given the median trial time. A candidate the runtime refuses is
+/// reported as failed and the search goes on. The winner has the lowest median (lower index on
+/// a tie). Prepared programs are dropped as soon as they are timed, so at most one slab is
+/// alive at a time. With [`SearchOptions::log_llir`], each new fastest candidate's
+/// [`llir_best_block`] goes to stderr; with [`SearchOptions::dump_dir`], the winner's dumps
+/// are written there.
+///
+/// # Errors
+/// [`SearchError::NoCandidates`], [`SearchError::InvalidOption`] (`trials` 0,
+/// `max_candidates` 0), [`SearchError::OverBudget`] when no candidate fits the budget,
+/// [`SearchError::NothingRan`] with the first runtime error when none could run (e.g. missing
+/// or misshapen weights or inputs), [`SearchError::Dump`] when the winner's dumps cannot be
+/// written.
+pub fn search(
+    runtime: &dyn Runtime,
+    candidates: &[Candidate],
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+    progress: Progress,
+) -> Result<SearchReport, SearchError> {
+    if candidates.is_empty() {
+        return Err(SearchError::NoCandidates);
+    }
+    if options.trials == 0 {
+        return Err(SearchError::InvalidOption("trials must be at least 1".to_string()));
+    }
+    if options.max_candidates == Some(0) {
+        return Err(SearchError::InvalidOption("max_candidates must be at least 1".to_string()));
+    }
+    let start = Instant::now();
+    let bar = progress_bar(progress, candidates.len());
+    let mut rows = Vec::with_capacity(candidates.len());
+    let mut best: Option<(usize, f64)> = None;
+    let mut attempted = 0usize;
+    let mut first_error: Option<(String, RuntimeError)> = None;
+    for (index, c) in candidates.iter().enumerate() {
+        let figures = &c.program.figures;
+        if let Some(bar) = &bar {
+            bar.set_message(c.label.clone());
+        }
+        let over_budget = options
+            .memory_budget
+            .filter(|&b| figures.slab_bytes > b)
+            .map(|budget| CandidateStatus::OverBudget { budget });
+        let limited = options
+            .max_candidates
+            .filter(|&n| attempted >= n)
+            .map(SearchLimit::MaxCandidates)
+            .or_else(|| {
+                options
+                    .time_limit
+                    .filter(|&limit| best.is_some() && start.elapsed() >= limit)
+                    .map(SearchLimit::TimeLimit)
+            })
+            .map(|limit| CandidateStatus::Skipped { limit });
+        let status = over_budget.or(limited);
+        let mut row = CandidateTiming {
+            index,
+            label: c.label.clone(),
+            program_label: c.program.label.clone(),
+            slab_bytes: figures.slab_bytes,
+            launches: figures.launches,
+            flops: figures.flops,
+            cost_model_pick: c.picked,
+            prepare_ms: None,
+            trials_ms: Vec::new(),
+            median_ms: None,
+            status: CandidateStatus::Measured,
+        };
+        if let Some(status) = status {
+            row.status = status;
+        } else {
+            attempted += 1;
+            match measure(runtime, &c.program, weights, inputs, options) {
+                Ok((prepare_ms, trials)) => {
+                    let med = median(&trials);
+                    row.prepare_ms = Some(prepare_ms);
+                    row.trials_ms = trials;
+                    row.median_ms = med;
+                    if let Some(m) = med
+                        && best.is_none_or(|(_, b)| m < b)
+                    {
+                        best = Some((index, m));
+                        if options.log_llir {
+                            let block = llir_best_block(index, m, &c.program, &c.label);
+                            // One write per block so concurrent stderr lines never interleave
+                            // inside it; a closed stderr is not the search's failure.
+                            let _ = std::io::stderr().lock().write_all(block.as_bytes());
+                        }
+                    }
+                }
+                Err(err) => {
+                    row.status = CandidateStatus::Failed { error: err.to_string() };
+                    first_error.get_or_insert((c.label.clone(), err));
+                }
+            }
+        }
+        rows.push(row);
+        if let Some(bar) = &bar {
+            bar.inc(1);
+        }
+    }
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let search_ms = start.elapsed().as_secs_f64() * 1e3;
+    let Some((selected, winner_ms)) = best else {
+        if let Some((label, source)) = first_error {
+            return Err(SearchError::NothingRan { label, source });
+        }
+        let budget = options.memory_budget.unwrap_or(0);
+        let smallest = rows.iter().map(|r| r.slab_bytes).min().unwrap_or(0);
+        return Err(SearchError::OverBudget { budget, smallest });
+    };
+    let unfused_ms = rows.iter().find(|r| r.label == unfused_label()).and_then(|r| r.median_ms);
+    let winner_is_unfused = rows.get(selected).is_some_and(|r| r.label == unfused_label());
+    let report = SearchReport {
+        runtime: runtime.name().to_string(),
+        trials: options.trials,
+        warmup: options.warmup,
+        candidates: rows,
+        selected,
+        search_ms,
+        break_even: break_even(search_ms, unfused_ms, winner_ms, winner_is_unfused),
+    };
+    if let (Some(dir), Some(c)) = (&options.dump_dir, candidates.get(selected)) {
+        dump::write_dumps(dir, &c.program)?;
+    }
+    Ok(report)
+}
+
+/// `1196288` -> `1,196,288`.
+fn group(v: usize) -> String {
+    let digits = v.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Fixed times pin the arithmetic: search_ms / (unfused_ms - winner_ms).
+    #[test]
+    fn break_even_arithmetic() {
+        let be = break_even(3000.0, Some(0.5), 0.3, false);
+        match be {
+            BreakEven::Executions(x) => assert!((x - 15_000.0).abs() < 1e-6, "{x}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(be.executions(), Some(15_000));
+        assert_eq!(be.to_string(), "15,000 executions");
+        // 12 ms of search, 0.25 ms -> 0.17 ms: 150 executions exactly repay it.
+        let be = break_even(12.0, Some(0.25), 0.17, false);
+        let BreakEven::Executions(x) = be else { panic!("{be:?}") };
+        assert!((x - 150.0).abs() < 1e-9, "{x}");
+        // A fraction of an execution still needs a whole one.
+        assert_eq!(break_even(1.0, Some(3.0), 1.0, false).executions(), Some(1));
+        assert_eq!(break_even(1.0, Some(3.0), 1.0, false).to_string(), "1 execution");
+        assert_eq!(break_even(5.0, Some(1.0), 0.5, false), BreakEven::Executions(10.0));
+    }
+
+    #[test]
+    fn break_even_never_and_unknown() {
+        assert_eq!(break_even(3000.0, Some(0.5), 0.5, true), BreakEven::Never);
+        assert_eq!(break_even(3000.0, Some(0.3), 0.3, false), BreakEven::Never);
+        assert_eq!(break_even(3000.0, Some(0.3), 0.4, false), BreakEven::Never);
+        assert_eq!(break_even(3000.0, Some(f64::NAN), 0.4, false), BreakEven::Never);
+        assert_eq!(break_even(3000.0, None, 0.4, false), BreakEven::Unknown);
+        assert_eq!(break_even(3000.0, None, 0.4, true), BreakEven::Never);
+        assert_eq!(BreakEven::Never.to_string(), "never");
+        // A vanishing saving saturates instead of overflowing.
+        assert_eq!(BreakEven::Executions(f64::INFINITY).executions(), Some(u64::MAX));
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[4.0]), Some(4.0));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        // One stray slow trial does not move it.
+        assert_eq!(median(&[1.0, 1.1, 50.0, 0.9, 1.0]), Some(1.0));
+    }
+
+    #[test]
+    fn groups_digits() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1_196_288), "1,196,288");
+    }
+
+    #[test]
+    fn statuses_describe_themselves() {
+        assert_eq!(
+            CandidateStatus::OverBudget { budget: 1_000_000 }.describe(1_196_288),
+            "skipped: slab 1,196,288 bytes over the memory budget of 1,000,000 bytes"
+        );
+        assert_eq!(
+            CandidateStatus::Skipped { limit: SearchLimit::MaxCandidates(2) }.describe(0),
+            "skipped: candidate limit of 2 reached"
+        );
+        assert_eq!(
+            CandidateStatus::Skipped { limit: SearchLimit::TimeLimit(Duration::from_millis(20)) }
+                .describe(0),
+            "skipped: time limit of 20.000 ms reached"
+        );
+        assert_eq!(CandidateStatus::Measured.word(), "measured");
+    }
+}
