@@ -1,0 +1,278 @@
+//! The search (SPEC section 5) on the CPU runtime: every candidate of the e-graph is prepared
+//! and timed, the winner has the lowest median, limits and the memory budget skip candidates
+//! and say so, the break-even follows the report's own figures, and the LLIR_BEST block and the
+//! winner's dumps are the canonical text. No wall-clock limit is asserted anywhere.
+
+use std::time::Duration;
+
+use lumen_compiler::fusion::{self, Candidate};
+use lumen_compiler::{BufferRole, CompileOptions, dump, programs};
+use lumen_runtime::search::{
+    self, BreakEven, CandidateStatus, Progress, SearchError, SearchLimit, SearchOptions,
+    SearchReport, llir_best_block, random_tensors,
+};
+use lumen_runtime::{CpuRuntime, RuntimeError, Tensors};
+
+/// The candidates of a built-in program compiled under the name `name`.
+fn candidates(graph: lumen_compiler::Graph, name: &str) -> Vec<Candidate> {
+    let options = CompileOptions { name: name.to_string(), ..CompileOptions::default() };
+    fusion::candidates(&graph.hlir(), &options).expect("candidates")
+}
+
+fn data(c: &[Candidate]) -> (Tensors, Tensors) {
+    let p = &c[0].program;
+    (
+        random_tensors(p, BufferRole::Weight, 1).expect("weights"),
+        random_tensors(p, BufferRole::Input, 2).expect("inputs"),
+    )
+}
+
+fn options(trials: usize) -> SearchOptions {
+    SearchOptions { trials, ..SearchOptions::default() }
+}
+
+fn run(c: &[Candidate], opts: &SearchOptions) -> Result<SearchReport, SearchError> {
+    let (w, x) = data(c);
+    search::search(&CpuRuntime::default(), c, &w, &x, opts, Progress::Hidden)
+}
+
+/// What every successful report must satisfy, whatever the timings.
+fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
+    assert_eq!(report.runtime, "cpu");
+    assert_eq!(report.candidates.len(), c.len());
+    for (i, (row, cand)) in report.candidates.iter().zip(c).enumerate() {
+        assert_eq!(row.index, i);
+        assert_eq!(row.label, cand.label);
+        assert_eq!(row.program_label, cand.program.label);
+        assert_eq!(row.slab_bytes, cand.program.figures.slab_bytes);
+        assert_eq!(row.launches, cand.program.figures.launches);
+        assert_eq!(row.cost_model_pick, cand.picked);
+        if row.status == CandidateStatus::Measured {
+            assert_eq!(row.trials_ms.len(), trials);
+            assert!(row.trials_ms.iter().all(|t| t.is_finite() && *t >= 0.0));
+            assert_eq!(row.median_ms, search::median(&row.trials_ms));
+            assert!(row.prepare_ms.is_some());
+        } else {
+            assert!(row.median_ms.is_none() && row.trials_ms.is_empty());
+        }
+    }
+    // The winner is measured and has the minimum median; earlier rows are strictly slower.
+    let winner = report.winner().expect("winner");
+    let best = winner.median_ms.expect("winner measured");
+    for row in report.measured() {
+        let m = row.median_ms.expect("measured");
+        assert!(best <= m, "{} {m} beats winner {} {best}", row.label, winner.label);
+        if row.index < report.selected {
+            assert!(best < m, "a tie goes to the lower index");
+        }
+    }
+    // The break-even is the report's own arithmetic.
+    let unfused = report.unfused().and_then(|u| u.median_ms);
+    let expected = search::break_even(report.search_ms, unfused, best, winner.label == "unfused");
+    assert_eq!(report.break_even, expected);
+    if let (BreakEven::Executions(x), Some(u)) = (report.break_even, unfused) {
+        assert!((x * (u - best) - report.search_ms).abs() <= 1e-9 * report.search_ms.max(1.0));
+    }
+    assert!(report.search_ms > 0.0);
+}
+
+#[test]
+fn linear_relu_64x256x64_measures_three_candidates() {
+    let c = candidates(programs::linear_relu(64, 256, 64).unwrap(), "linear-relu");
+    let labels: Vec<&str> = c.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, ["unfused", "bias", "fused"]);
+    let report = run(&c, &options(5)).unwrap();
+    check_report(&report, &c, 5);
+    assert_eq!(report.measured().count(), 3);
+    // The golden slab (SPEC section 2) is the same for all three; launches 3, 2, 1.
+    let slabs: Vec<usize> = report.candidates.iter().map(|r| r.slab_bytes).collect();
+    assert_eq!(slabs, [1_196_288; 3]);
+    let launches: Vec<usize> = report.candidates.iter().map(|r| r.launches).collect();
+    assert_eq!(launches, [3, 2, 1]);
+    let text = report.to_string();
+    assert!(text.starts_with("candidate  median_ms  slab_bytes  launches  status\n"), "{text}");
+    assert!(text.contains("(3 of 3 candidates measured, 1 warm-up + 5 trials each)"), "{text}");
+    assert!(text.lines().last().unwrap().starts_with("break-even: "), "{text}");
+    assert_eq!(text.matches("selected").count(), 1, "{text}");
+}
+
+#[test]
+fn digits_mlp_shape_measures_three_candidates() {
+    // The digits MLP's architecture and batch (SPEC section 6) with seeded weights.
+    let c = candidates(programs::mlp(&[64, 128, 64, 10], 450).unwrap(), "digits_mlp");
+    assert!(c.len() >= 3, "{}", c.len());
+    let report = run(&c, &options(3)).unwrap();
+    check_report(&report, &c, 3);
+    assert!(report.measured().count() >= 3);
+    let launches: Vec<usize> = report.candidates.iter().map(|r| r.launches).collect();
+    assert_eq!(launches, [8, 5, 3]);
+}
+
+// About 1 GFLOP per execute; 3 candidates x (1 warm-up + 3 trials) take a few seconds in a
+// debug build (matrixmultiply itself is optimized in test builds).
+#[test]
+fn linear_relu_512x2048x512_measures_three_candidates() {
+    let c = candidates(programs::linear_relu(512, 2048, 512).unwrap(), "linear-relu");
+    assert_eq!(c.len(), 3);
+    let report = run(&c, &options(3)).unwrap();
+    check_report(&report, &c, 3);
+    assert_eq!(report.measured().count(), 3);
+}
+
+#[test]
+fn memory_budget_skips_candidates_over_it() {
+    let c = candidates(programs::mlp(&[64, 128, 64, 10], 450).unwrap(), "digits_mlp");
+    let slabs: Vec<usize> = c.iter().map(|c| c.program.figures.slab_bytes).collect();
+    // Unfused holds three [450, 128] intermediates' worth more than the fused programs.
+    assert_eq!(slabs, [1_693_696, 1_463_296, 1_463_296]);
+    let opts = SearchOptions { memory_budget: Some(1_500_000), ..options(2) };
+    let report = run(&c, &opts).unwrap();
+    check_report(&report, &c, 2);
+    assert_eq!(report.candidates[0].status, CandidateStatus::OverBudget { budget: 1_500_000 });
+    assert_eq!(
+        report.candidates[0].status.describe(report.candidates[0].slab_bytes),
+        "skipped: slab 1,693,696 bytes over the memory budget of 1,500,000 bytes"
+    );
+    assert_eq!(report.measured().count(), 2);
+    assert_ne!(report.selected, 0);
+    // No unfused time, no baseline.
+    assert_eq!(report.break_even, BreakEven::Unknown);
+    assert!(
+        report
+            .to_string()
+            .ends_with("break-even: unknown (the unfused candidate was not measured)")
+    );
+
+    // A budget equal to a slab does not exceed it.
+    let opts = SearchOptions { memory_budget: Some(1_693_696), ..options(1) };
+    assert_eq!(run(&c, &opts).unwrap().measured().count(), 3);
+
+    // Nothing fits: a typed error naming the smallest slab.
+    let opts = SearchOptions { memory_budget: Some(1_000), ..options(1) };
+    let err = run(&c, &opts).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "every candidate's slab exceeds the memory budget of 1000 bytes (smallest: 1463296 bytes)"
+    );
+}
+
+#[test]
+fn candidate_and_time_limits_skip_the_rest() {
+    let c = candidates(programs::linear_relu(64, 256, 64).unwrap(), "linear-relu");
+    let opts = SearchOptions { max_candidates: Some(1), ..options(2) };
+    let report = run(&c, &opts).unwrap();
+    check_report(&report, &c, 2);
+    assert_eq!(report.selected, 0);
+    assert_eq!(report.break_even, BreakEven::Never);
+    for row in &report.candidates[1..] {
+        assert_eq!(row.status, CandidateStatus::Skipped { limit: SearchLimit::MaxCandidates(1) });
+    }
+
+    let opts = SearchOptions { max_candidates: Some(2), ..options(1) };
+    let report = run(&c, &opts).unwrap();
+    assert_eq!(report.measured().count(), 2);
+    assert!(report.selected < 2);
+
+    // A zero time limit still measures the first candidate, so there is always a winner.
+    let opts = SearchOptions { time_limit: Some(Duration::ZERO), ..options(1) };
+    let report = run(&c, &opts).unwrap();
+    check_report(&report, &c, 1);
+    assert_eq!(report.selected, 0);
+    assert_eq!(
+        report.candidates[2].status,
+        CandidateStatus::Skipped { limit: SearchLimit::TimeLimit(Duration::ZERO) }
+    );
+    assert_eq!(report.break_even.to_string(), "never");
+}
+
+#[test]
+fn bad_options_and_bad_data_are_typed_errors() {
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    assert!(matches!(run(&c, &options(0)), Err(SearchError::InvalidOption(_))));
+    let opts = SearchOptions { max_candidates: Some(0), ..options(1) };
+    assert!(matches!(run(&c, &opts), Err(SearchError::InvalidOption(_))));
+    let none = Tensors::new();
+    let empty =
+        search::search(&CpuRuntime::default(), &[], &none, &none, &options(1), Progress::Hidden);
+    assert!(matches!(empty, Err(SearchError::NoCandidates)));
+
+    // Weights missing: every candidate fails; the first error is returned.
+    let (_, x) = data(&c);
+    let err = search::search(
+        &CpuRuntime::default(),
+        &c,
+        &Tensors::new(),
+        &x,
+        &options(1),
+        Progress::Hidden,
+    )
+    .unwrap_err();
+    match &err {
+        SearchError::NothingRan { label, source: RuntimeError::Missing { name, .. } } => {
+            assert_eq!(label, "unfused");
+            assert_eq!(name, "w");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.to_string(), "no candidate ran: unfused: missing weight `w` (shape [16, 4])");
+}
+
+#[test]
+fn llir_best_block_is_the_canonical_text() {
+    let c = candidates(programs::linear_relu(64, 256, 64).unwrap(), "linear-relu");
+    let fused = &c[2];
+    let block = llir_best_block(2, 0.125, &fused.program, &fused.label);
+    let lines: Vec<&str> = block.lines().collect();
+    assert_eq!(
+        lines[0],
+        "LLIR_BEST candidate=2 label=fused median_ms=0.125000 slab_bytes=1196288 launches=1"
+    );
+    assert_eq!(lines.last(), Some(&"LLIR_BEST_END"));
+    let body = lines[1..lines.len() - 1].join("\n") + "\n";
+    assert_eq!(body, dump::llir_text(&fused.program));
+    assert!(body.starts_with("# lumen LLIR: linear-relu-fused\n"), "{body}");
+    // Another timing changes the first line only.
+    let again = llir_best_block(2, 9.5, &fused.program, &fused.label);
+    assert_eq!(again.split_once('\n').unwrap().1, block.split_once('\n').unwrap().1);
+}
+
+#[test]
+fn dump_dir_receives_the_winner() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = candidates(programs::linear_relu(64, 256, 64).unwrap(), "linear-relu");
+    let opts = SearchOptions { dump_dir: Some(dir.path().to_path_buf()), ..options(2) };
+    let report = run(&c, &opts).unwrap();
+    let winner = report.winner().unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let label = &winner.program_label;
+    assert_eq!(
+        files,
+        [
+            format!("{label}.llir.dot"),
+            format!("{label}.llir.txt"),
+            format!("{label}.plan.svg"),
+            format!("{label}.plan.txt")
+        ]
+    );
+    let text = std::fs::read_to_string(dir.path().join(format!("{label}.llir.txt"))).unwrap();
+    assert_eq!(text, dump::llir_text(&c[report.selected].program));
+}
+
+#[test]
+fn random_tensors_are_seeded_and_shaped() {
+    let c = candidates(programs::linear_relu(4, 3, 2).unwrap(), "tiny");
+    let p = &c[0].program;
+    let w = random_tensors(p, BufferRole::Weight, 7).unwrap();
+    assert_eq!(w.keys().collect::<Vec<_>>(), ["w", "b"]);
+    assert_eq!(w["w"].shape(), &[3, 2]);
+    assert_eq!(w["b"].shape(), &[2]);
+    assert_eq!(w, random_tensors(p, BufferRole::Weight, 7).unwrap());
+    assert_ne!(w, random_tensors(p, BufferRole::Weight, 8).unwrap());
+    assert!(w.values().flat_map(|t| t.data()).all(|v| (-1.0..1.0).contains(v)));
+    let x = random_tensors(p, BufferRole::Input, 7).unwrap();
+    assert_eq!(x.keys().collect::<Vec<_>>(), ["x"]);
+}
