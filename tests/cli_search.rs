@@ -1,0 +1,316 @@
+//! End-to-end: `lumen run` searches by default (SPEC section 5) on the digits MLP, its JSON and
+//! text report the candidates, search time and break-even; LUMINAL_LOG_LLIR blocks are the same
+//! from run to run apart from their first lines; no progress bar when stderr is not a
+//! terminal; `lumen compare --profile` adds measured times. Timings are never asserted.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
+
+fn lumen_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lumen"));
+    cmd.args(args)
+        .env_remove("LLIR_DUMP_DIR")
+        .env_remove("LUMINAL_LOG_LLIR")
+        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
+        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run lumen")
+}
+
+fn ok(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let out = lumen_env(args, env);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn json(args: &[&str]) -> Value {
+    serde_json::from_slice(&ok(args, &[]).stdout).expect("one JSON object on stdout")
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The candidates list is well formed, exactly one is selected, and it has the minimum median.
+fn check_candidates(v: &Value) -> &Vec<Value> {
+    let list = v["candidates"].as_array().expect("candidates");
+    let selected: Vec<&Value> = list.iter().filter(|c| c["selected"] == true).collect();
+    assert_eq!(selected.len(), 1, "{list:?}");
+    let best = f(&selected[0]["median_ms"]);
+    for c in list.iter().filter(|c| c["status"] == "measured") {
+        assert!(best <= f(&c["median_ms"]), "{c} is faster than the selected {}", selected[0]);
+        assert!(c["slab_bytes"].as_u64().unwrap() > 0);
+        assert!(c["launches"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(v["label"], selected[0]["program_label"]);
+    assert_eq!(v["slab_bytes"], selected[0]["slab_bytes"]);
+    assert_eq!(v["launches"], selected[0]["launches"]);
+    list
+}
+
+#[test]
+fn digits_run_searches_by_default() {
+    let v = json(&["run", DIGITS, "--json", "--runs", "2", "--trials", "3"]);
+    assert_eq!(v["searched"], true);
+    let list = check_candidates(&v);
+    let labels: Vec<&str> = list.iter().map(|c| c["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["unfused", "bias", "fused"]);
+    assert!(list.iter().all(|c| c["status"] == "measured"));
+    assert!(list.iter().all(|c| c["trials_ms"].as_array().unwrap().len() == 3));
+    let launches: Vec<u64> = list.iter().map(|c| c["launches"].as_u64().unwrap()).collect();
+    assert_eq!(launches, [8, 5, 3]);
+    // Whatever wins computes the same MLP.
+    assert_eq!(v["correct"], 439);
+    assert!(f(&v["max_abs_err"]) <= 1e-4);
+
+    // Phases: the search is its own phase, with the search time.
+    let phases = v["phases"].as_object().unwrap();
+    assert_eq!(phases["search"]["runs"], 1);
+    let search_ms = f(&v["search_ms"]);
+    assert!(search_ms > 0.0);
+    assert!((f(&phases["search"]["seconds"]) * 1e3 - search_ms).abs() < 1e-6);
+    assert!(f(&phases["search"]["share"]) > 0.0);
+    let shares: f64 = phases.values().map(|p| f(&p["share"])).sum();
+    assert!((shares - 1.0).abs() < 1e-9);
+
+    // Break-even: search_ms / (unfused - winner), or "never" when unfused wins.
+    let unfused = f(&list[0]["median_ms"]);
+    let winner = list.iter().find(|c| c["selected"] == true).unwrap();
+    if winner["label"] == "unfused" {
+        assert_eq!(v["break_even"], "never");
+    } else {
+        let expected = search_ms / (unfused - f(&winner["median_ms"]));
+        assert!((f(&v["break_even"]) - expected).abs() <= 1e-9 * expected, "{}", v["break_even"]);
+    }
+}
+
+#[test]
+fn digits_text_shows_candidates_and_break_even() {
+    let out = ok(&["run", DIGITS, "--runs", "1", "--trials", "2"], &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let header = text
+        .lines()
+        .position(|l| l == "candidate  median_ms  slab_bytes  launches  status")
+        .unwrap_or_else(|| panic!("no candidate table: {text}"));
+    let rows: Vec<&str> = text.lines().skip(header + 1).take(3).collect();
+    for (row, label) in rows.iter().zip(["unfused", "bias", "fused"]) {
+        assert!(row.starts_with(label) && row.contains("  measured"), "{row}");
+    }
+    assert_eq!(rows.iter().filter(|r| r.contains("selected")).count(), 1, "{text}");
+    assert!(text.lines().any(|l| l.starts_with("search ") && l.contains(" ms on cpu (3 of 3")));
+    let be = text.lines().find(|l| l.starts_with("break-even: ")).expect("break-even line");
+    assert!(be.ends_with("against unfused)") || be.ends_with("is the fastest)"), "{be}");
+    for phase in ["graph_compile ", "search ", "prepare ", "execute "] {
+        assert!(text.lines().any(|l| l.starts_with(phase) && l.ends_with('%')), "{phase}: {text}");
+    }
+    // Not a terminal: no progress bar, nothing at all on stderr.
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}
+
+#[test]
+fn no_search_runs_the_cost_models_pick() {
+    let v = json(&["run", DIGITS, "--json", "--runs", "1", "--no-search"]);
+    assert_eq!(v["searched"], false);
+    assert_eq!(v["candidates"], Value::Null);
+    assert_eq!(v["break_even"], Value::Null);
+    assert_eq!(v["label"], "digits_mlp-fused");
+    assert_eq!(v["launches"], 3);
+    assert_eq!(v["phases"]["search"]["runs"], 0);
+    assert_eq!(v["correct"], 439);
+    // --no-fuse chooses directly too.
+    let v = json(&["run", DIGITS, "--json", "--runs", "1", "--no-fuse"]);
+    assert_eq!(v["searched"], false);
+    assert_eq!(v["label"], "digits_mlp-unfused");
+    // Search flags make no sense without a search: a usage error.
+    let out = lumen_env(&["run", DIGITS, "--no-search", "--trials", "2"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn limits_and_budget() {
+    let v =
+        json(&["run", DIGITS, "--json", "--runs", "1", "--trials", "1", "--max-candidates", "1"]);
+    let list = check_candidates(&v);
+    assert_eq!(list[0]["selected"], true);
+    assert_eq!(list[1]["status"], "skipped");
+    assert_eq!(list[1]["detail"], "skipped: candidate limit of 1 reached");
+    assert_eq!(v["break_even"], "never");
+
+    // The unfused slab (1,693,696 B) is over 1.5 MB; the fused ones (1,463,296 B) fit.
+    let v = json(&[
+        "run",
+        DIGITS,
+        "--json",
+        "--runs",
+        "1",
+        "--trials",
+        "1",
+        "--memory-budget",
+        "1500000",
+    ]);
+    let list = check_candidates(&v);
+    assert_eq!(list[0]["status"], "over budget");
+    assert_eq!(
+        list[0]["detail"],
+        "skipped: slab 1,693,696 bytes over the memory budget of 1,500,000 bytes"
+    );
+    assert_eq!(list[0]["median_ms"], Value::Null);
+    assert_ne!(list[0]["selected"], true);
+    assert_eq!(v["break_even"], Value::Null);
+
+    let out = lumen_env(&["run", DIGITS, "--memory-budget", "1000"], &[]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: every candidate's slab exceeds the memory budget of 1000 bytes (smallest: \
+         1463296 bytes)\n"
+    );
+    let v =
+        json(&["run", DIGITS, "--json", "--runs", "1", "--trials", "1", "--search-time-ms", "0"]);
+    let list = check_candidates(&v);
+    assert_eq!(list[0]["selected"], true);
+    assert_eq!(list[2]["detail"], "skipped: time limit of 0.000 ms reached");
+}
+
+/// The LLIR_BEST blocks of stderr: (first line, lines between, as one string).
+fn llir_best_blocks(stderr: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stderr.lines() {
+        if line.starts_with("LLIR_BEST ") {
+            assert!(current.is_none(), "nested LLIR_BEST");
+            current = Some((line.to_string(), String::new()));
+        } else if line == "LLIR_BEST_END" {
+            blocks.push(current.take().expect("LLIR_BEST_END without LLIR_BEST"));
+        } else if let Some((_, body)) = current.as_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    assert!(current.is_none(), "unterminated block");
+    blocks
+}
+
+fn field<'a>(first_line: &'a str, key: &str) -> &'a str {
+    first_line
+        .split(' ')
+        .find_map(|w| w.strip_prefix(key).and_then(|r| r.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {first_line}"))
+}
+
+#[test]
+fn log_llir_blocks_are_identical_between_runs() {
+    let args = ["run", DIGITS, "--json", "--runs", "1", "--trials", "2"];
+    let env = [("LUMINAL_LOG_LLIR", "1")];
+    let runs: Vec<(Value, Vec<(String, String)>)> = (0..2)
+        .map(|_| {
+            let out = ok(&args, &env);
+            let stderr = String::from_utf8(out.stderr).unwrap();
+            (serde_json::from_slice(&out.stdout).unwrap(), llir_best_blocks(&stderr))
+        })
+        .collect();
+    // Candidate index -> block body, across both runs: one body per candidate.
+    let mut bodies: BTreeMap<usize, &str> = BTreeMap::new();
+    for (v, blocks) in &runs {
+        assert!(!blocks.is_empty());
+        // The first candidate measured is always the first new fastest.
+        assert!(blocks[0].0.starts_with("LLIR_BEST candidate=0 label=unfused median_ms="));
+        // Each new fastest is faster than the previous; the last is the selected one.
+        let mut previous = f64::INFINITY;
+        for (first, body) in blocks {
+            let i: usize = field(first, "candidate").parse().unwrap();
+            let ms: f64 = field(first, "median_ms").parse().unwrap();
+            assert!(ms < previous, "{first}");
+            previous = ms;
+            let label = field(first, "label");
+            assert!(body.starts_with(&format!("# lumen LLIR: digits_mlp-{label}\n")), "{body}");
+            let seen = bodies.entry(i).or_insert(body);
+            assert_eq!(*seen, body.as_str(), "candidate {i} printed different LLIR");
+        }
+        let last = &blocks.last().unwrap().0;
+        let selected = v["candidates"].as_array().unwrap().iter().find(|c| c["selected"] == true);
+        assert_eq!(Some(field(last, "label")), selected.and_then(|c| c["label"].as_str()));
+    }
+    // Both runs' first blocks are the same apart from their first lines.
+    assert_eq!(runs[0].1[0].1, runs[1].1[0].1);
+
+    // With one candidate the whole block sequence is fixed: identical apart from first lines.
+    let one = ["run", DIGITS, "--runs", "1", "--trials", "1", "--max-candidates", "1"];
+    let a = llir_best_blocks(&String::from_utf8(ok(&one, &env).stderr).unwrap());
+    let b = llir_best_blocks(&String::from_utf8(ok(&one, &env).stderr).unwrap());
+    assert_eq!(a.len(), 1);
+    assert_eq!(
+        a.iter().map(|x| &x.1).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.1).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn dump_dir_holds_the_selected_candidate() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ok(
+        &["run", DIGITS, "--json", "--runs", "1", "--trials", "1"],
+        &[("LLIR_DUMP_DIR", dir.path().to_str().unwrap())],
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let label = v["label"].as_str().unwrap();
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["llir.dot", "llir.txt", "plan.svg", "plan.txt"].map(|ext| format!("{label}.{ext}"))
+    );
+}
+
+#[test]
+fn compare_profile_adds_measured_times() {
+    let out = ok(&["compare", "linear-relu", "--profile", "--trials", "2"], &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "measured on cpu with random inputs and weights (seeded), median of 2 trials:"
+        )
+    );
+    assert!(text.lines().any(|l| l.starts_with("measured fastest: ")), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("break-even: ")), "{text}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+
+    for (m, k, n) in [("64", "256", "64"), ("512", "2048", "512")] {
+        let v = json(&[
+            "compare",
+            "linear-relu",
+            "--m",
+            m,
+            "--k",
+            k,
+            "--n",
+            n,
+            "--profile",
+            "--trials",
+            "2",
+            "--json",
+        ]);
+        let list = v["candidates"].as_array().unwrap();
+        assert_eq!(list.len(), 3);
+        let medians: Vec<f64> = list.iter().map(|c| f(&c["median_ms"])).collect();
+        let chosen: Vec<usize> = (0..3).filter(|&i| list[i]["selected"] == true).collect();
+        assert_eq!(chosen.len(), 1);
+        assert!(medians.iter().all(|&ms| medians[chosen[0]] <= ms), "{medians:?}");
+        assert_eq!(v["measured"]["fastest"], list[chosen[0]]["label"]);
+        assert_eq!(v["measured"]["runtime"], "cpu");
+        assert!(f(&v["measured"]["search_ms"]) > 0.0);
+    }
+    // Without --profile nothing is measured; --trials needs --profile.
+    let v = json(&["compare", "linear-relu", "--json"]);
+    assert_eq!(v["candidates"][0].get("median_ms"), None);
+    assert_eq!(lumen_env(&["compare", "linear-relu", "--trials", "2"], &[]).status.code(), Some(2));
+}
