@@ -36,7 +36,7 @@ pub struct KernelSource {
 /// The NVRTC kernels of the CUDA runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kernel {
-    /// `out[i] = x[i] + bias[i mod n]` over `total = m * n` elements (row-major [m, n] + [n]).
+    /// `out[i] = x[i] + bias[i mod n]` over `total = m * n` elements (row-major `[m, n] + [n]`).
     AddBias,
     /// `out[i] = a[i] + b[i]`.
     Add,

@@ -281,6 +281,7 @@ impl CudaProgram {
         let mut lt = LtPlan::new(&device)?;
         let mut host_weights = Vec::new();
         let mut weight_bytes = 0usize;
+        let mut upload_ms = 0.0;
         let mut staging_elems = 0usize;
         let mut steps = Vec::with_capacity(llir.nodes.len());
         let mut heuristic_ms = 0.0;
@@ -301,10 +302,12 @@ impl CudaProgram {
                             again.push((host_weights.len(), dst));
                             host_weights.push(t.data().to_vec());
                         } else if !t.data().is_empty() {
+                            let tu = Instant::now();
                             // SAFETY: dst..dst+bytes is this buffer's checked range of the slab.
                             unsafe { result::memcpy_htod_sync(dst, t.data()) }
                                 .map_err(drv("cuMemcpyHtoD_v2"))?;
                             weight_bytes += t.bytes();
+                            upload_ms += tu.elapsed().as_secs_f64() * 1e3;
                         }
                     }
                     Step::Upload { inputs, weights: again }
@@ -392,7 +395,7 @@ impl CudaProgram {
             };
             steps.push(step);
         }
-        let plan_ms = t.elapsed().as_secs_f64() * 1e3 - heuristic_ms;
+        let plan_ms = t.elapsed().as_secs_f64() * 1e3 - heuristic_ms - upload_ms;
         let staging = PinnedHost::new(&device, staging_elems)?;
 
         let mut poison_after = vec![Vec::new(); llir.nodes.len()];
@@ -425,7 +428,8 @@ impl CudaProgram {
         let prepare_line = format!(
             "CUDA_PREPARE_PROFILE label={} total_ms={:.3} nvrtc_ms={:.3} module_load_ms={:.3} \
              kernels_compiled={} kernels_ms={kernels_ms:.3} alloc_ms={alloc_ms:.3} \
-             heuristic_ms={heuristic_ms:.3} plan_ms={plan_ms:.3} slab_bytes={} weight_upload_bytes={weight_bytes} \
+             heuristic_ms={heuristic_ms:.3} upload_ms={upload_ms:.3} plan_ms={plan_ms:.3} slab_bytes={} \
+             upload_bytes={weight_bytes} \
              matmuls={} matmul_shapes={} workspace_needed_bytes={} compute={} device={} sm={}",
             sanitize(&label),
             prepare_seconds * 1e3,
