@@ -353,6 +353,7 @@ pub(super) fn candidates_json(report: &SearchReport) -> serde_json::Value {
                 "status": c.status.word(),
                 "detail": c.status.describe(c.slab_bytes),
                 "prepare_ms": c.prepare_ms,
+                "warmup_runs": c.warmup_runs,
                 "trials_ms": c.trials_ms,
             })
         })

@@ -4,7 +4,8 @@
 //! This is Luminal's search phase: the winner is the candidate that *measured* fastest on the
 //! chosen [`Runtime`], not the one a cost model guessed. Each candidate of
 //! [`lumen_compiler::fusion::candidates`] is prepared (slab, kernels, weights), executed
-//! [`SearchOptions::warmup`] times untimed, then [`SearchOptions::trials`] times timed; its
+//! untimed for at least [`SearchOptions::warmup`] runs and [`SearchOptions::warmup_time`],
+//! then [`SearchOptions::trials`] times timed; its
 //! figure is the median trial (robust to a stray slow run, as criterion and TVM's
 //! auto-scheduler report medians). The lowest median wins; on a tie the lower index (the
 //! earlier, less fused candidate) wins, so equal timings never make the choice depend on noise
@@ -47,6 +48,11 @@ pub struct SearchOptions {
     /// Untimed executes per candidate before the trials (default 1): first-touch page faults,
     /// cold caches, lazy kernel setup.
     pub warmup: usize,
+    /// The warm-up also lasts at least this long (default 10 ms), however many executes that
+    /// takes: on the CPU the first fraction of a millisecond of a small program runs ~3x slower
+    /// (clock ramp, caches), which a single warm-up execute of 30 us does not absorb. TVM's
+    /// `min_repeat_ms` and criterion's warm-up time answer the same problem.
+    pub warmup_time: Duration,
     /// Measure at most this many candidates, in list order (candidates skipped over the memory
     /// budget do not count). `None` = all. `Some(0)` is refused.
     pub max_candidates: Option<usize>,
@@ -68,6 +74,7 @@ impl Default for SearchOptions {
         Self {
             trials: 5,
             warmup: 1,
+            warmup_time: Duration::from_millis(10),
             max_candidates: None,
             time_limit: None,
             memory_budget: None,
@@ -186,6 +193,8 @@ pub struct CandidateTiming {
     /// Milliseconds of `prepare` (slab allocation, kernel setup, weight upload); `None` when
     /// not prepared.
     pub prepare_ms: Option<f64>,
+    /// Untimed warm-up executes run before the trials.
+    pub warmup_runs: usize,
     /// Every timed execute, ms, in the order run.
     pub trials_ms: Vec<f64>,
     /// Median of `trials_ms`, ms; `None` when not measured.
@@ -291,8 +300,10 @@ pub struct SearchReport {
     pub runtime: String,
     /// Timed executes per candidate.
     pub trials: usize,
-    /// Untimed executes per candidate before the trials.
+    /// Least untimed executes per candidate before the trials.
     pub warmup: usize,
+    /// Least warm-up time per candidate, ms.
+    pub warmup_time_ms: f64,
     /// One row per candidate, in candidate order.
     pub candidates: Vec<CandidateTiming>,
     /// Index of the winner in `candidates`: the lowest median (lower index on a tie).
@@ -319,7 +330,7 @@ impl SearchReport {
         self.candidates.iter().filter(|c| c.status == CandidateStatus::Measured)
     }
 
-    /// The break-even line: `break-even: 1,234 executions (search 12.345 ms / 0.010 ms saved
+    /// The break-even line: `break-even: 1,234 executions (search 12.345 ms / 0.0100 ms saved
     /// per execute against unfused)`, or why there is none.
     pub fn break_even_line(&self) -> String {
         let saved = match (self.unfused().and_then(|u| u.median_ms), self.winner()) {
@@ -328,7 +339,7 @@ impl SearchReport {
         };
         match (self.break_even, saved) {
             (BreakEven::Executions(_), Some(saved)) => format!(
-                "break-even: {} (search {:.3} ms / {:.3} ms saved per execute against unfused)",
+                "break-even: {} (search {:.3} ms / {:.4} ms saved per execute against unfused)",
                 self.break_even, self.search_ms, saved
             ),
             (BreakEven::Unknown, _) => {
@@ -344,11 +355,11 @@ impl fmt::Display for SearchReport {
     ///
     /// ```text
     /// candidate  median_ms  slab_bytes  launches  status
-    /// unfused        0.412   1,196,288         3  measured
-    /// bias           0.398   1,196,288         2  measured
-    /// fused          0.350   1,196,288         1  measured  selected, cost model's pick
-    /// search     12.345 ms on cpu (3 of 3 candidates measured, 1 warm-up + 5 trials each)
-    /// break-even: 199 executions (search 12.345 ms / 0.062 ms saved per execute against unfused)
+    /// unfused       0.2110   1,693,696         8  measured
+    /// bias          0.2084   1,463,296         5  measured
+    /// fused         0.2026   1,463,296         3  measured  selected, cost model's pick
+    /// search     35.740 ms on cpu: 3 of 3 candidates measured, 5 trials each after a warm-up of >= 1 run and 10 ms
+    /// break-even: 4,255 executions (search 35.740 ms / 0.0084 ms saved per execute against unfused)
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rows: Vec<[String; 5]> = self
@@ -368,7 +379,7 @@ impl fmt::Display for SearchReport {
                 }
                 [
                     c.label.clone(),
-                    c.median_ms.map_or_else(|| "-".to_string(), |m| format!("{m:.3}")),
+                    c.median_ms.map_or_else(|| "-".to_string(), |m| format!("{m:.4}")),
                     group(c.slab_bytes),
                     c.launches.to_string(),
                     status,
@@ -401,13 +412,16 @@ impl fmt::Display for SearchReport {
         }
         writeln!(
             f,
-            "search     {:.3} ms on {} ({} of {} candidates measured, {} warm-up + {} trials each)",
+            "search     {:.3} ms on {}: {} of {} candidates measured, {} trials each after a \
+             warm-up of >= {} run{} and {} ms",
             self.search_ms,
             self.runtime,
             self.measured().count(),
             self.candidates.len(),
+            self.trials,
             self.warmup,
-            self.trials
+            if self.warmup == 1 { "" } else { "s" },
+            self.warmup_time_ms
         )?;
         write!(f, "{}", self.break_even_line())
     }
@@ -516,19 +530,23 @@ fn progress_bar(progress: Progress, len: usize) -> Option<ProgressBar> {
     Some(bar)
 }
 
-/// Prepares one candidate and times it: `warmup` untimed executes, then `trials` timed ones
-/// (wall time of `execute`, ms). Returns prepare ms and the trial times.
+/// Prepares one candidate and times it: untimed executes until both `warmup` runs and
+/// `warmup_time` are done, then `trials` timed ones (wall time of `execute`, ms). Returns
+/// prepare ms, the warm-up runs and the trial times.
 fn measure(
     runtime: &dyn Runtime,
     program: &CompiledProgram,
     weights: &Tensors,
     inputs: &Tensors,
     options: &SearchOptions,
-) -> Result<(f64, Vec<f64>), RuntimeError> {
+) -> Result<(f64, usize, Vec<f64>), RuntimeError> {
     let mut prepared = runtime.prepare(program, weights)?;
     let prepare_ms = prepared.prepare_seconds() * 1e3;
-    for _ in 0..options.warmup {
+    let warm = Instant::now();
+    let mut runs = 0usize;
+    while runs < options.warmup || warm.elapsed() < options.warmup_time {
         prepared.execute(inputs)?;
+        runs += 1;
     }
     let mut trials = Vec::with_capacity(options.trials);
     for _ in 0..options.trials {
@@ -536,16 +554,16 @@ fn measure(
         prepared.execute(inputs)?;
         trials.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    Ok((prepare_ms, trials))
+    Ok((prepare_ms, runs, trials))
 }
 
 /// Profiles `candidates` on `runtime` and returns the report with the fastest selected.
 ///
 /// For each candidate in order: skipped when its planned slab exceeds
 /// [`SearchOptions::memory_budget`] or a limit ([`SearchOptions::max_candidates`],
-/// [`SearchOptions::time_limit`]) is reached; otherwise prepared with `weights`, executed
-/// `warmup` times, then `trials` times with `inputs` (host tensors by name, the programs'
-/// declared shapes) and given the median trial time. A candidate the runtime refuses is
+/// [`SearchOptions::time_limit`]) is reached; otherwise prepared with `weights`, warmed up
+/// (at least `warmup` runs and `warmup_time`), then executed `trials` times with `inputs`
+/// (host tensors by name, the programs' declared shapes) and given the median trial time. A candidate the runtime refuses is
 /// reported as failed and the search goes on. The winner has the lowest median (lower index on
 /// a tie). Prepared programs are dropped as soon as they are timed, so at most one slab is
 /// alive at a time. With [`SearchOptions::log_llir`], each new fastest candidate's
@@ -611,6 +629,7 @@ pub fn search(
             flops: figures.flops,
             cost_model_pick: c.picked,
             prepare_ms: None,
+            warmup_runs: 0,
             trials_ms: Vec::new(),
             median_ms: None,
             status: CandidateStatus::Measured,
@@ -620,9 +639,10 @@ pub fn search(
         } else {
             attempted += 1;
             match measure(runtime, &c.program, weights, inputs, options) {
-                Ok((prepare_ms, trials)) => {
+                Ok((prepare_ms, warmup_runs, trials)) => {
                     let med = median(&trials);
                     row.prepare_ms = Some(prepare_ms);
+                    row.warmup_runs = warmup_runs;
                     row.trials_ms = trials;
                     row.median_ms = med;
                     if let Some(m) = med
@@ -666,6 +686,7 @@ pub fn search(
         runtime: runtime.name().to_string(),
         trials: options.trials,
         warmup: options.warmup,
+        warmup_time_ms: options.warmup_time.as_secs_f64() * 1e3,
         candidates: rows,
         selected,
         search_ms,

@@ -52,6 +52,7 @@ fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
             assert!(row.trials_ms.iter().all(|t| t.is_finite() && *t >= 0.0));
             assert_eq!(row.median_ms, search::median(&row.trials_ms));
             assert!(row.prepare_ms.is_some());
+            assert!(row.warmup_runs >= 1);
         } else {
             assert!(row.median_ms.is_none() && row.trials_ms.is_empty());
         }
@@ -91,7 +92,12 @@ fn linear_relu_64x256x64_measures_three_candidates() {
     assert_eq!(launches, [3, 2, 1]);
     let text = report.to_string();
     assert!(text.starts_with("candidate  median_ms  slab_bytes  launches  status\n"), "{text}");
-    assert!(text.contains("(3 of 3 candidates measured, 1 warm-up + 5 trials each)"), "{text}");
+    assert!(
+        text.contains(
+            " ms on cpu: 3 of 3 candidates measured, 5 trials each after a warm-up of >= 1 run and 10 ms\n"
+        ),
+        "{text}"
+    );
     assert!(text.lines().last().unwrap().starts_with("break-even: "), "{text}");
     assert_eq!(text.matches("selected").count(), 1, "{text}");
 }
