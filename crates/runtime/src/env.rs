@@ -9,7 +9,7 @@ pub const MEMORY_DEBUG: &str = "LUMINAL_CUDA_MEMORY_DEBUG";
 /// `LUMINAL_CUDA_PROFILE_RECAPTURE=1`: print one `*_EXEC_PROFILE` line per execute on stderr.
 pub const PROFILE_RECAPTURE: &str = "LUMINAL_CUDA_PROFILE_RECAPTURE";
 /// `LUMINAL_LOG_LLIR=1`: during search, print each new fastest candidate's canonical LLIR on
-/// stderr between `LLIR_BEST` and `LLIR_BEST_END` lines ([`crate::search`]).
+/// stderr between `LLIR_BEST` and `LLIR_BEST_END` lines ([`mod@crate::search`]).
 pub const LOG_LLIR: &str = "LUMINAL_LOG_LLIR";
 
 /// The debugging switches as read from the process environment.

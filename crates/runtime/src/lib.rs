@@ -9,9 +9,9 @@
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
 //! - [`reference`]: a naive f64 interpreter of the LLIR, the oracle of the numeric tests.
-//! - [`search`]: Luminal's search phase: profile the fusion candidates on a runtime, keep the
+//! - [`mod@search`]: Luminal's search phase: profile the fusion candidates on a runtime, keep the
 //!   fastest measured, report per-candidate medians and the break-even.
-//! - [`env`]: the `LUMINAL_*` switches, read in one place.
+//! - [`mod@env`]: the `LUMINAL_*` switches, read in one place.
 //! - `cuda` (feature `cuda`): the CUDA runtime: one device slab, cuBLASLt matmuls with fused
 //!   epilogues, NVRTC kernels, one synchronize per execute; libraries loaded at run time.
 //!

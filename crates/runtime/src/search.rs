@@ -3,7 +3,7 @@
 //!
 //! This is Luminal's search phase: the winner is the candidate that *measured* fastest on the
 //! chosen [`Runtime`], not the one a cost model guessed. Each candidate of
-//! [`lumen_compiler::fusion::candidates`] is prepared (slab, kernels, weights), executed
+//! [`lumen_compiler::fusion::candidates()`] is prepared (slab, kernels, weights), executed
 //! untimed for at least [`SearchOptions::warmup`] runs and [`SearchOptions::warmup_time`],
 //! then [`SearchOptions::trials`] times timed; its
 //! figure is the median trial (robust to a stray slow run, as criterion and TVM's
