@@ -8,21 +8,28 @@
 //!
 //! - Push every buffer of a solution down until it rests on another or on 0 ("gravity"); then
 //!   taking buffers by offset, each one lands on the *skyline* (the upper envelope of those
-//!   before it). So a solution is a sequence of drops onto the skyline.
-//! - Look at the lowest, leftmost valley `V` of the skyline (a maximal run of time segments at
-//!   the lowest height `x`, among segments some unplaced buffer still covers). In the solution,
-//!   either some buffer sits at offset `x` inside `V` (the leftmost such one, `b`, must lie
-//!   within `V`: its neighbours are higher), and the floor of `V` left of `b` stays empty up to
-//!   the lower of its neighbours; or nothing sits at `x` in `V`, and `V` fills up to its lower
-//!   neighbour. Branching over "which `b`, or none" reaches every solution exactly once, so
-//!   the search has no symmetric duplicates (buffers with equal interval and size are tried
-//!   once).
+//!   before it), and everything below the skyline is settled.
+//! - Take a valley `V` of the skyline: a run of time segments at height `x` whose neighbours
+//!   are higher (a local minimum). In a solution, either some buffer sits at offset `x` inside
+//!   `V` (the leftmost such one, `b`, lies within `V`, since its neighbours are higher) and the
+//!   floor of `V` left of `b` stays empty up to the lower of `b`'s top and the left rim; or
+//!   nothing sits at `x` in `V`, and `V` fills up to its lower rim. Branching over "which `b`,
+//!   or none" reaches every solution exactly once (buffers with equal interval and size are
+//!   tried once). Of all valleys, the one with the fewest feasible options is branched on:
+//!   a valley with one option is a forced move, one with none a dead end found at once.
 //! - Inference: every segment `t` must satisfy `height(t) + unplaced load(t) <= capacity`,
-//!   since all unplaced buffers live at `t` stack above the skyline there. A drop keeps that sum;
-//!   only filling a floor raises it, so the check runs there and prunes most dead ends at once.
+//!   since all unplaced buffers live at `t` stack above the skyline there. A drop keeps that
+//!   sum; only an emptied floor raises it, so the check runs there.
+//! - Decomposition: where no unplaced buffer crosses from one segment to the next, the two
+//!   sides are independent; they are solved one after the other, and when one side fails the
+//!   search backtracks past the other at once instead of retrying all its arrangements.
+//! - Candidates are tried in a value order (no empty floor, top flush with a neighbour, whole
+//!   valley spanned, then one of three size/length orders); attempts restart on the Luby
+//!   schedule with the order slightly perturbed (fixed seeds), the standard cure for the
+//!   heavy-tailed run times of backtracking search (Gomes, Selman and Kautz, AAAI 1998).
 //!
-//! Work is counted in segment visits, so a budget cuts the search at the same point on every
-//! machine.
+//! Work is counted in segment and candidate visits, so a budget cuts the search at the same
+//! point on every machine.
 
 use std::time::Instant;
 
@@ -104,18 +111,19 @@ impl Intervals {
         self.peak
     }
 
-    /// Searches with restarts: attempts cut off after `RESTART_UNIT` times the Luby sequence
-    /// (1, 1, 2, 1, 1, 2, 4, ...) of work, cycling through the branching orders, randomly
-    /// perturbed (fixed seeds) from the fourth attempt on. Dead states proven by one attempt
-    /// prune the others. Returns the outcome and the work spent.
+    /// Searches for a placement with slab `<= capacity` bytes, with restarts: attempts are cut
+    /// off after `RESTART_UNIT` times the Luby sequence (1, 1, 2, 1, 1, 2, 4, ...) of work,
+    /// cycling through the branching orders, randomly perturbed (fixed seeds) from the fourth
+    /// attempt on. Each attempt is a complete search, so one that runs to its end proves the
+    /// capacity infeasible. Stops after `budget` work or at `deadline`; returns the outcome and
+    /// the work spent.
     pub(crate) fn search_restarts(
         &self,
         capacity: usize,
         budget: u64,
         deadline: Option<Instant>,
     ) -> (Outcome, u64) {
-        const ORDERS: [Branching; 3] =
-            [Branching::Longest, Branching::Largest, Branching::Area];
+        const ORDERS: [Branching; 3] = [Branching::Longest, Branching::Largest, Branching::Area];
         let mut searches: Vec<Search<'_>> =
             ORDERS.iter().map(|&b| Search::new(self, capacity, b)).collect();
         let mut used = 0u64;
@@ -142,7 +150,7 @@ impl Intervals {
 }
 
 /// Work of the shortest restart, in segment visits.
-const RESTART_UNIT: u64 = 200_000;
+const RESTART_UNIT: u64 = 500_000;
 
 /// Percent chance, per candidate, of swapping it with one of the next few after the first
 /// restarts.
@@ -211,6 +219,8 @@ struct Frame {
 /// as one (still exact, only slower), so the native stack stays small.
 const MAX_SPLIT_DEPTH: u32 = 256;
 
+/// The state of one search: the skyline, the unplaced load per segment, and the trail of
+/// changes to undo on backtracking.
 struct Search<'a> {
     p: &'a Intervals,
     capacity: usize,
@@ -223,6 +233,7 @@ struct Search<'a> {
     /// Buffers by start segment, each list ordered for branching, equal buffers adjacent.
     by_start: Vec<Vec<u32>>,
     cands: Vec<u32>,
+    room: Vec<usize>,
     trail: Vec<Op>,
     work: u64,
     budget: u64,
@@ -273,6 +284,7 @@ impl<'a> Search<'a> {
             offset: vec![0; n],
             by_start,
             cands: Vec::new(),
+            room: Vec::new(),
             trail: Vec::new(),
             work: 0,
             budget: u64::MAX,
@@ -286,8 +298,8 @@ impl<'a> Search<'a> {
         if self.load[t] == 0 { WALL } else { self.height[t] }
     }
 
-    /// The lowest, leftmost valley within `a..b` as a frame with its candidates, or `None`
-    /// when no unplaced buffer lies there.
+    /// The valley within `a..b` to branch on (fewest options, then lowest, then leftmost) as a
+    /// frame with its candidates in value order, or `None` when no unplaced buffer lies there.
     fn valley(&mut self, a: u32, b: u32) -> Option<Frame> {
         let (a, b) = (a as usize, b as usize);
         self.work += (b - a) as u64 + 1;
@@ -313,7 +325,8 @@ impl<'a> Search<'a> {
             if left < lvl || right < lvl {
                 continue;
             }
-            let mut options = self.count_candidates(r0, r1, chosen.map_or(usize::MAX, |c| c.0));
+            let cap = chosen.map_or(usize::MAX, |c| c.0);
+            let mut options = self.count_candidates(r0, r1, lvl, left, cap);
             if self.can_fill(r0 as u32, r1 as u32, left.min(right)) {
                 options += 1;
             }
@@ -357,6 +370,21 @@ impl<'a> Search<'a> {
             }
         }
         let last = self.cands.len();
+        {
+            // Value order: buffers that leave no floor empty, then those whose top is flush with
+            // a neighbour (no new step in the skyline), then those spanning the whole valley;
+            // the branching order (a stable sort keeps it) breaks the remaining ties.
+            let p = self.p;
+            let (t0u, t1u) = (t0 as u32, t1 as u32);
+            self.cands[first..last].sort_by_key(|&c| {
+                let c = c as usize;
+                let top = best + p.size[c];
+                let starts = p.start[c] == t0u;
+                let flush = (starts && top == left) || (p.end[c] == t1u && top == right);
+                let spans = starts && p.end[c] == t1u;
+                (!starts, !flush, !spans)
+            });
+        }
         if let Some(rng) = self.rng.as_mut() {
             // Randomized restarts: nudge the heuristic order a little.
             let slice = &mut self.cands[first..last];
@@ -381,9 +409,27 @@ impl<'a> Search<'a> {
     }
 
     /// Distinct unplaced buffers lying within `t0..t1`, counting no further than `cap`.
-    fn count_candidates(&mut self, t0: usize, t1: usize, cap: usize) -> usize {
+    fn count_candidates(
+        &mut self,
+        t0: usize,
+        t1: usize,
+        floor: usize,
+        left: usize,
+        cap: usize,
+    ) -> usize {
+        // room[k]: how far the floor may rise over t0..t0 + k (the least slack there); a
+        // buffer starting at t0 + k leaves that stretch empty up to its own top or the left rim.
+        self.room.clear();
+        let mut least = usize::MAX;
+        self.room.push(least);
+        for t in t0..t1 {
+            least = least.min(self.capacity - floor - self.load[t]);
+            self.room.push(least);
+        }
+        self.work += (t1 - t0) as u64;
         let mut count = 0usize;
         for t in t0..t1 {
+            let room = self.room[t - t0];
             let mut prev: Option<usize> = None;
             for &c in &self.by_start[t] {
                 let ci = c as usize;
@@ -397,6 +443,9 @@ impl<'a> Search<'a> {
                     continue;
                 }
                 prev = Some(ci);
+                if t > t0 && left.min(floor + self.p.size[ci]) - floor > room {
+                    continue;
+                }
                 count += 1;
                 if count > cap {
                     return count;
@@ -587,7 +636,7 @@ impl<'a> Search<'a> {
     }
 
     /// One search from the empty slab with `budget` more work; `noise` = (seed, percent)
-    /// perturbs the branching order. Dead states found by earlier attempts stay known.
+    /// perturbs the branching order.
     fn attempt(
         &mut self,
         budget: u64,
