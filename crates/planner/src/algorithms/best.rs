@@ -33,6 +33,7 @@ pub(crate) fn best(
     // Every greedy; first fit in request order is Luminal's plan, so `best` never loses to it.
     let request: Vec<u32> = (0..n as u32).collect();
     let size = orders::size_desc(inst);
+    let size_by_start = orders::size_desc_by_start(inst);
     let lifetime = orders::lifetime_desc(inst);
     let area = orders::area_desc(inst);
     let start = orders::start_order(inst);
@@ -43,6 +44,8 @@ pub(crate) fn best(
         (&request, Fit::First),
         (&size, Fit::First),
         (&size, Fit::Best),
+        (&size_by_start, Fit::First),
+        (&size_by_start, Fit::Best),
         (&lifetime, Fit::Best),
         (&lifetime, Fit::First),
         (&area, Fit::First),

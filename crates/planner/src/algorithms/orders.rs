@@ -17,6 +17,12 @@ pub(crate) fn size_desc(inst: &Instance<'_>) -> Vec<u32> {
     })
 }
 
+/// Largest reserved size first; ties by earliest use, then request order (a second tie-break
+/// for `best`'s portfolio: with few distinct sizes, ties decide much of the plan).
+pub(crate) fn size_desc_by_start(inst: &Instance<'_>) -> Vec<u32> {
+    sorted(inst, |i| (Reverse(inst.reserved[i]), inst.conflicts.span(i).0, i))
+}
+
 /// Longest lifetime (span of topological ranks) first; ties by size descending, then earliest
 /// use (XLA's temporal sort).
 pub(crate) fn lifetime_desc(inst: &Instance<'_>) -> Vec<u32> {
