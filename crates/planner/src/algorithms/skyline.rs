@@ -423,7 +423,7 @@ impl<'a> Search<'a> {
         let mut least = usize::MAX;
         self.room.push(least);
         for t in t0..t1 {
-            least = least.min(self.capacity - floor - self.load[t]);
+            least = least.min(self.capacity.saturating_sub(floor + self.load[t]));
             self.room.push(least);
         }
         self.work += (t1 - t0) as u64;
