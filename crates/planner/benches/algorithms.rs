@@ -10,7 +10,7 @@
 //! `--skip-scale` / `--scale-only` pick a section.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use lumen_planner::problem::SlabProblem;
 use lumen_planner::{Dag, SlabAlgorithm, SlabBuffer, SlabOptions, plan_slab, verify};
@@ -222,7 +222,6 @@ fn scale(cli: &Cli) {
             );
         }
     }
-    let _ = Duration::ZERO;
 }
 
 fn main() {
