@@ -437,3 +437,24 @@ fn fused_costs_less_than_unfused_in_the_e_graph() {
     assert_eq!(fused_cost, 8_000_000 + 147_712 + 4);
     assert_eq!(plain_cost, 3 * 8_000_000 + 213_248 + 6);
 }
+
+#[test]
+fn two_equal_outputs_never_recompute_the_product() {
+    // y0 = x@w + b and y1 = x@w + b: the e-graph merges them into one e-class, but each output
+    // owns a buffer, so that e-class is built twice. Fusing its bias would run the product twice
+    // (proptest regression in fusion_props): the candidates keep one plain product instead.
+    let mut cx = Graph::new();
+    let x = cx.input("x", [4, 8]);
+    let w = cx.weight("w", [8, 8]);
+    let b = cx.weight("b", [8]);
+    let t = x.matmul(&w);
+    (&t + &b).output("y0");
+    (&t + &b).output("y1");
+    let e = explore(&cx);
+    let unfused = e.candidates[0].program.figures;
+    for c in &e.candidates {
+        assert_eq!(epilogues(&c.program), [Epilogue::Default], "{}", c.label);
+        assert!(c.program.figures.flops <= unfused.flops, "{}", c.label);
+        assert_same_outputs(&eval(&cx.hlir()), &eval(&c.hlir));
+    }
+}

@@ -177,17 +177,25 @@ pub fn hidden_classes(eg: &FusionEGraph, node: &FusionLang) -> Vec<Id> {
 
 /// Chosen fused e-nodes that would recompute a value: one that hides an e-class which the
 /// program also reads, or which another chosen fused e-node hides too.
+///
+/// An e-class named by several outputs is built once per output (each output owns its
+/// buffer, see `build_hlir`), so its fused e-node hides its product once per copy.
 fn recomputing(eg: &FusionEGraph, choice: &BTreeMap<Id, FusionLang>) -> BTreeSet<FusionLang> {
     let mut reads: BTreeMap<Id, usize> = BTreeMap::new();
+    let mut copies: BTreeMap<Id, usize> = BTreeMap::new();
     for node in choice.values() {
         for &c in node.children() {
             *reads.entry(eg.find(c)).or_default() += 1;
+            if matches!(node, FusionLang::Outputs(_)) {
+                *copies.entry(eg.find(c)).or_default() += 1;
+            }
         }
     }
     let mut hidden_by: BTreeMap<Id, Vec<&FusionLang>> = BTreeMap::new();
-    for node in choice.values().filter(|n| n.is_fused()) {
-        for class in hidden_classes(eg, node) {
-            hidden_by.entry(class).or_default().push(node);
+    for (class, node) in choice.iter().filter(|(_, n)| n.is_fused()) {
+        let times = copies.get(class).copied().unwrap_or(1).max(1);
+        for hidden in hidden_classes(eg, node) {
+            hidden_by.entry(hidden).or_default().extend(std::iter::repeat_n(node, times));
         }
     }
     hidden_by
