@@ -133,3 +133,17 @@ fn bad_input_is_one_error_line() {
     let e = error_line(&["compile", "linear-relu", "--m", "4611686018427387904"]);
     assert!(e.contains("too large"), "{e}");
 }
+
+#[test]
+fn algorithm_flag_reaches_the_planner_and_bad_names_are_one_line() {
+    // 4096x64x4096 unfused: first fit is 137,379,840 B against a lower bound of 134,234,112 B;
+    // `best` must never be worse than first fit, and both must keep the same lower bound.
+    let args = ["compile", "linear-relu", "--m", "4096", "--k", "64", "--n", "4096", "--no-fuse"];
+    let ff = json(&[&args[..], &["--json"]].concat());
+    let best = json(&[&args[..], &["--algorithm", "best", "--json"]].concat());
+    assert_eq!(ff["slab_bytes"], 137_379_840u64);
+    assert_eq!(ff["lower_bound"], best["lower_bound"]);
+    assert!(best["slab_bytes"].as_u64() <= ff["slab_bytes"].as_u64());
+    let err = error_line(&["compile", "linear-relu", "--algorithm", "nope"]);
+    assert!(err.contains("first-fit") && err.contains("best"), "{err}");
+}

@@ -103,7 +103,8 @@ fn digits_text_shows_candidates_and_break_even() {
         assert!(row.starts_with(label) && row.contains("  measured"), "{row}");
     }
     assert_eq!(rows.iter().filter(|r| r.contains("selected")).count(), 1, "{text}");
-    assert!(text.lines().any(|l| l.starts_with("search ") && l.contains(" ms on cpu: 3 of 3 candidates measured, 2 trials each")));
+    assert!(text.lines().any(|l| l.starts_with("search ")
+        && l.contains(" ms on cpu: 3 of 3 candidates measured, 2 trials each")));
     let be = text.lines().find(|l| l.starts_with("break-even: ")).expect("break-even line");
     assert!(be.ends_with("against unfused)") || be.ends_with("is the fastest)"), "{be}");
     for phase in ["graph_compile ", "search ", "prepare ", "execute "] {

@@ -31,6 +31,9 @@ pub struct Args {
     /// LLIR_DUMP_DIR).
     #[arg(long)]
     dump_dir: Option<PathBuf>,
+    /// Slab placement algorithm (first-fit is Luminal's plan_slab; `best` the tightest lumen has).
+    #[arg(long, value_name = "NAME", default_value = "first-fit", value_parser = super::plan_slab::algorithm_parser())]
+    algorithm: lumen_planner::SlabAlgorithm,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -65,6 +68,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         fuse: true,
         workspace_bytes: args.workspace_bytes,
         alignment: args.alignment,
+        algorithm: args.algorithm,
         capacity: args.capacity,
         name: name.clone(),
         dump_dir: args.dump_dir.clone(),

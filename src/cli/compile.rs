@@ -27,6 +27,9 @@ pub struct Args {
     /// Write {label}.llir.txt, .llir.dot, .plan.txt, .plan.svg here (overrides LLIR_DUMP_DIR).
     #[arg(long)]
     dump_dir: Option<PathBuf>,
+    /// Slab placement algorithm (first-fit is Luminal's plan_slab; `best` the tightest lumen has).
+    #[arg(long, value_name = "NAME", default_value = "first-fit", value_parser = super::plan_slab::algorithm_parser())]
+    algorithm: lumen_planner::SlabAlgorithm,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
@@ -39,6 +42,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         fuse: !args.no_fuse,
         workspace_bytes: args.workspace_bytes,
         alignment: args.alignment,
+        algorithm: args.algorithm,
         name: args.program.program.clone(),
         dump_dir: args.dump_dir,
         ..CompileOptions::default()

@@ -46,7 +46,8 @@ pub struct Args {
 }
 
 /// `--algorithm`: the names of `SlabAlgorithm::ALL`, listed with a line each in `--help`.
-fn algorithm_parser() -> impl clap::builder::TypedValueParser<Value = SlabAlgorithm> {
+/// Shared by every subcommand that plans a slab.
+pub(crate) fn algorithm_parser() -> impl clap::builder::TypedValueParser<Value = SlabAlgorithm> {
     use clap::builder::TypedValueParser as _;
     let names = SlabAlgorithm::ALL
         .iter()

@@ -61,6 +61,9 @@ pub struct Args {
     /// their mean).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
+    /// Slab placement algorithm (first-fit is Luminal's plan_slab; `best` the tightest lumen has).
+    #[arg(long, value_name = "NAME", default_value = "first-fit", value_parser = super::plan_slab::algorithm_parser())]
+    algorithm: lumen_planner::SlabAlgorithm,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
@@ -109,7 +112,8 @@ fn execute(args: &Args, fuse: bool, searching: bool) -> anyhow::Result<Outcome> 
         .map(|s| s.to_string_lossy().into_owned())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "model".to_string());
-    let options = CompileOptions { fuse, name, ..CompileOptions::default() };
+    let options =
+        CompileOptions { fuse, name, algorithm: args.algorithm, ..CompileOptions::default() };
     let weights = model.weights();
     let inputs: Tensors = model.inputs();
     let mut search_report = None;
