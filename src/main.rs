@@ -21,12 +21,53 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(err) = cli::dispatch(args) {
-        // One line: the error chain joined, never a backtrace.
-        let msg = format!("{err:#}").replace('\n', " ");
-        eprintln!("error: {msg}");
-        std::process::exit(1);
+    // Backstop: a bug that panics still ends in one `error:` line, never a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let at =
+            info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+        eprintln!(
+            "error: internal error (a bug in lumen, please report it): {}{at}",
+            one_line(&what)
+        );
+    }));
+    let result = std::panic::catch_unwind(|| cli::dispatch(args));
+    match result {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => {
+            eprintln!("error: {}", chain_line(&err));
+            std::process::exit(1);
+        }
+        // The hook already printed the line.
+        Err(_) => std::process::exit(101),
     }
+}
+
+/// The error and its causes on one line, `outer: cause: ...`, skipping a cause whose text the
+/// line already holds (thiserror messages often embed their source, and anyhow's `{:#}` would
+/// print it twice).
+fn chain_line(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = one_line(&cause.to_string());
+        if text.is_empty() || line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+fn one_line(text: &str) -> String {
+    text.split('\n').map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 /// clap's multi-line usage error as one line: the message, then its hints (possible values,

@@ -1,0 +1,43 @@
+//! End-to-end: every failure of the `lumen` binary is one `error:` line, without repeats.
+
+use std::process::Command;
+
+/// Stderr of a failing run, checked to be exactly one `error: ` line; returns the message.
+fn error_line(args: &[&str], code: i32) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(args)
+        .env_remove("LLIR_DUMP_DIR")
+        .output()
+        .expect("run lumen");
+    assert_eq!(out.status.code(), Some(code), "{args:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let msg = stderr.strip_prefix("error: ").unwrap_or_else(|| panic!("{stderr}")).trim_end();
+    assert!(!msg.contains("panicked") && !msg.contains("backtrace"), "{msg}");
+    msg.to_string()
+}
+
+#[test]
+fn a_cause_already_in_the_message_is_not_repeated() {
+    let msg = error_line(&["compile", "linear-relu", "--alignment", "0"], 1);
+    assert_eq!(msg.matches("slab alignment must be positive").count(), 1, "{msg}");
+}
+
+#[test]
+fn usage_errors_are_one_line_with_exit_2() {
+    let msg = error_line(&["compile"], 2);
+    assert!(msg.contains("<PROGRAM>"), "{msg}");
+    let msg = error_line(&["no-such-command"], 2);
+    assert!(msg.contains("no-such-command"), "{msg}");
+    let msg = error_line(&["plan-slab", "x.json", "--capacity", "-5"], 2);
+    assert!(msg.contains("-5"), "{msg}");
+}
+
+#[test]
+fn help_and_version_still_print_and_succeed() {
+    for flag in ["--help", "--version"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_lumen")).arg(flag).output().unwrap();
+        assert!(out.status.success(), "{flag}");
+        assert!(!out.stdout.is_empty(), "{flag}");
+    }
+}
