@@ -31,9 +31,19 @@ pub enum PlanError {
         /// The absent node index.
         node: usize,
     },
-    /// Rounding a size up to the alignment, or an offset plus a size, overflowed `usize`.
+    /// Rounding a request's size up to the alignment overflowed `usize` (SPEC's message, e.g.
+    /// `bytes = usize::MAX` at alignment 256).
     #[error("slab alignment overflow")]
     Overflow,
+    /// A total of the plan, in bytes, has no `usize`: `naive_bytes` (the sum of the reserved
+    /// sizes, checked before any placement, so every offset an algorithm computes fits) or
+    /// `slab_bytes` (a buffer's end in a plan handed to [`crate::verify`]). The requests may not
+    /// even conflict: two `usize::MAX`-byte buffers in sequence overflow naive_bytes alone.
+    #[error("slab {total} overflows usize")]
+    TotalOverflow {
+        /// Which total: `naive_bytes` or `slab_bytes`.
+        total: &'static str,
+    },
     /// First fit found no place below the capacity. This algorithm found no placement; one may
     /// still exist.
     #[error("slab capacity {capacity} exceeded while placing request {index} ({bytes} bytes)")]

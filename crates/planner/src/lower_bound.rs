@@ -39,7 +39,8 @@ pub struct Antichain {
 ///
 /// # Errors
 /// The input errors of [`crate::plan_slab`] (zero alignment, cycle, duplicate ids, empty uses,
-/// absent nodes), and [`PlanError::Overflow`] when a reserved size or their sum overflows.
+/// absent nodes), [`PlanError::Overflow`] when a reserved size overflows, and
+/// [`PlanError::TotalOverflow`] when their sum does.
 pub fn lower_bound<N, E>(
     dag: &DiGraph<N, E>,
     buffers: &[SlabBuffer],
@@ -69,12 +70,13 @@ pub fn max_weight_antichain<N, E>(
 /// Dinic on `2n + 2` nodes and `3n + cover pairs` edges.
 ///
 /// # Errors
-/// [`PlanError::Overflow`] when the weights sum past `usize::MAX`.
+/// [`PlanError::TotalOverflow`] (naming `naive_bytes`) when the weights sum past `usize::MAX`.
 pub fn antichain_of(order: &BufferOrder, reserved: &[usize]) -> Result<Antichain, PlanError> {
     let n = order.len();
     let weight = |i: usize| reserved.get(i).copied().unwrap_or(0);
-    let total =
-        (0..n).try_fold(0usize, |acc, i| acc.checked_add(weight(i))).ok_or(PlanError::Overflow)?;
+    let total = (0..n)
+        .try_fold(0usize, |acc, i| acc.checked_add(weight(i)))
+        .ok_or(PlanError::TotalOverflow { total: "naive_bytes" })?;
     if n == 0 {
         return Ok(Antichain::default());
     }

@@ -110,7 +110,7 @@ pub enum ProblemError {
         message: String,
     },
     /// The CSV header lacks a required column.
-    #[error("CSV header lacks a {column} column (header: {header})")]
+    #[error("CSV header lacks {} {column} column (header: {header})", article(column))]
     MissingColumn {
         /// The column wanted, with its accepted aliases.
         column: &'static str,
@@ -141,19 +141,37 @@ pub enum ProblemError {
     },
 }
 
+/// `an` before a vowel (`an id column`), `a` otherwise.
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+}
+
 impl SlabProblem {
-    /// Reads a problem file: MiniMalloc CSV when the name ends in `.csv` (any case), the JSON
-    /// form otherwise.
+    /// Reads a problem file: MiniMalloc CSV when the name ends in `.csv` (any case) or the first
+    /// line is a CSV header with an `id` column (MiniMalloc's `id,lower,upper,size`, whatever the
+    /// file is called), the JSON form otherwise.
     ///
     /// # Errors
     /// [`ProblemError::Io`] when the file cannot be read; otherwise as [`SlabProblem::from_json_str`]
-    /// or [`SlabProblem::from_csv_str`].
+    /// or [`SlabProblem::from_csv_str`]. When the text is not JSON from its first character, the
+    /// JSON error says so and how a CSV is recognised.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ProblemError> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path)
             .map_err(|error| ProblemError::Io { path: path.display().to_string(), error })?;
         let is_csv = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-        if is_csv { Self::from_csv_str(&text) } else { Self::from_json_str(&text) }
+        if is_csv || looks_like_csv(&text) {
+            return Self::from_csv_str(&text);
+        }
+        Self::from_json_str(&text).map_err(|e| match e {
+            ProblemError::Json(message) if message.ends_with(" at line 1 column 1") => {
+                ProblemError::Json(format!(
+                    "{message} (not JSON; a MiniMalloc CSV needs a .csv name or an \
+                     id,lower,upper,size header)"
+                ))
+            }
+            other => other,
+        })
     }
 
     /// Parses the planner's JSON form (see the module docs). Nodes are added to the DAG in the
@@ -174,7 +192,7 @@ impl SlabProblem {
                 return Err(ProblemError::DuplicateNode { index: i, name: name.clone() });
             }
         }
-        for (i, (from, to)) in raw.edges.iter().enumerate() {
+        for (i, Edge(from, to)) in raw.edges.iter().enumerate() {
             let lookup = |name: &String| {
                 index
                     .get(name.as_str())
@@ -385,6 +403,15 @@ impl SlabProblem {
     }
 }
 
+/// A first line (after a byte-order mark) that is a comma-separated header naming an `id`
+/// column: MiniMalloc's CSV, never the JSON form, whose first character is `{`.
+fn looks_like_csv(text: &str) -> bool {
+    let first = text.trim_start_matches('\u{feff}').lines().next().unwrap_or("");
+    first.contains(',')
+        && !first.trim_start().starts_with(['{', '['])
+        && first.split(',').any(|h| h.trim().eq_ignore_ascii_case("id"))
+}
+
 fn known_algorithms() -> String {
     SlabAlgorithm::ALL.iter().map(|a| a.name()).collect::<Vec<_>>().join(", ")
 }
@@ -402,12 +429,12 @@ fn csv_error(e: csv::Error) -> ProblemError {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a JSON object with nodes, edges, buffers")]
 struct RawProblem {
     #[serde(default)]
     nodes: Vec<String>,
     #[serde(default)]
-    edges: Vec<(String, String)>,
+    edges: Vec<Edge>,
     #[serde(default, deserialize_with = "de_alignment")]
     alignment: Option<usize>,
     #[serde(default, deserialize_with = "de_capacity")]
@@ -419,7 +446,7 @@ struct RawProblem {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a buffer object with id, bytes, uses")]
 struct RawBuffer {
     id: String,
     #[serde(deserialize_with = "de_bytes")]
@@ -435,6 +462,38 @@ struct RawProblemOut<'a> {
     capacity: Option<usize>,
     algorithm: &'static str,
     buffers: Vec<IndexMap<&'static str, serde_json::Value>>,
+}
+
+/// One entry of `edges`: `[from, to]`, two node names. A longer list is refused by name rather
+/// than with serde's "trailing characters".
+struct Edge(String, String);
+
+impl<'de> Deserialize<'de> for Edge {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_seq(EdgeVisitor)
+    }
+}
+
+struct EdgeVisitor;
+
+impl<'de> Visitor<'de> for EdgeVisitor {
+    type Value = Edge;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an edge as a pair [from, to] of node names")
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Edge, A::Error> {
+        let from: String =
+            seq.next_element()?.ok_or_else(|| de::Error::invalid_length(0, &self))?;
+        let to: String = seq.next_element()?.ok_or_else(|| de::Error::invalid_length(1, &self))?;
+        if seq.next_element::<de::IgnoredAny>()?.is_some() {
+            return Err(de::Error::custom(
+                "an edge is a pair [from, to] of node names, got 3 or more items",
+            ));
+        }
+        Ok(Edge(from, to))
+    }
 }
 
 /// A count of bytes: a non-negative integer that fits `usize`; the message names the field.
@@ -456,7 +515,8 @@ impl<'de> Visitor<'de> for Count {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<usize, E> {
-        Err(E::custom(self.refuse(v)))
+        // Debug keeps the point (256.0), so a float is never shown as the integer it equals.
+        Err(E::custom(self.refuse(format_args!("{v:?}"))))
     }
 }
 

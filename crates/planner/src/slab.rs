@@ -163,8 +163,19 @@ pub fn reserved_bytes(bytes: usize, alignment: usize) -> Result<usize, PlanError
     b.div_ceil(alignment).checked_mul(alignment).ok_or(PlanError::Overflow)
 }
 
-/// Checks everything SPEC section 2 lists as bad input, in its order, and returns the closure
-/// and the reserved sizes.
+/// Sum of `reserved` in bytes: a plan's naive_bytes.
+///
+/// # Errors
+/// [`PlanError::TotalOverflow`] naming `naive_bytes` when the sum has no `usize`.
+pub(crate) fn naive_total(reserved: &[usize]) -> Result<usize, PlanError> {
+    reserved
+        .iter()
+        .try_fold(0usize, |acc, &r| acc.checked_add(r))
+        .ok_or(PlanError::TotalOverflow { total: "naive_bytes" })
+}
+
+/// Checks everything SPEC section 2 lists as bad input, in its order, then that the reserved
+/// sizes sum within `usize`, and returns the closure and the reserved sizes.
 pub(crate) fn validate<N, E>(
     dag: &DiGraph<N, E>,
     buffers: &[SlabBuffer],
@@ -188,6 +199,9 @@ pub(crate) fn validate<N, E>(
         }
         reserved.push(reserved_bytes(buf.bytes, alignment)?);
     }
+    // Once naive_bytes fits, so does every offset or end any algorithm computes (each is at most
+    // a sum of distinct reserved sizes) and every lower bound.
+    naive_total(&reserved)?;
     Ok((reach, reserved))
 }
 
@@ -200,7 +214,8 @@ pub(crate) fn validate<N, E>(
 ///
 /// # Errors
 /// Every [`PlanError`]: zero alignment, a cyclic DAG, duplicate ids, empty uses, absent nodes,
-/// overflow, and [`PlanError::CapacityExceeded`] when a request's end passes `options.capacity`.
+/// a size that overflows when rounded to the alignment ([`PlanError::Overflow`]), reserved
+/// sizes whose sum overflows ([`PlanError::TotalOverflow`] naming `naive_bytes`), and [`PlanError::CapacityExceeded`] when a request's end passes `options.capacity`.
 pub fn plan_slab<N, E>(
     dag: &DiGraph<N, E>,
     buffers: &[SlabBuffer],
@@ -227,11 +242,9 @@ pub(crate) fn finish(
 ) -> Result<SlabPlan, PlanError> {
     let mut slab_bytes = 0usize;
     for (o, r) in offsets.iter().zip(&reserved) {
-        slab_bytes = slab_bytes.max(o.checked_add(*r).ok_or(PlanError::Overflow)?);
+        let end = o.checked_add(*r).ok_or(PlanError::TotalOverflow { total: "slab_bytes" })?;
+        slab_bytes = slab_bytes.max(end);
     }
-    let naive_bytes = reserved
-        .iter()
-        .try_fold(0usize, |acc, &r| acc.checked_add(r))
-        .ok_or(PlanError::Overflow)?;
+    let naive_bytes = naive_total(&reserved)?;
     Ok(SlabPlan { offsets, reserved, slab_bytes, naive_bytes, lower_bound })
 }

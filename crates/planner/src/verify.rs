@@ -53,7 +53,8 @@ pub fn verify<N, E>(
                 alignment: options.alignment,
             });
         }
-        let end = offset.checked_add(reserved).ok_or(PlanError::Overflow)?;
+        let end =
+            offset.checked_add(reserved).ok_or(PlanError::TotalOverflow { total: "slab_bytes" })?;
         if let Some(limit) = options.capacity.filter(|&cap| end > cap) {
             return Err(VerifyError::OutOfBounds { id: buf.id.clone(), end, limit });
         }
@@ -68,11 +69,7 @@ pub fn verify<N, E>(
             actual: slab,
         });
     }
-    let naive = plan
-        .reserved
-        .iter()
-        .try_fold(0usize, |a, &r| a.checked_add(r))
-        .ok_or(PlanError::Overflow)?;
+    let naive = crate::slab::naive_total(&plan.reserved)?;
     if plan.naive_bytes != naive {
         return Err(VerifyError::Totals {
             field: "naive_bytes",

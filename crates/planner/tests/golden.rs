@@ -1,7 +1,7 @@
 //! Golden vectors of SPEC section 2: every table, every capacity edge, every bad input.
 
 use lumen_planner::{
-    Dag, PlanError, SlabBuffer, SlabOptions, SlabPlan, VerifyError, lower_bound,
+    Dag, PlanError, SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, VerifyError, lower_bound,
     max_weight_antichain, plan_slab, verify,
 };
 use petgraph::graph::NodeIndex;
@@ -211,10 +211,38 @@ fn bad_overflow() {
     let (dag, n) = seed_dag();
     let bufs = vec![SlabBuffer::new("huge", usize::MAX, [n[0]])];
     assert_bad(&dag, &bufs, 256, PlanError::Overflow, "slab alignment overflow");
-    // Alignment 1 does not round, but two huge buffers cannot both fit.
+    // Alignment 1 does not round: nothing overflows an alignment, the total does.
     let two = vec![SlabBuffer::new("a", usize::MAX, [n[0]]), SlabBuffer::new("b", 1, [n[0]])];
-    assert_eq!(plan_slab(&dag, &two, &opts(1, None)).unwrap_err(), PlanError::Overflow);
-    assert_eq!(lower_bound(&dag, &two, 1).unwrap_err(), PlanError::Overflow);
+    let naive = PlanError::TotalOverflow { total: "naive_bytes" };
+    assert_eq!(plan_slab(&dag, &two, &opts(1, None)).unwrap_err(), naive);
+    assert_eq!(lower_bound(&dag, &two, 1).unwrap_err(), naive);
+}
+
+/// Two buffers of `usize::MAX` bytes at alignment 1 on a chain: they do not conflict (a -> b),
+/// so each fits alone at offset 0, but their sum, naive_bytes, has no `usize`. The error names
+/// that total, not the alignment, with every algorithm.
+#[test]
+fn bad_total_overflow_names_the_total() {
+    let mut dag: Dag = Dag::new();
+    let (a, b) = (dag.add_node(()), dag.add_node(()));
+    dag.add_edge(a, b, ());
+    let bufs = vec![SlabBuffer::new("p", usize::MAX, [a]), SlabBuffer::new("q", usize::MAX, [b])];
+    for &algorithm in SlabAlgorithm::ALL {
+        let o = SlabOptions { algorithm, ..opts(1, None) };
+        let err = plan_slab(&dag, &bufs, &o).unwrap_err();
+        assert_eq!(err, PlanError::TotalOverflow { total: "naive_bytes" }, "{algorithm}");
+        assert_eq!(err.to_string(), "slab naive_bytes overflows usize");
+    }
+    // The same sizes at alignment 256 still fail while rounding: SPEC's message.
+    assert_eq!(
+        plan_slab(&dag, &bufs, &opts(256, None)).unwrap_err().to_string(),
+        "slab alignment overflow"
+    );
+    // Half of usize::MAX each still sums within usize and plans.
+    let half = usize::MAX / 2;
+    let bufs = vec![SlabBuffer::new("p", half, [a]), SlabBuffer::new("q", half, [b])];
+    let plan = planned(&dag, &bufs, &opts(1, None));
+    assert_eq!((plan.offsets, plan.slab_bytes, plan.naive_bytes), (vec![0, 0], half, 2 * half));
 }
 
 #[test]

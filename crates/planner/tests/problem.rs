@@ -174,7 +174,7 @@ fn csv_bad_input_names_the_line() {
     );
     assert_eq!(
         csv_err("id,lower,size\na,3,4\n"),
-        "CSV header lacks a upper (or end) column (header: id,lower,size)"
+        "CSV header lacks an upper (or end) column (header: id,lower,size)"
     );
     assert_eq!(
         csv_err("id,lower,upper,size\na,0,3,4\nb,-1,3,4\n"),
@@ -196,6 +196,10 @@ fn csv_bad_input_names_the_line() {
     assert!(
         csv_err("id,lower,upper,size,alignment\na,0,9,4,64\n")
             .starts_with("line 2, column alignment: per-buffer alignment \"64\" is not supported")
+    );
+    assert_eq!(
+        csv_err("ident,lower,upper,size\na,0,3,4\n"),
+        "CSV header lacks an id column (header: ident,lower,upper,size)"
     );
     // Duplicate ids are the planner's error.
     let p = SlabProblem::from_csv_str("id,lower,upper,size\na,0,3,4\na,1,2,4\n").unwrap();
@@ -278,4 +282,65 @@ proptest! {
         prop_assert_eq!(&p.buffers, &q.buffers);
         prop_assert_eq!(p.plan().unwrap(), q.plan().unwrap());
     }
+}
+
+/// What a new user met: messages that named serde's internals or the wrong thing.
+#[test]
+fn json_messages_say_what_the_form_wants() {
+    // A three-item edge: say an edge is a pair, not "trailing characters".
+    let e = json_err(r#"{"nodes": ["a", "b", "c"], "edges": [["a","b","c"]]}"#);
+    assert!(
+        e.starts_with("an edge is a pair [from, to] of node names, got 3 or more items"),
+        "{e}"
+    );
+    assert!(e.contains(" at line 1 column "), "{e}");
+    let e = json_err(r#"{"nodes": ["a"], "edges": [["a"]]}"#);
+    assert!(e.starts_with("invalid length 1, expected an edge as a pair [from, to]"), "{e}");
+    // A float is printed as written, so 256.0 is not shown as the integer 256.
+    assert!(
+        json_err(r#"{"alignment": 256.0}"#)
+            .starts_with("alignment must be a non-negative integer, got 256.0 at line 1"),
+    );
+    assert!(
+        json_err(r#"{"capacity": 1e3}"#)
+            .starts_with("capacity must be a non-negative integer, got 1000.0")
+    );
+    // Not an object at all.
+    assert_eq!(
+        json_err("null"),
+        "invalid type: null, expected a JSON object with nodes, edges, buffers at line 1 column 4"
+    );
+    assert!(
+        json_err(r#"{"buffers": [3]}"#).starts_with(
+            "invalid type: integer `3`, expected a buffer object with id, bytes, uses"
+        ),
+    );
+}
+
+/// A MiniMalloc CSV is recognised by its header whatever the file is called; other text that is
+/// not JSON gets a hint.
+#[test]
+fn csv_content_is_recognised_without_the_extension() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let txt = dir.join("trace.txt");
+    std::fs::write(&txt, "id,lower,upper,size\na,0,3,4\nb,3,9,4\n").unwrap();
+    let p = SlabProblem::load(&txt).unwrap();
+    assert_eq!(p.buffers.len(), 2);
+    assert_eq!(p.plan().unwrap().offsets, vec![0, 0]);
+    let other = dir.join("notes.txt");
+    std::fs::write(&other, "lower,upper\n0,3\n").unwrap();
+    let e = SlabProblem::load(&other).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "expected value at line 1 column 1 (not JSON; a MiniMalloc CSV needs a .csv name or an id,lower,upper,size header)"
+    );
+    // A JSON problem under any name is still JSON.
+    let json = dir.join("p.txt");
+    std::fs::write(
+        &json,
+        r#"{"nodes": ["a"], "buffers": [{"id": "x", "bytes": 1, "uses": ["a"]}]}"#,
+    )
+    .unwrap();
+    assert_eq!(SlabProblem::load(&json).unwrap().buffers.len(), 1);
 }

@@ -8,11 +8,14 @@
 use super::Conflicts;
 use crate::{PlanError, SlabBuffer};
 
+const SLAB_OVERFLOW: PlanError = PlanError::TotalOverflow { total: "slab_bytes" };
+
 /// For each request in order: the earlier requests it conflicts with, sorted by offset, are
 /// scanned from 0 and the request takes the first gap it fits in.
 ///
 /// # Errors
-/// [`PlanError::Overflow`] when an end overflows, [`PlanError::CapacityExceeded`] for the first
+/// [`PlanError::TotalOverflow`] naming `slab_bytes` when an end overflows (not once the reserved
+/// sizes are known to sum within `usize`), [`PlanError::CapacityExceeded`] for the first
 /// request whose end passes `capacity`.
 pub(crate) fn first_fit(
     conflicts: &Conflicts,
@@ -32,13 +35,13 @@ pub(crate) fn first_fit(
         busy.sort_unstable();
         let mut candidate = 0usize;
         for &(start, end) in &busy {
-            let want_end = candidate.checked_add(size).ok_or(PlanError::Overflow)?;
+            let want_end = candidate.checked_add(size).ok_or(SLAB_OVERFLOW)?;
             if want_end <= start {
                 break;
             }
             candidate = candidate.max(end);
         }
-        let end = candidate.checked_add(size).ok_or(PlanError::Overflow)?;
+        let end = candidate.checked_add(size).ok_or(SLAB_OVERFLOW)?;
         if let Some(cap) = capacity.filter(|&cap| end > cap) {
             return Err(PlanError::CapacityExceeded { capacity: cap, index: i, bytes: buf.bytes });
         }

@@ -42,10 +42,9 @@ pub(crate) struct Instance<'a> {
 /// exact heaviest antichain, bytes) lets `best` stop as soon as a plan meets it.
 ///
 /// # Errors
-/// [`PlanError::Overflow`] when the reserved sizes sum past `usize::MAX` (all but first fit,
-/// which reports overflow as Luminal does, while placing), and
-/// [`PlanError::CapacityExceeded`] when the algorithm finds no placement within
-/// `options.capacity`.
+/// [`PlanError::TotalOverflow`] when the reserved sizes sum past `usize::MAX` (validated input
+/// never does), and [`PlanError::CapacityExceeded`] when the algorithm finds no placement
+/// within `options.capacity`.
 pub(crate) fn place(
     options: &SlabOptions,
     reach: &Reachability,
@@ -54,30 +53,24 @@ pub(crate) fn place(
     lower_bound: usize,
 ) -> Result<Vec<usize>, PlanError> {
     let conflicts = Conflicts::new(reach, buffers);
-    // First fit reports overflow while placing, as Luminal does; the others check the sum first.
-    let checked_sum =
-        || reserved.iter().try_fold(0usize, |a, &r| a.checked_add(r)).ok_or(PlanError::Overflow);
+    // Validation checked naive_bytes already; checked again here because no offset an algorithm
+    // computes may overflow, and that rests on this sum.
+    crate::slab::naive_total(reserved)?;
     let inst = Instance { buffers, reserved, conflicts };
     match options.algorithm {
         SlabAlgorithm::FirstFit => {
             first_fit::first_fit(&inst.conflicts, buffers, reserved, options.capacity)
         }
         SlabAlgorithm::FirstFitSize => {
-            checked_sum()?;
             greedy_plan(&inst, &orders::size_desc(&inst), Fit::First, options.capacity)
         }
         SlabAlgorithm::BestFitSize => {
-            checked_sum()?;
             greedy_plan(&inst, &orders::size_desc(&inst), Fit::Best, options.capacity)
         }
         SlabAlgorithm::Lifetime => {
-            checked_sum()?;
             greedy_plan(&inst, &orders::lifetime_desc(&inst), Fit::Best, options.capacity)
         }
-        SlabAlgorithm::Best => {
-            checked_sum()?;
-            best::best(&inst, options, lower_bound)
-        }
+        SlabAlgorithm::Best => best::best(&inst, options, lower_bound),
     }
 }
 
@@ -87,13 +80,13 @@ pub(crate) fn place(
 /// bound, found by a sweep in `O(n log n)`.
 ///
 /// # Errors
-/// [`PlanError::Overflow`] when the reserved sizes sum past `usize::MAX`.
+/// [`PlanError::TotalOverflow`] when the reserved sizes sum past `usize::MAX`.
 pub(crate) fn interval_peak(
     reach: &Reachability,
     buffers: &[SlabBuffer],
     reserved: &[usize],
 ) -> Result<usize, PlanError> {
-    reserved.iter().try_fold(0usize, |a, &r| a.checked_add(r)).ok_or(PlanError::Overflow)?;
+    crate::slab::naive_total(reserved)?;
     let mut events: Vec<(u32, bool, usize)> = Vec::with_capacity(2 * buffers.len());
     for (buf, &r) in buffers.iter().zip(reserved) {
         let ranks = buf.uses.iter().map(|&u| reach.rank(u));
