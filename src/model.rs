@@ -323,6 +323,285 @@ pub fn max_abs_err(a: &HostTensor, b: &HostTensor) -> Option<f64> {
     Some(worst)
 }
 
+/// Default budget of [`check_outputs`] for the max abs error against the reference logits:
+/// lumen computes in f32, scikit-learn in f64, so 1e-4 leaves room for f32 rounding over a
+/// few hundred-term dot products and nothing more.
+pub const DEFAULT_TOLERANCE: f64 = 1e-4;
+
+/// Whether a check of a run's outputs passed, failed, or could not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    /// The outputs pass.
+    Passed,
+    /// The outputs fail: the run must exit non-zero.
+    Failed,
+    /// The file lacks what the check needs (no logits, no labels, no reference accuracy).
+    Skipped,
+}
+
+impl CheckStatus {
+    /// `passed`, `failed`, `skipped` (the JSON word).
+    pub fn word(self) -> &'static str {
+        match self {
+            CheckStatus::Passed => "passed",
+            CheckStatus::Failed => "failed",
+            CheckStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// One check of a run's logits: its name (`finite`, `max_abs_err`, `accuracy`), its status
+/// and one line saying what it compared, or why it was skipped or failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// `finite`, `max_abs_err` or `accuracy`.
+    pub name: &'static str,
+    /// The outcome.
+    pub status: CheckStatus,
+    /// One line: what was compared, the figures, or why it was skipped.
+    pub detail: String,
+}
+
+/// Where the reference accuracy of the `accuracy` check comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReferenceSource {
+    /// The file header's `sklearn_accuracy` metadata.
+    ScikitLearn,
+    /// The argmax of the file's reference `logits` against its labels (no metadata).
+    FileLogits,
+}
+
+impl ReferenceSource {
+    /// `scikit-learn` or `the file's logits`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ReferenceSource::ScikitLearn => "scikit-learn",
+            ReferenceSource::FileLogits => "the file's logits",
+        }
+    }
+}
+
+/// Everything [`check_outputs`] found about a run's logits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputCheck {
+    /// `finite`, `max_abs_err`, `accuracy`, in that order.
+    pub checks: Vec<Check>,
+    /// Problems that do not fail the run but make a figure misleading (labels outside the
+    /// output classes).
+    pub warnings: Vec<String>,
+    /// The budget the max abs error was held to.
+    pub tolerance: f64,
+    /// Largest |lumen - reference| over the logits (NaN when either holds NaN); `None`
+    /// without reference logits.
+    pub max_abs_err: Option<f64>,
+    /// (correct, accuracy) against the labels; `None` without labels.
+    pub accuracy: Option<(usize, f64)>,
+    /// The accuracy the outputs must reproduce, and where it comes from.
+    pub reference_accuracy: Option<(f64, ReferenceSource)>,
+    /// NaN values among lumen's logits.
+    pub nan: usize,
+    /// Infinite values among lumen's logits.
+    pub inf: usize,
+    /// Labels that no output column can predict: (row, label), in row order.
+    pub labels_out_of_range: Vec<(usize, i64)>,
+}
+
+impl OutputCheck {
+    /// Whether no check failed (skipped checks do not fail a run).
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.status != CheckStatus::Failed)
+    }
+
+    /// The failed checks' details, in check order.
+    pub fn failures(&self) -> Vec<&str> {
+        self.checks
+            .iter()
+            .filter(|c| c.status == CheckStatus::Failed)
+            .map(|c| c.detail.as_str())
+            .collect()
+    }
+}
+
+/// How many of `t`'s values are NaN, and how many are infinite.
+pub fn non_finite(t: &HostTensor) -> (usize, usize) {
+    t.data().iter().fold((0, 0), |(nan, inf), v| {
+        (nan + usize::from(v.is_nan()), inf + usize::from(v.is_infinite()))
+    })
+}
+
+/// The number of classes a `[B, C]` logits tensor predicts: C, or 2 for a single column (a
+/// binary classifier's logit, see [`predictions`]).
+pub fn classes(logits: &HostTensor) -> usize {
+    match logits.shape().last().copied().unwrap_or(0) {
+        1 => 2,
+        c => c,
+    }
+}
+
+/// Labels outside `0..classes` as (row, label), in row order: [`accuracy`] can never count
+/// them correct, so an accuracy over them silently drops.
+pub fn labels_out_of_range(labels: &[i64], classes: usize) -> Vec<(usize, i64)> {
+    let top = i64::try_from(classes).unwrap_or(i64::MAX);
+    labels
+        .iter()
+        .enumerate()
+        .filter(|(_, y)| !(0..top).contains(*y))
+        .map(|(i, &y)| (i, y))
+        .collect()
+}
+
+/// Whether an accuracy of `correct` out of `n` reproduces a recorded `reference` fraction:
+/// within half a sample, plus 1e-6 for a reference written with six decimals.
+fn same_accuracy(correct: usize, n: usize, reference: f64) -> bool {
+    if n == 0 || !reference.is_finite() {
+        return false;
+    }
+    let acc = correct as f64 / n as f64;
+    (acc - reference).abs() <= 0.5 / n as f64 + 1e-6
+}
+
+/// Checks a run's `logits` `[B, out]` against what `model`'s file holds to compare with
+/// (SPEC section 6):
+///
+/// - `finite`: no NaN or infinity in the logits (always checked);
+/// - `max_abs_err`: the largest |lumen - reference| over the file's `logits` is at most
+///   `tolerance` (skipped without reference logits; NaN fails);
+/// - `accuracy`: the argmax accuracy against the labels `y` equals the reference accuracy,
+///   the `sklearn_accuracy` metadata or, without it, the file's logits' own accuracy (skipped
+///   without labels or any reference).
+///
+/// Labels outside the output classes are a warning (they can never be predicted; scikit-learn
+/// would not have scored them either). Never panics; a logits tensor of another shape than
+/// the reference counts as a failed `max_abs_err`.
+pub fn check_outputs(model: &MlpModel, logits: &HostTensor, tolerance: f64) -> OutputCheck {
+    let mut checks = Vec::with_capacity(3);
+    let mut warnings = Vec::new();
+    let total = logits.data().len();
+    let (nan, inf) = non_finite(logits);
+    checks.push(if nan + inf == 0 {
+        Check {
+            name: "finite",
+            status: CheckStatus::Passed,
+            detail: format!("all {total} logits are finite"),
+        }
+    } else {
+        Check {
+            name: "finite",
+            status: CheckStatus::Failed,
+            detail: format!("NaN in outputs: {nan} NaN and {inf} infinite of {total} logits"),
+        }
+    });
+
+    let max_abs_err = model.logits.as_ref().and_then(|r| max_abs_err(logits, r));
+    checks.push(match (&model.logits, max_abs_err) {
+        (None, _) => Check {
+            name: "max_abs_err",
+            status: CheckStatus::Skipped,
+            detail: "no reference logits in the file".to_string(),
+        },
+        (Some(r), None) => Check {
+            name: "max_abs_err",
+            status: CheckStatus::Failed,
+            detail: format!(
+                "outputs of shape {:?} cannot be compared with the file's logits {:?}",
+                logits.shape(),
+                r.shape()
+            ),
+        },
+        (Some(_), Some(err)) if err <= tolerance => Check {
+            name: "max_abs_err",
+            status: CheckStatus::Passed,
+            detail: format!("max abs error {err:.3e} within {tolerance:.0e}"),
+        },
+        (Some(_), Some(err)) if err.is_nan() => Check {
+            name: "max_abs_err",
+            status: CheckStatus::Failed,
+            detail: "max abs error is NaN (NaN in the outputs or in the file's logits)".to_string(),
+        },
+        (Some(_), Some(err)) => Check {
+            name: "max_abs_err",
+            status: CheckStatus::Failed,
+            detail: format!("max abs error {err:.3e} over the budget of {tolerance:.0e}"),
+        },
+    });
+
+    let out_of_range = match &model.labels {
+        Some(labels) => labels_out_of_range(labels, classes(logits)),
+        None => Vec::new(),
+    };
+    if let (Some(labels), Some(&(row, y))) = (&model.labels, out_of_range.first()) {
+        let top = classes(logits).saturating_sub(1);
+        warnings.push(format!(
+            "{} of {} labels lie outside the classes 0..={top} the outputs can predict (first: \
+             y[{row}] = {y}); they always count as wrong",
+            out_of_range.len(),
+            labels.len()
+        ));
+    }
+
+    let accuracy = model.labels.as_ref().map(|labels| self::accuracy(logits, labels));
+    let reference_accuracy = model
+        .metadata
+        .get("sklearn_accuracy")
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite())
+        .map(|v| (v, ReferenceSource::ScikitLearn))
+        .or_else(|| {
+            let (r, labels) = (model.logits.as_ref()?, model.labels.as_ref()?);
+            Some((self::accuracy(r, labels).1, ReferenceSource::FileLogits))
+        });
+    checks.push(match (&model.labels, accuracy, reference_accuracy) {
+        (None, _, _) | (_, None, _) => Check {
+            name: "accuracy",
+            status: CheckStatus::Skipped,
+            detail: "no labels y in the file".to_string(),
+        },
+        (Some(_), Some(_), None) => Check {
+            name: "accuracy",
+            status: CheckStatus::Skipped,
+            detail: "no reference accuracy in the file (no sklearn_accuracy, no logits)"
+                .to_string(),
+        },
+        (Some(labels), Some((correct, acc)), Some((reference, source))) => {
+            let n = labels.len();
+            if same_accuracy(correct, n, reference) {
+                Check {
+                    name: "accuracy",
+                    status: CheckStatus::Passed,
+                    detail: format!(
+                        "accuracy {:.2}% ({correct}/{n}) equals the reference ({}: {:.2}%)",
+                        acc * 100.0,
+                        source.describe(),
+                        reference * 100.0
+                    ),
+                }
+            } else {
+                Check {
+                    name: "accuracy",
+                    status: CheckStatus::Failed,
+                    detail: format!(
+                        "accuracy {:.2}% ({correct}/{n}) differs from the reference ({}: {:.2}%)",
+                        acc * 100.0,
+                        source.describe(),
+                        reference * 100.0
+                    ),
+                }
+            }
+        }
+    });
+    OutputCheck {
+        checks,
+        warnings,
+        tolerance,
+        max_abs_err,
+        accuracy,
+        reference_accuracy,
+        nan,
+        inf,
+        labels_out_of_range: out_of_range,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,5 +634,97 @@ mod tests {
         for bad in ["w", "w0", "w01", "wx", "b1", "w1a", "w-1"] {
             assert_eq!(layer_index(bad, 'w'), None, "{bad}");
         }
+    }
+
+    fn model(labels: Option<Vec<i64>>, logits: Option<HostTensor>, sk: Option<&str>) -> MlpModel {
+        let metadata = sk
+            .map(|v| [("sklearn_accuracy".to_string(), v.to_string())].into())
+            .unwrap_or_default();
+        MlpModel { layers: Vec::new(), x: t(&[2, 1], &[0.0, 0.0]), labels, logits, metadata }
+    }
+
+    fn statuses(c: &OutputCheck) -> Vec<(&str, CheckStatus)> {
+        c.checks.iter().map(|k| (k.name, k.status)).collect()
+    }
+
+    #[test]
+    fn checks_pass_fail_and_skip() {
+        use CheckStatus::*;
+        let ours = t(&[2, 2], &[1.0, 0.0, 0.0, 1.0]);
+        // Everything there and equal.
+        let m = model(Some(vec![0, 1]), Some(ours.clone()), Some("1.0"));
+        let c = check_outputs(&m, &ours, DEFAULT_TOLERANCE);
+        assert_eq!(
+            statuses(&c),
+            [("finite", Passed), ("max_abs_err", Passed), ("accuracy", Passed)]
+        );
+        assert!(c.passed() && c.failures().is_empty() && c.warnings.is_empty());
+        assert_eq!(c.reference_accuracy, Some((1.0, ReferenceSource::ScikitLearn)));
+
+        // Off by one everywhere: over the budget, unless the budget allows it.
+        let off = t(&[2, 2], &[2.0, 1.0, 1.0, 2.0]);
+        let c = check_outputs(&m, &off, DEFAULT_TOLERANCE);
+        assert_eq!(c.failures(), ["max abs error 1.000e0 over the budget of 1e-4"]);
+        assert!(check_outputs(&m, &off, 1.0).passed());
+
+        // Accuracy differs from the recorded one (argmax of row 0 flips).
+        let flipped = t(&[2, 2], &[0.0, 1.0, 0.0, 1.0]);
+        let m2 = model(Some(vec![0, 1]), None, Some("1.0"));
+        let c = check_outputs(&m2, &flipped, DEFAULT_TOLERANCE);
+        assert_eq!(statuses(&c)[1], ("max_abs_err", Skipped));
+        assert_eq!(
+            c.failures(),
+            ["accuracy 50.00% (1/2) differs from the reference (scikit-learn: 100.00%)"]
+        );
+
+        // No metadata: the file's logits give the reference accuracy.
+        let m3 = model(Some(vec![0, 1]), Some(ours.clone()), None);
+        let c = check_outputs(&m3, &ours, DEFAULT_TOLERANCE);
+        assert_eq!(c.reference_accuracy, Some((1.0, ReferenceSource::FileLogits)));
+        assert_eq!(
+            c.checks[2].detail,
+            "accuracy 100.00% (2/2) equals the reference (the file's logits: 100.00%)"
+        );
+
+        // NaN: the finite check and the error check both fail.
+        let nan = t(&[2, 2], &[f32::NAN, 0.0, 0.0, f32::INFINITY]);
+        let c = check_outputs(&m, &nan, DEFAULT_TOLERANCE);
+        assert_eq!((c.nan, c.inf), (1, 1));
+        assert_eq!(c.failures()[0], "NaN in outputs: 1 NaN and 1 infinite of 4 logits");
+        assert!(c.max_abs_err.unwrap().is_nan());
+
+        // Nothing to compare with: only the finite check runs.
+        let bare = model(None, None, None);
+        let c = check_outputs(&bare, &ours, DEFAULT_TOLERANCE);
+        assert_eq!(
+            statuses(&c),
+            [("finite", Passed), ("max_abs_err", Skipped), ("accuracy", Skipped)]
+        );
+        assert!(c.passed());
+    }
+
+    #[test]
+    fn labels_outside_the_classes_warn() {
+        assert_eq!(labels_out_of_range(&[0, 9, 10, -1, 99], 10), [(2, 10), (3, -1), (4, 99)]);
+        assert_eq!(classes(&t(&[3, 1], &[0.0; 3])), 2);
+        assert!(labels_out_of_range(&[0, 1], 2).is_empty());
+        let logits = t(&[2, 2], &[1.0, 0.0, 0.0, 1.0]);
+        let m = model(Some(vec![0, 99]), None, None);
+        let c = check_outputs(&m, &logits, DEFAULT_TOLERANCE);
+        assert_eq!(c.labels_out_of_range, [(1, 99)]);
+        assert_eq!(
+            c.warnings,
+            ["1 of 2 labels lie outside the classes 0..=1 the outputs can predict (first: \
+              y[1] = 99); they always count as wrong"]
+        );
+        assert!(c.passed(), "a warning alone does not fail");
+    }
+
+    #[test]
+    fn accuracy_equality_allows_six_decimals() {
+        assert!(same_accuracy(439, 450, 0.975556));
+        assert!(!same_accuracy(438, 450, 0.975556));
+        assert!(!same_accuracy(0, 0, 0.0));
+        assert!(!same_accuracy(1, 1, f64::NAN));
     }
 }

@@ -383,3 +383,201 @@ fn runtime_flag() {
     let v = json(&["run", DIGITS, "--runtime", "cpu", "--no-fuse", "--json", "--runs", "1"]);
     assert_eq!(v["runtime"], "cpu");
 }
+
+/// The digits file with `edit` applied to its f32 tensors (name -> values) and its metadata,
+/// written to `dir/name`.
+fn edited_digits(
+    dir: &Path,
+    name: &str,
+    edit: impl FnOnce(
+        &mut std::collections::BTreeMap<String, Vec<f32>>,
+        &mut std::collections::HashMap<String, String>,
+    ),
+) -> String {
+    let bytes = std::fs::read(DIGITS).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut meta = safetensors::SafeTensors::read_metadata(&bytes)
+        .unwrap()
+        .1
+        .metadata()
+        .clone()
+        .unwrap_or_default();
+    let mut floats = std::collections::BTreeMap::new();
+    let mut others = Vec::new();
+    for (n, v) in st.tensors() {
+        if v.dtype() == Dtype::F32 {
+            let data: Vec<f32> = v
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            floats.insert(n.clone(), (v.shape().to_vec(), data));
+        } else {
+            others.push((n.clone(), v.dtype(), v.shape().to_vec(), v.data().to_vec()));
+        }
+    }
+    let mut values: std::collections::BTreeMap<String, Vec<f32>> =
+        floats.iter().map(|(n, (_, d))| (n.clone(), d.clone())).collect();
+    edit(&mut values, &mut meta);
+    let mut tensors: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = floats
+        .iter()
+        .map(|(n, (shape, _))| (n.clone(), Dtype::F32, shape.clone(), f32s(&values[n])))
+        .collect();
+    tensors.extend(others);
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    let path = dir.join(name);
+    std::fs::write(&path, serialize(views, Some(meta)).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// A run whose check fails: the whole report on stdout, then exactly one `error: check
+/// failed: ...` line on stderr and exit status 1.
+fn failed_check(args: &[&str]) -> (String, String) {
+    let out = lumen(args);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = error_line(args);
+    assert_eq!(out.status.code(), Some(1), "{args:?}");
+    assert!(stderr.starts_with("error: check failed: "), "{stderr}");
+    (stdout, stderr)
+}
+
+#[test]
+fn logits_off_by_one_fail_the_run_after_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let off = edited_digits(dir.path(), "off.safetensors", |t, _| {
+        t.get_mut("logits").unwrap().iter_mut().for_each(|v| *v += 1.0);
+    });
+    let (text, err) = failed_check(&["run", &off, "--runs", "1", "--no-search"]);
+    assert!(text.contains("max error  1.000e0 against the file's logits (EXCEEDS 1e-4)"), "{text}");
+    assert!(
+        text.contains("\ncheck      FAILED: max abs error 1.000e0 over the budget of 1e-4\n"),
+        "{text}"
+    );
+    // The whole report came first: the phase table and the peak line too.
+    assert!(text.lines().any(|l| l.starts_with("peak ")), "{text}");
+    assert_eq!(err, "error: check failed: max abs error 1.000e0 over the budget of 1e-4");
+
+    let (json_text, err) = failed_check(&["run", &off, "--runs", "1", "--no-search", "--json"]);
+    let v: Value = serde_json::from_str(&json_text).expect("the JSON report is printed in full");
+    assert_eq!(v["within_tolerance"], false);
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["checks"]["max_abs_err"]["status"], "failed");
+    assert_eq!(v["checks"]["accuracy"]["status"], "passed");
+    assert_eq!(v["checks"]["finite"]["status"], "passed");
+    assert!((v["max_abs_err"].as_f64().unwrap() - 1.0).abs() < 1e-5);
+    assert!(err.contains("max abs error"), "{err}");
+
+    // A wider budget passes the same file.
+    let v = json(&["run", &off, "--runs", "1", "--no-search", "--json", "--tolerance", "1.5"]);
+    assert_eq!((v["passed"].clone(), v["tolerance"].as_f64()), (Value::Bool(true), Some(1.5)));
+    assert!(lumen(&["run", &off, "--tolerance", "-1"]).status.code() == Some(2));
+}
+
+#[test]
+fn nan_inputs_fail_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let nan = edited_digits(dir.path(), "nan.safetensors", |t, _| {
+        t.get_mut("x").unwrap()[0] = f32::NAN;
+    });
+    let (text, err) = failed_check(&["run", &nan, "--runs", "1", "--no-search", "--json"]);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["max_abs_err"], Value::Null);
+    assert_eq!(v["within_tolerance"], false);
+    assert_eq!(v["nan_outputs"], 10, "one input row of NaN gives one row of NaN logits");
+    assert_eq!(v["checks"]["finite"]["status"], "failed");
+    assert!(err.starts_with("error: check failed: NaN in outputs: 10 NaN and 0 infinite of 4500 logits; max abs error is NaN"), "{err}");
+}
+
+#[test]
+fn accuracy_other_than_scikit_learns_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let claim = edited_digits(dir.path(), "claim.safetensors", |_, meta| {
+        meta.insert("sklearn_accuracy".into(), "0.9".into());
+    });
+    let (text, err) = failed_check(&["run", &claim, "--runs", "1", "--no-search"]);
+    assert!(
+        text.contains("accuracy   97.56% (439/450) against y (scikit-learn: 90.00%)"),
+        "{text}"
+    );
+    assert_eq!(
+        err,
+        "error: check failed: accuracy 97.56% (439/450) differs from the reference (scikit-learn: 90.00%)"
+    );
+}
+
+#[test]
+fn labels_outside_the_classes_are_a_warning() {
+    // Labels 99 and -1 can never be predicted by 10 logits: said in the text and the JSON.
+    // Without metadata or logits there is no reference accuracy, so the run passes.
+    let dir = tempfile::tempdir().unwrap();
+    let mut tensors = vec![
+        f32_tensor("x", &[3, 4], 1),
+        f32_tensor("w1", &[4, 10], 2),
+        f32_tensor("b1", &[10], 3),
+    ];
+    tensors.push((
+        "y",
+        Dtype::I64,
+        vec![3],
+        [0i64, 99, -1].iter().flat_map(|y| y.to_le_bytes()).collect(),
+    ));
+    let path = write_model(dir.path(), "labels.safetensors", &tensors);
+    let p = path.to_str().unwrap();
+    let out = lumen(&["run", p, "--runs", "1", "--no-search"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("\nwarning    2 of 3 labels lie outside the classes 0..=9 the outputs can predict (first: y[1] = 99); they always count as wrong\n"),
+        "{text}"
+    );
+    let v = json(&["run", p, "--runs", "1", "--no-search", "--json"]);
+    assert_eq!(v["labels_out_of_range"], 2);
+    assert_eq!(v["warnings"].as_array().unwrap().len(), 1);
+    assert_eq!(v["checks"]["accuracy"]["status"], "skipped");
+    assert_eq!(v["passed"], true);
+}
+
+#[test]
+fn one_layer_one_launch_and_the_wording_of_each_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let tensors =
+        [f32_tensor("x", &[2, 4], 1), f32_tensor("w1", &[4, 1], 2), f32_tensor("b1", &[1], 3)];
+    let path = write_model(dir.path(), "one.safetensors", &tensors);
+    let p = path.to_str().unwrap();
+    let text = |args: &[&str]| {
+        let out = lumen(args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let t = text(&["run", p, "--runs", "1", "--fuse"]);
+    assert!(t.contains(": MLP 4 -> 1 (one layer, no relu), batch 2\n"), "{t}");
+    assert!(t.contains("program    one-fused on cpu: 3 nodes, 1 launch, "), "{t}");
+    assert!(
+        t.contains(
+            "search     not run (--fuse): the cost model's pick among the fusion candidates\n"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("repeats    1 execute, "), "{t}");
+    assert!(t.contains("accuracy   n/a (the file has no labels y): check skipped\n"), "{t}");
+    assert!(t.contains("max error  n/a (the file has no logits): check skipped\n"), "{t}");
+    assert!(t.contains("\ncheck      passed: finite outputs; skipped: max abs error (no reference logits in the file), accuracy (no labels y in the file)\n"), "{t}");
+    let t = text(&["run", p, "--runs", "1", "--no-fuse"]);
+    assert!(
+        t.contains(
+            "search     not run (--no-fuse): the unfused program, every op its own launch\n"
+        ),
+        "{t}"
+    );
+    assert!(t.contains("one-unfused on cpu: 4 nodes, 2 launches, "), "{t}");
+    let t = text(&["run", p, "--runs", "1", "--no-search"]);
+    assert!(
+        t.contains(
+            "search     not run (--no-search): the cost model's pick among the fusion candidates\n"
+        ),
+        "{t}"
+    );
+}

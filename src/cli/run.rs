@@ -6,22 +6,23 @@
 //! By default the program run is the one the search (SPEC section 5) measured fastest among
 //! the fusion candidates on the chosen runtime; `--no-search` runs the cost model's pick, and
 //! `--fuse` / `--no-fuse` choose the program directly (no search).
+//!
+//! The report is printed in full first; then, when a check failed (NaN or infinity in the
+//! outputs, a max abs error over `--tolerance`, an accuracy other than the file's reference),
+//! `run` returns an error, so the command prints one `error: check failed: ...` line and exits
+//! non-zero, like a test runner after its report.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use lumen::model::{self, MlpModel};
+use lumen::model::{self, CheckStatus, MlpModel, OutputCheck};
 use lumen_compiler::fusion::{self, FusionConfig};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport};
 use lumen_runtime::{HostTensor, Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
 use serde_json::json;
-
-/// Largest max-abs-error against the reference logits that counts as a match (f32 versus
-/// scikit-learn's float64).
-const LOGIT_TOLERANCE: f64 = 1e-4;
 
 /// Arguments of `lumen run`.
 #[derive(Debug, clap::Args)]
@@ -64,9 +65,26 @@ pub struct Args {
     /// Slab placement algorithm (first-fit is Luminal's plan_slab; `best` the tightest lumen has).
     #[arg(long, value_name = "NAME", default_value = "first-fit", value_parser = super::plan_slab::algorithm_parser())]
     algorithm: lumen_planner::SlabAlgorithm,
+    /// Largest max abs error against the file's logits that passes (f32 against
+    /// scikit-learn's f64).
+    #[arg(long, value_name = "ERR", default_value_t = model::DEFAULT_TOLERANCE, value_parser = parse_tolerance)]
+    tolerance: f64,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
+}
+
+/// A finite, non-negative error budget.
+fn parse_tolerance(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a finite, non-negative number")),
+    }
+}
+
+/// `1 launch`, `3 launches`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// What one run measured.
@@ -89,10 +107,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let fuse = if args.fuse || args.no_fuse { args.fuse } else { CompileOptions::default().fuse };
     let searching = !(args.fuse || args.no_fuse || args.no_search);
     let outcome = execute(&args, fuse, searching)?;
+    let check = model::check_outputs(&outcome.model, &outcome.logits, args.tolerance);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&args, &outcome))?);
+        println!("{}", serde_json::to_string_pretty(&to_json(&args, &outcome, &check))?);
     } else {
-        print!("{}", to_text(&args, &outcome));
+        print!("{}", to_text(&args, &outcome, &check));
+    }
+    if !check.passed() {
+        anyhow::bail!("check failed: {}", check.failures().join("; "));
     }
     Ok(())
 }
@@ -198,56 +220,108 @@ fn widths_text(widths: &[usize]) -> String {
     widths.iter().map(ToString::to_string).collect::<Vec<_>>().join(" -> ")
 }
 
-fn to_text(args: &Args, o: &Outcome) -> String {
+/// `finite outputs`, `max abs error`, `accuracy`: a check's name in the text report.
+fn check_words(name: &str) -> &str {
+    match name {
+        "finite" => "finite outputs",
+        "max_abs_err" => "max abs error",
+        other => other,
+    }
+}
+
+/// The verdict line: `passed: finite outputs, max abs error, accuracy` or `FAILED: <why>`,
+/// then what was skipped and why.
+fn check_line(check: &OutputCheck) -> String {
+    let names = |status: CheckStatus| -> Vec<&str> {
+        check.checks.iter().filter(|c| c.status == status).map(|c| check_words(c.name)).collect()
+    };
+    let mut line = if check.passed() {
+        format!("passed: {}", names(CheckStatus::Passed).join(", "))
+    } else {
+        format!("FAILED: {}", check.failures().join("; "))
+    };
+    let skipped: Vec<String> = check
+        .checks
+        .iter()
+        .filter(|c| c.status == CheckStatus::Skipped)
+        .map(|c| format!("{} ({})", check_words(c.name), c.detail))
+        .collect();
+    if !skipped.is_empty() {
+        line.push_str(&format!("; skipped: {}", skipped.join(", ")));
+    }
+    line
+}
+
+fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let f = &o.program.figures;
     let plan = &o.program.plan;
+    let layers = o.model.layers.len();
     let _ = writeln!(
         s,
-        "model      {}: MLP {} (relu between layers), batch {}",
+        "model      {}: MLP {} ({}), batch {}",
         args.file.display(),
         widths_text(&o.model.widths()),
+        if layers == 1 { "one layer, no relu" } else { "relu between layers" },
         o.model.batch()
     );
     let _ = writeln!(
         s,
-        "program    {} on {}: {} nodes, {} launches, {} FLOP per execute",
-        o.program.label, o.runtime, f.nodes, f.launches, f.flops
+        "program    {} on {}: {}, {}, {} FLOP per execute",
+        o.program.label,
+        o.runtime,
+        count(f.nodes, "node", "nodes"),
+        count(f.launches, "launch", "launches"),
+        f.flops
     );
     match &o.search {
         Some(report) => {
             let _ = writeln!(s, "\n{report}\n");
         }
         None => {
-            let why = if args.no_search { "--no-search" } else { "--fuse/--no-fuse" };
-            let _ = writeln!(s, "search     not run ({why}): the program is the compiler's pick");
+            let why = if args.no_search {
+                "--no-search): the cost model's pick among the fusion candidates"
+            } else if args.fuse {
+                "--fuse): the cost model's pick among the fusion candidates"
+            } else {
+                "--no-fuse): the unfused program, every op its own launch"
+            };
+            let _ = writeln!(s, "search     not run ({why}");
         }
     }
-    match &o.model.labels {
-        Some(labels) => {
-            let (correct, acc) = model::accuracy(&o.logits, labels);
+    match (&o.model.labels, check.accuracy) {
+        (Some(labels), Some((correct, acc))) => {
             let _ =
                 write!(s, "accuracy   {:.2}% ({correct}/{}) against y", acc * 100.0, labels.len());
-            if let Some(sk) =
-                o.model.metadata.get("sklearn_accuracy").and_then(|v| v.parse::<f64>().ok())
-            {
-                let _ = write!(s, " (scikit-learn: {:.2}%)", sk * 100.0);
+            if let Some((reference, source)) = check.reference_accuracy {
+                let _ = write!(s, " ({}: {:.2}%)", source.describe(), reference * 100.0);
             }
             s.push('\n');
         }
-        None => s.push_str("accuracy   n/a (the file has no labels y)\n"),
+        _ => s.push_str("accuracy   n/a (the file has no labels y): check skipped\n"),
     }
-    match o.model.logits.as_ref().and_then(|r| model::max_abs_err(&o.logits, r)) {
-        Some(err) => {
-            let verdict = if err <= LOGIT_TOLERANCE { "within" } else { "EXCEEDS" };
+    for warning in &check.warnings {
+        let _ = writeln!(s, "warning    {warning}");
+    }
+    let tol = check.tolerance;
+    match (&o.model.logits, check.max_abs_err) {
+        (Some(_), Some(err)) => {
+            let verdict = if err <= tol { "within" } else { "EXCEEDS" };
+            let _ =
+                writeln!(s, "max error  {err:.3e} against the file's logits ({verdict} {tol:.0e})");
+        }
+        (Some(r), None) => {
             let _ = writeln!(
                 s,
-                "max error  {err:.3e} against the file's logits ({verdict} {LOGIT_TOLERANCE:.0e})"
+                "max error  n/a: outputs {:?} against the file's logits {:?}",
+                o.logits.shape(),
+                r.shape()
             );
         }
-        None => s.push_str("max error  n/a (the file has no logits)\n"),
+        (None, _) => s.push_str("max error  n/a (the file has no logits): check skipped\n"),
     }
+    let _ = writeln!(s, "check      {}", check_line(check));
     let _ = writeln!(
         s,
         "plan       slab {} B, naive {} B (no reuse), lower bound {} B: slab is {:.1}% of naive, {:.3}x the lower bound",
@@ -259,8 +333,8 @@ fn to_text(args: &Args, o: &Outcome) -> String {
     );
     let _ = writeln!(
         s,
-        "repeats    {} executes, outputs {}; file read in {:.3} ms",
-        args.runs,
+        "repeats    {}, outputs {}; file read in {:.3} ms",
+        count(args.runs as usize, "execute", "executes"),
         if o.repeat_identical { "bit-identical" } else { "DIFFER between executes" },
         o.load_seconds * 1e3
     );
@@ -274,17 +348,19 @@ fn ratio(a: usize, b: usize) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
-fn to_json(args: &Args, o: &Outcome) -> serde_json::Value {
+fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
     let f = &o.program.figures;
     let plan = &o.program.plan;
-    let (correct, accuracy) = match &o.model.labels {
-        Some(labels) => {
-            let (c, a) = model::accuracy(&o.logits, labels);
-            (json!(c), json!(a))
-        }
+    let (correct, accuracy) = match check.accuracy {
+        Some((c, a)) => (json!(c), json!(a)),
         None => (json!(null), json!(null)),
     };
-    let max_abs_err = o.model.logits.as_ref().and_then(|r| model::max_abs_err(&o.logits, r));
+    let max_abs_err = check.max_abs_err;
+    let checks: serde_json::Map<String, serde_json::Value> = check
+        .checks
+        .iter()
+        .map(|c| (c.name.to_string(), json!({"status": c.status.word(), "detail": c.detail})))
+        .collect();
     let phases: serde_json::Map<String, serde_json::Value> = o
         .report
         .phases
@@ -299,7 +375,7 @@ fn to_json(args: &Args, o: &Outcome) -> serde_json::Value {
     let achieved = o.report.achieved.as_ref();
     let sklearn_accuracy =
         o.model.metadata.get("sklearn_accuracy").and_then(|v| v.parse::<f64>().ok());
-    json!({
+    let mut value = json!({
         "file": args.file.display().to_string(),
         "label": o.program.label,
         "runtime": o.runtime,
@@ -311,8 +387,7 @@ fn to_json(args: &Args, o: &Outcome) -> serde_json::Value {
         "samples": o.model.labels.as_ref().map(Vec::len),
         "sklearn_accuracy": sklearn_accuracy,
         "max_abs_err": max_abs_err,
-        "within_tolerance": max_abs_err.map(|e| e <= LOGIT_TOLERANCE),
-        "tolerance": LOGIT_TOLERANCE,
+        "within_tolerance": max_abs_err.map(|e| e <= check.tolerance),
         "slab_bytes": plan.slab_bytes,
         "naive_bytes": plan.naive_bytes,
         "lower_bound": plan.lower_bound,
@@ -335,7 +410,24 @@ fn to_json(args: &Args, o: &Outcome) -> serde_json::Value {
         "candidates": o.search.as_ref().map(candidates_json),
         "search_ms": o.search.as_ref().map(|r| r.search_ms),
         "break_even": o.search.as_ref().map(|r| r.break_even),
-    })
+    });
+    // The checks in a second object: one json! of every key passes the macro recursion limit.
+    let verdict = json!({
+        "tolerance": check.tolerance,
+        "reference_accuracy": check.reference_accuracy.map(|(a, _)| a),
+        "reference_accuracy_source": check.reference_accuracy.map(|(_, s)| s.describe()),
+        "nan_outputs": check.nan,
+        "inf_outputs": check.inf,
+        "labels_out_of_range": check.labels_out_of_range.len(),
+        "warnings": check.warnings,
+        "checks": checks,
+        "passed": check.passed(),
+        "failures": check.failures(),
+    });
+    if let (Some(obj), serde_json::Value::Object(more)) = (value.as_object_mut(), verdict) {
+        obj.extend(more);
+    }
+    value
 }
 
 /// One object per candidate: `label`, `median_ms` (null when not measured), `slab_bytes`,
