@@ -23,7 +23,13 @@ pub struct CompileOptions {
     pub fuse: bool,
     /// cuBLASLt workspace per `lt_matmul`, in bytes (default 1,048,576 = 1 MiB).
     pub workspace_bytes: usize,
-    /// Slab alignment in bytes (default 256, cuBLASLt's pointer alignment). Must be positive.
+    /// Slab alignment in bytes: every buffer's offset and reserved size is a multiple of it.
+    /// Default 256, cuBLASLt's pointer alignment, which the CUDA runtime requires of every
+    /// device pointer; the CPU runtime needs only 4 (the f32 element size). Must be a power of
+    /// two of at least 4 ([`CompileError::Alignment`]; 0 is the planner's
+    /// [`lumen_planner::PlanError::ZeroAlignment`]): every alignment hardware asks for is a
+    /// power of two, and a multiple of 4 keeps f32 elements whole. The planner itself, which
+    /// knows nothing of tensors, accepts any positive alignment.
     pub alignment: usize,
     /// Largest slab in bytes the plan may use; `None` (default) = unbounded.
     pub capacity: Option<usize>,
@@ -50,6 +56,20 @@ impl Default for CompileOptions {
 }
 
 impl CompileOptions {
+    /// Checks what the planner cannot know: that [`CompileOptions::alignment`] keeps f32
+    /// buffers whole (a power of two of at least 4 bytes). Zero is left to the planner, so it
+    /// keeps SPEC's `slab alignment must be positive`.
+    ///
+    /// # Errors
+    /// [`CompileError::Alignment`] for a positive alignment that is not such a power of two.
+    pub fn validate(&self) -> Result<(), CompileError> {
+        let a = self.alignment;
+        if a != 0 && (a < 4 || !a.is_power_of_two()) {
+            return Err(CompileError::Alignment { alignment: a });
+        }
+        Ok(())
+    }
+
     /// The dump label: `{name}-fused` or `{name}-unfused`, by [`CompileOptions::fuse`].
     pub fn label(&self) -> String {
         format!("{}-{}", self.name, if self.fuse { "fused" } else { "unfused" })
@@ -89,9 +109,10 @@ impl Graph {
 /// `hlir`). Writes the dumps when [`CompileOptions::resolved_dump_dir`] names a directory.
 ///
 /// # Errors
-/// The shape, name and structure errors of [`Hlir::validate`], [`CompileError::Plan`] when the
-/// planner refuses the lifetimes (zero alignment, capacity), [`CompileError::Dump`] when a dump
-/// cannot be written.
+/// [`CompileError::Alignment`] for an alignment that does not suit f32 buffers
+/// ([`CompileOptions::validate`]), the shape, name and structure errors of [`Hlir::validate`],
+/// [`CompileError::Plan`] when the planner refuses the lifetimes (zero alignment, capacity,
+/// overflow), [`CompileError::Dump`] when a dump cannot be written.
 pub fn compile_hlir(
     hlir: &Hlir,
     name: &str,
@@ -115,6 +136,7 @@ pub fn plan_hlir(
     label: &str,
     options: &CompileOptions,
 ) -> Result<CompiledProgram, CompileError> {
+    options.validate()?;
     let llir = lower(hlir, options.workspace_bytes)?;
     let dag = llir.dag();
     let requests = llir.slab_buffers();

@@ -178,6 +178,17 @@ pub enum CompileError {
     /// A compile option is out of range.
     #[error("invalid option: {0}")]
     Option(String),
+    /// [`crate::CompileOptions::alignment`] is positive but not a power of two of at least 4
+    /// bytes, so an f32 buffer could start mid-element (the planner alone accepts any positive
+    /// alignment; zero is its [`PlanError::ZeroAlignment`]).
+    #[error(
+        "slab alignment {alignment} bytes does not suit f32 buffers: it must be a power of two \
+         of at least 4 (4, 8, 16, ..., 256 for cuBLASLt)"
+    )]
+    Alignment {
+        /// The alignment given, in bytes.
+        alignment: usize,
+    },
     /// A built-in program got bad arguments (e.g. an empty layer list).
     #[error("{program}: {message}")]
     Program {
@@ -185,6 +196,15 @@ pub enum CompileError {
         program: &'static str,
         /// What is wrong.
         message: String,
+    },
+    /// A size was given to a built-in program it does not apply to (e.g. `--layers` to
+    /// `linear-relu`); refused rather than silently ignored.
+    #[error("{} applies to {}, not {program}", option.flag(), option.program())]
+    NotApplicable {
+        /// The size that was given.
+        option: crate::programs::SizeOption,
+        /// The program it was given to.
+        program: String,
     },
     /// No built-in program has this name.
     #[error("unknown program {name:?} (expected one of: {expected})")]

@@ -1,6 +1,6 @@
 //! Shape and program errors: typed, naming the op, both shapes and the user's line; never a panic.
 
-use lumen_compiler::{CompileError, CompileOptions, Graph, ShapeText};
+use lumen_compiler::{CompileError, CompileOptions, Graph, ShapeText, programs};
 
 fn compile(cx: &Graph) -> Result<lumen_compiler::CompiledProgram, CompileError> {
     cx.compile(&CompileOptions::default())
@@ -220,7 +220,6 @@ fn planner_errors_are_wrapped() {
 
 #[test]
 fn builtin_programs_reject_bad_arguments() {
-    use lumen_compiler::programs;
     assert!(matches!(programs::linear_relu(0, 2, 2), Err(CompileError::Program { .. })));
     assert!(matches!(programs::mlp(&[], 4), Err(CompileError::Program { .. })));
     assert!(matches!(programs::mlp(&[8], 4), Err(CompileError::Program { .. })));
@@ -232,4 +231,122 @@ fn builtin_programs_reject_bad_arguments() {
         programs::builtin("resnet", &Default::default()),
         Err(CompileError::UnknownProgram { .. })
     ));
+}
+
+/// f32 buffers need 4-byte offsets, and every alignment a device asks for (cuBLASLt's 256,
+/// 16-byte vector loads) is a power of two: anything else is refused before planning, not by
+/// the runtime after it.
+#[test]
+fn alignment_must_suit_f32_buffers() {
+    let cx = programs::linear_relu(64, 256, 64).unwrap();
+    for alignment in [1, 2, 3, 6, 12, 100, 257, usize::MAX] {
+        for fuse in [false, true] {
+            let err = cx.compile(&CompileOptions { alignment, fuse, ..Default::default() });
+            assert_eq!(err.unwrap_err(), CompileError::Alignment { alignment }, "{alignment}");
+        }
+    }
+    let err = cx.compile(&CompileOptions { alignment: 3, ..Default::default() }).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "slab alignment 3 bytes does not suit f32 buffers: it must be a power of two of at least 4 \
+         (4, 8, 16, ..., 256 for cuBLASLt)"
+    );
+    // Zero keeps the planner's own message (SPEC section 2).
+    let err = cx.compile(&CompileOptions { alignment: 0, ..Default::default() }).unwrap_err();
+    assert_eq!(err.to_string(), "planning failed: slab alignment must be positive");
+    for alignment in [4, 8, 16, 512] {
+        let p = cx.compile(&CompileOptions { alignment, fuse: false, ..Default::default() });
+        let p = p.unwrap();
+        assert!(p.plan.offsets.iter().all(|o| o % alignment == 0), "{alignment}");
+    }
+    // The candidates of the fusion search are refused the same way.
+    let options = CompileOptions { alignment: 6, ..Default::default() };
+    let err = lumen_compiler::fusion::candidates(&cx.hlir(), &options).unwrap_err();
+    assert_eq!(err, CompileError::Alignment { alignment: 6 });
+}
+
+#[test]
+fn builtin_program_messages_name_the_layer_and_hide_lumen_source_lines() {
+    let e = programs::mlp(&[5, 0, 3], 4).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "mlp: layer 1 of [5, 0, 3] has size 0 (layer 0 is the input; every size must be positive)"
+    );
+    let e = programs::parse_layers("99999999999999999999,3").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "mlp: layer size \"99999999999999999999\" in --layers \"99999999999999999999,3\" is too \
+         large (at most 18446744073709551615)"
+    );
+    let e = programs::parse_layers("8,,2").unwrap_err().to_string();
+    assert_eq!(e, "mlp: --layers \"8,,2\" has an empty entry at position 1");
+    let e = programs::parse_layers("8,-2").unwrap_err().to_string();
+    assert_eq!(e, "mlp: layer size \"-2\" in --layers \"8,-2\" is not a whole number");
+
+    // A byte size that overflows is the program's error, in its own words, not a DSL error
+    // pointing at programs.rs.
+    let e = programs::linear_relu(usize::MAX, 256, 64).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "linear-relu: x is [m, k] = [18446744073709551615, 256]: too large (its byte size \
+         overflows usize)"
+    );
+    let e = programs::linear_relu(1 << 40, 4, 1 << 22).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "linear-relu: y is [m, n] = [1099511627776, 4194304]: too large (its byte size overflows \
+         usize)"
+    );
+    let e = programs::mlp(&[4, 1 << 62, 2], 1).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "mlp: w1 is [d0, d1] = [4, 4611686018427387904]: too large (its byte size overflows usize)"
+    );
+    let e = programs::mlp(&[4, 8, 2], 1 << 61).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "mlp: x is [batch, d0] = [2305843009213693952, 4]: too large (its byte size overflows \
+         usize)"
+    );
+    for e in [programs::linear_relu(usize::MAX, 1, 1), programs::mlp(&[usize::MAX, 1], 1)] {
+        let e = e.unwrap_err().to_string();
+        assert!(!e.contains(".rs:"), "{e}");
+    }
+}
+
+/// A size that belongs to the other program is refused, not silently ignored.
+#[test]
+fn builtin_sizes_must_apply_to_the_program() {
+    use programs::{BuiltinArgs, SizeOption};
+    let layers = BuiltinArgs { layers: Some(vec![5, 3]), ..Default::default() };
+    let e = programs::builtin("linear-relu", &layers).unwrap_err();
+    assert_eq!(
+        e,
+        CompileError::NotApplicable {
+            option: SizeOption::Layers,
+            program: "linear-relu".to_string()
+        }
+    );
+    assert_eq!(e.to_string(), "--layers applies to mlp, not linear-relu");
+    let m = BuiltinArgs { m: Some(5), ..Default::default() };
+    assert_eq!(
+        programs::builtin("mlp", &m).unwrap_err().to_string(),
+        "--m applies to linear-relu, not mlp"
+    );
+    let batch = BuiltinArgs { batch: Some(5), ..Default::default() };
+    assert_eq!(
+        programs::builtin("linear-relu", &batch).unwrap_err().to_string(),
+        "--batch applies to mlp, not linear-relu"
+    );
+    assert!(matches!(
+        programs::check_applicable("resnet", &[]),
+        Err(CompileError::UnknownProgram { .. })
+    ));
+    // Defaults applied in code: linear-relu 64x256x64 is the golden program.
+    let p = programs::builtin("linear-relu", &BuiltinArgs::default()).unwrap();
+    let p = p.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
+    assert_eq!(p.plan.slab_bytes, 1_196_288);
+    let own = BuiltinArgs { layers: Some(vec![4, 2]), batch: Some(3), ..Default::default() };
+    let p = programs::builtin("mlp", &own).unwrap().compile(&CompileOptions::default()).unwrap();
+    assert_eq!(p.llir.buffer("x").unwrap().bytes, 3 * 4 * 4);
 }

@@ -180,14 +180,17 @@ impl Exploration {
 /// the candidates (see [`candidates::enumerate`]); `name` prefixes their labels.
 ///
 /// # Errors
-/// Every error of [`Hlir::validate`]; planner errors when no candidate plans;
-/// [`CompileError::Fusion`] for an internal failure of a rule or of extraction.
+/// [`CompileError::Alignment`] first ([`CompileOptions::validate`]); every error of
+/// [`Hlir::validate`]; planner errors when no candidate plans; [`CompileError::Fusion`] for an
+/// internal failure of a rule or of extraction.
 pub fn explore(
     hlir: &Hlir,
     name: &str,
     options: &CompileOptions,
     config: &FusionConfig,
 ) -> Result<Exploration, CompileError> {
+    // Refused before saturating: every candidate would be refused the same way.
+    options.validate()?;
     let loaded = lang::load(hlir)?;
     let rules = rules::rules(&config.rules)?;
     let (loaded, saturation) = saturate(loaded, &rules, &config.limits);
