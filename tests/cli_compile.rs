@@ -147,3 +147,69 @@ fn algorithm_flag_reaches_the_planner_and_bad_names_are_one_line() {
     let err = error_line(&["compile", "linear-relu", "--algorithm", "nope"]);
     assert!(err.contains("first-fit") && err.contains("best"), "{err}");
 }
+
+/// An alignment that would split f32 elements is refused by the compiler, before any plan.
+#[test]
+fn alignment_must_be_a_power_of_two_of_at_least_4() {
+    let e = error_line(&["compile", "linear-relu", "--alignment", "3", "--no-fuse"]);
+    assert_eq!(
+        e.trim_end(),
+        "error: slab alignment 3 bytes does not suit f32 buffers: it must be a power of two of \
+         at least 4 (4, 8, 16, ..., 256 for cuBLASLt)"
+    );
+    for a in ["2", "12"] {
+        let e = error_line(&["compile", "linear-relu", "--alignment", a]);
+        assert!(e.contains(&format!("slab alignment {a} bytes does not suit f32")), "{e}");
+    }
+    let v = json(&["compile", "linear-relu", "--alignment", "4", "--no-fuse", "--json"]);
+    assert_eq!(v["buffers"][2]["id"], "b");
+    assert_eq!(v["buffers"][2]["reserved"], 256);
+    assert_eq!(v["buffers"][1]["offset"], 65_536);
+}
+
+/// The messages a new user met: positions and limits in words, no lumen source lines.
+#[test]
+fn size_messages_say_what_is_wrong() {
+    let e = error_line(&["compile", "mlp", "--layers", "5,0,3"]);
+    assert_eq!(
+        e.trim_end(),
+        "error: mlp: layer 1 of [5, 0, 3] has size 0 (layer 0 is the input; every size must be \
+         positive)"
+    );
+    let e = error_line(&["compile", "mlp", "--layers", "99999999999999999999,3"]);
+    assert!(e.contains("is too large (at most 18446744073709551615)"), "{e}");
+    let e = error_line(&["compile", "linear-relu", "--m", "18446744073709551615"]);
+    assert_eq!(
+        e.trim_end(),
+        "error: linear-relu: x is [m, k] = [18446744073709551615, 256]: too large (its byte size \
+         overflows usize)"
+    );
+    assert!(!e.contains(".rs:"), "{e}");
+}
+
+/// A size of the other program is an error, not silently ignored; defaults still apply and
+/// `--help` still shows them.
+#[test]
+fn sizes_of_the_other_program_are_refused() {
+    let e = error_line(&["compile", "linear-relu", "--layers", "5,3"]);
+    assert_eq!(e.trim_end(), "error: --layers applies to mlp, not linear-relu");
+    // About the flag, even when its text would not parse.
+    let e = error_line(&["compile", "linear-relu", "--layers", "x"]);
+    assert_eq!(e.trim_end(), "error: --layers applies to mlp, not linear-relu");
+    let e = error_line(&["compile", "mlp", "--m", "5"]);
+    assert_eq!(e.trim_end(), "error: --m applies to linear-relu, not mlp");
+    let e = error_line(&["compare", "linear-relu", "--batch", "5"]);
+    assert_eq!(e.trim_end(), "error: --batch applies to mlp, not linear-relu");
+    let e = error_line(&["compile", "resnet", "--m", "5"]);
+    assert!(e.contains("unknown program \"resnet\""), "{e}");
+
+    let v = json(&["compile", "mlp", "--batch", "2", "--json"]);
+    assert_eq!(v["buffers"][0]["id"], "x");
+    assert_eq!(v["buffers"][0]["bytes"], 2 * 64 * 4);
+
+    let out = lumen(&["compile", "--help"]);
+    let help = String::from_utf8(out.stdout).unwrap();
+    for default in ["[default: 64]", "[default: 256]", "[default: 64,128,64,10]", "[default: 32]"] {
+        assert!(help.contains(default), "{default} missing from:\n{help}");
+    }
+}

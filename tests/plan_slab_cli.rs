@@ -159,3 +159,101 @@ fn bad_input_is_one_error_line() {
     // Nothing was drawn for the failures.
     assert!(!Path::new(svg).exists());
 }
+
+/// What a new user met: each message names what the file form wants, not serde's internals.
+#[test]
+fn messages_a_new_user_met() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str, text: &str| write(dir.path(), name, text);
+
+    let edge = p("edge.json", r#"{"nodes": ["a","b","c"], "edges": [["a","b","c"]]}"#);
+    let err = fails(&[&edge]);
+    assert!(
+        err.contains("edge.json: an edge is a pair [from, to] of node names, got 3 or more items"),
+        "{err}"
+    );
+    let align = p("align.json", r#"{"alignment": 256.0}"#);
+    let err = fails(&[&align]);
+    assert!(
+        err.contains("align.json: alignment must be a non-negative integer, got 256.0"),
+        "{err}"
+    );
+    let null = p("null.json", "null");
+    let err = fails(&[&null]);
+    assert!(
+        err.ends_with("null.json: invalid type: null, expected a JSON object with nodes, edges, buffers at line 1 column 4"),
+        "{err}"
+    );
+    // A MiniMalloc CSV under another name is read as CSV.
+    let txt = p("trace.txt", "id,lower,upper,size\na,0,3,4\nb,3,9,4\n");
+    let out = lumen(&[&txt, "--json", "--alignment", "1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["offsets"], serde_json::json!({"a": 0, "b": 0}));
+    let no_id = p("no_id.csv", "ident,lower,upper,size\na,0,3,4\n");
+    assert!(
+        fails(&[&no_id])
+            .ends_with("CSV header lacks an id column (header: ident,lower,upper,size)")
+    );
+}
+
+/// An id with a newline or a control character is escaped in the table, so every buffer stays
+/// one row; JSON keeps the id as it is.
+#[test]
+fn ids_with_control_characters_stay_on_one_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "ids.json",
+        r#"{"nodes": ["a"], "buffers": [{"id": "x\ny", "bytes": 4, "uses": ["a"]},
+            {"id": "t\tab\u0007", "bytes": 4, "uses": ["a"]}, {"id": "z", "bytes": 4, "uses": ["a"]}]}"#,
+    );
+    let out = lumen(&[&file]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let rows: Vec<&str> =
+        text.lines().skip_while(|l| !l.starts_with("id ")).skip(1).take(3).collect();
+    assert_eq!(rows[0].split_whitespace().collect::<Vec<_>>(), ["x\\ny", "4", "256", "0", "256"]);
+    assert_eq!(
+        rows[1].split_whitespace().collect::<Vec<_>>(),
+        ["t\\tab\\u{7}", "4", "256", "256", "512"]
+    );
+    assert!(rows[2].starts_with("z "), "{text}");
+    // Columns line up: every row as wide as the header.
+    let header = text.lines().find(|l| l.starts_with("id ")).unwrap();
+    assert!(rows.iter().all(|r| r.chars().count() == header.chars().count()), "{text}");
+    let out = lumen(&[&file, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["offsets"]["x\ny"], 0);
+}
+
+/// `--time-budget` only limits `best`'s search; with any other algorithm it would do nothing,
+/// so it is refused.
+#[test]
+fn time_budget_needs_best() {
+    let err = fails(&["examples/plans/seed_unfused.json", "--time-budget", "5"]);
+    assert_eq!(
+        err,
+        "error: --time-budget applies to the best algorithm only, and \
+         examples/plans/seed_unfused.json is planned with first-fit (add --algorithm best)"
+    );
+    let err = fails(&[
+        "examples/plans/seed_unfused.json",
+        "--time-budget",
+        "5",
+        "--algorithm",
+        "lifetime",
+    ]);
+    assert!(err.contains("planned with lifetime"), "{err}");
+    let out = lumen(&[
+        "examples/plans/seed_unfused.json",
+        "--time-budget",
+        "5",
+        "--algorithm",
+        "best",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let help = stdout(&lumen(&["--help"]));
+    assert!(help.contains("Only `best` searches"), "{help}");
+}

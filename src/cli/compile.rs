@@ -21,7 +21,8 @@ pub struct Args {
     /// cuBLASLt workspace per matmul, in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     workspace_bytes: usize,
-    /// Slab alignment in bytes.
+    /// Slab alignment in bytes: a power of two of at least 4 (whole f32 elements); 256 is
+    /// cuBLASLt's pointer alignment, which the CUDA runtime needs.
     #[arg(long, default_value_t = 256)]
     alignment: usize,
     /// Write {label}.llir.txt, .llir.dot, .plan.txt, .plan.svg here (overrides LLIR_DUMP_DIR).

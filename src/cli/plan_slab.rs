@@ -33,7 +33,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME", value_parser = algorithm_parser())]
     algorithm: Option<SlabAlgorithm>,
     /// Wall-clock limit in seconds for `best`'s search, instead of its fixed work budget (the
-    /// plan may then depend on the machine's speed).
+    /// plan may then depend on the machine's speed). Only `best` searches: planning one file
+    /// with another algorithm (from --algorithm or the file) is an error; --compare gives it to
+    /// `best`.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     time_budget: Option<Duration>,
     /// Run every algorithm on each FILE and print slab / lower_bound and the time per
@@ -84,6 +86,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         problem.options.algorithm = algorithm;
     }
     if args.time_budget.is_some() {
+        // The greedy algorithms would ignore it; a limit that does nothing is refused instead.
+        if problem.options.algorithm != SlabAlgorithm::Best {
+            anyhow::bail!(
+                "--time-budget applies to the best algorithm only, and {file} is planned with \
+                 {} (add --algorithm best)",
+                problem.options.algorithm
+            );
+        }
         problem.options.time_budget = args.time_budget;
     }
     let plan = problem.plan().map_err(|e| anyhow!("{file}: {e}"))?;
@@ -259,18 +269,22 @@ fn table(file: &str, problem: &SlabProblem, plan: &SlabPlan) -> String {
         o.algorithm,
         o.alignment,
     );
-    let id_w = problem.buffers.iter().map(|b| b.id.chars().count()).max().unwrap_or(0).max(2);
+    // Escaped, so a newline or control character in an id cannot break the table's rows.
+    let ids: Vec<String> =
+        problem.buffers.iter().map(|b| b.id.escape_debug().to_string()).collect();
+    let id_w = ids.iter().map(|id| id.chars().count()).max().unwrap_or(0).max(2);
     let num_w = group(plan.slab_bytes.max(plan.naive_bytes)).len().max(8);
     let _ = writeln!(
         s,
         "\n{:<id_w$}  {:>num_w$}  {:>num_w$}  {:>num_w$}  {:>num_w$}",
         "id", "bytes", "reserved", "offset", "end"
     );
-    for ((buf, &off), &res) in problem.buffers.iter().zip(&plan.offsets).zip(&plan.reserved) {
+    let rows = problem.buffers.iter().zip(&ids).zip(&plan.offsets).zip(&plan.reserved);
+    for (((buf, id), &off), &res) in rows {
         let _ = writeln!(
             s,
             "{:<id_w$}  {:>num_w$}  {:>num_w$}  {:>num_w$}  {:>num_w$}",
-            buf.id,
+            id,
             group(buf.bytes),
             group(res),
             group(off),

@@ -1,42 +1,69 @@
 //! The built-in program and its sizes, shared by `lumen compile` and `lumen compare`.
 
 use lumen_compiler::Graph;
-use lumen_compiler::programs::{self, BuiltinArgs};
+use lumen_compiler::programs::{self, BuiltinArgs, SizeOption};
 
 /// Which built-in program to build, with its sizes (`--m --k --n` for linear-relu,
-/// `--layers --batch` for the mlp).
+/// `--layers --batch` for the mlp). A size left out takes the program's default (shown by
+/// `--help`, applied in [`programs::builtin`]); a size of the other program is an error.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProgramArgs {
     /// The built-in program: `linear-relu` or `mlp`.
     pub program: String,
     /// linear-relu: rows of x.
-    #[arg(long, default_value_t = 64)]
-    pub m: usize,
+    #[arg(long, value_name = "M", help = with_default("linear-relu: rows of x", programs::DEFAULT_M))]
+    pub m: Option<usize>,
     /// linear-relu: inner dimension (columns of x, rows of w).
-    #[arg(long, default_value_t = 256)]
-    pub k: usize,
+    #[arg(long, value_name = "K", help = with_default(
+        "linear-relu: inner dimension (columns of x, rows of w)", programs::DEFAULT_K))]
+    pub k: Option<usize>,
     /// linear-relu: columns of w and y.
-    #[arg(long, default_value_t = 64)]
-    pub n: usize,
+    #[arg(long, value_name = "N", help = with_default("linear-relu: columns of w and y", programs::DEFAULT_N))]
+    pub n: Option<usize>,
     /// mlp: layer sizes, input first, comma-separated.
-    #[arg(long, default_value = "64,128,64,10")]
-    pub layers: String,
+    #[arg(long, value_name = "SIZES", help = with_default(
+        "mlp: layer sizes, input first, comma-separated", layers_text(programs::DEFAULT_LAYERS)))]
+    pub layers: Option<String>,
     /// mlp: batch rows.
-    #[arg(long, default_value_t = 32)]
-    pub batch: usize,
+    #[arg(long, value_name = "ROWS", help = with_default("mlp: batch rows", programs::DEFAULT_BATCH))]
+    pub batch: Option<usize>,
+}
+
+/// `--help` text with the default clap would show for a `default_value`: the defaults live in
+/// the compiler, which applies them, so that a size given to the wrong program can be told
+/// from one left out.
+fn with_default(help: &str, default: impl std::fmt::Display) -> String {
+    format!("{help} [default: {default}]")
+}
+
+fn layers_text(layers: &[usize]) -> String {
+    layers.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
 impl ProgramArgs {
     /// Builds the program.
     ///
     /// # Errors
-    /// An unknown program name, a malformed `--layers` list, or sizes the program refuses.
+    /// An unknown program name, a size of the other program (`--layers applies to mlp, not
+    /// linear-relu`), a malformed `--layers` list, or sizes the program refuses.
     pub fn graph(&self) -> anyhow::Result<Graph> {
+        let given: Vec<SizeOption> = [
+            (SizeOption::M, self.m.is_some()),
+            (SizeOption::K, self.k.is_some()),
+            (SizeOption::N, self.n.is_some()),
+            (SizeOption::Layers, self.layers.is_some()),
+            (SizeOption::Batch, self.batch.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(o, given)| given.then_some(o))
+        .collect();
+        // Before parsing --layers: `linear-relu --layers x` is about the flag, not its text.
+        programs::check_applicable(&self.program, &given)?;
         let sizes = BuiltinArgs {
             m: self.m,
             k: self.k,
             n: self.n,
-            layers: programs::parse_layers(&self.layers)?,
+            layers: self.layers.as_deref().map(programs::parse_layers).transpose()?,
             batch: self.batch,
         };
         let graph = programs::builtin(&self.program, &sizes)?;
