@@ -145,3 +145,64 @@ fn compare_errors_are_one_line() {
     let e = error_line(&["compare", "mlp", "--layers", "3"]);
     assert!(e.contains("at least two layer sizes"), "{e}");
 }
+
+#[test]
+fn when_only_the_fused_plan_fits_the_summary_names_the_refused_baseline() {
+    let args = ["compare", "linear-relu", "--m", "4096", "--k", "64", "--n", "4096"];
+    let text = stdout(&[&args[..], &["--capacity", "100000000"]].concat());
+    assert!(!text.contains("holds no fused program"), "{text}");
+    assert!(
+        text.contains(
+            "\nnothing to compare against: the unfused baseline was refused at capacity \
+             100,000,000 bytes\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nunfused: refused by the planner: planning failed: slab capacity 100000000 exceeded while placing request 5 (67108864 bytes)\n"), "{text}");
+    let v = json(&[&args[..], &["--capacity", "100000000", "--json"]].concat());
+    assert_eq!(
+        v["summary"],
+        "nothing to compare against: the unfused baseline was refused at capacity 100,000,000 bytes"
+    );
+}
+
+#[test]
+fn when_nothing_fits_every_candidate_is_listed_then_one_error_line() {
+    let args = ["compare", "linear-relu", "--capacity", "1000"];
+    let out = lumen(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": refused by the planner: "))
+        .filter_map(|l| l.split(':').next())
+        .collect();
+    assert_eq!(refused, ["unfused", "bias", "fused"], "{text}");
+    assert!(
+        text.ends_with(
+            "\nnothing to compare: every candidate was refused at capacity 1,000 bytes\n"
+        ),
+        "{text}"
+    );
+    let stderr = error_line(&args);
+    assert_eq!(
+        stderr.trim_end(),
+        "error: no candidate fits: the planner refused all 3 candidates (first: unfused: planning \
+         failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes))"
+    );
+
+    // The JSON goes to stdout in full before the error.
+    let out = lumen(&[&args[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    assert_eq!(v["candidates"], serde_json::json!([]));
+    assert_eq!(v["pick"], Value::Null);
+    let labels: Vec<&str> =
+        v["refused"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["unfused", "bias", "fused"]);
+    assert!(v["refused"][2]["error"].as_str().unwrap().contains("slab capacity 1000 exceeded"));
+    // --profile has nothing to measure: the same report and error, no measurement.
+    let out = lumen(&[&args[..], &["--profile"]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8(out.stdout).unwrap().ends_with("at capacity 1,000 bytes\n"));
+}

@@ -3,11 +3,16 @@
 //! dram_bytes, the cost model's score and pick, and what fusion changes against the unfused
 //! program. `--profile` adds what the search measures (SPEC section 5): each candidate's median
 //! time on a runtime with seeded random inputs and weights, the fastest, and the break-even.
+//!
+//! `--capacity` refuses every candidate whose slab the planner cannot place within it: the
+//! refused ones are listed after the table and the summary says which side is missing. When
+//! none fits, the report (text or JSON) still lists every candidate as refused, and then the
+//! command fails with one `error: no candidate fits ...` line.
 
 use std::path::PathBuf;
 
-use lumen_compiler::fusion::{self, FusionConfig, report};
-use lumen_compiler::{BufferRole, CompileOptions, dump};
+use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
+use lumen_compiler::{BufferRole, CompileError, CompileOptions, Hlir, dump, plan_hlir};
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
@@ -59,8 +64,9 @@ const INPUT_SEED: u64 = 0x5EED_0002;
 /// Runs `lumen compare`.
 ///
 /// # Errors
-/// A bad program or size, an option the planner refuses for every candidate (e.g. alignment
-/// 0, a capacity nothing fits in), or a dump that cannot be written.
+/// A bad program or size, an option refused for every candidate (e.g. alignment 0), a dump
+/// that cannot be written; a capacity nothing fits in, after the report that lists every
+/// candidate as refused.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let graph = args.program.graph()?;
     let name = args.program.program.clone();
@@ -74,13 +80,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         dump_dir: args.dump_dir.clone(),
         ..CompileOptions::default()
     };
-    let exploration = fusion::explore(&graph.hlir(), &name, &options, &FusionConfig::default())?;
+    let hlir = graph.hlir();
+    let config = FusionConfig::default();
+    let exploration = match fusion::explore(&hlir, &name, &options, &config) {
+        Ok(e) => e,
+        Err(err @ CompileError::Plan(_)) if options.capacity.is_some() => {
+            all_refused(&hlir, &options, &config, err)?
+        }
+        Err(err) => return Err(err.into()),
+    };
     if let Some(dir) = options.resolved_dump_dir() {
         for c in &exploration.candidates {
             dump::write_dumps(&dir, &c.program)?;
         }
     }
-    let measured = if args.profile { Some(profile(&args, &exploration)?) } else { None };
+    // Nothing to measure when every candidate was refused: the report says so, then the error.
+    let measured = if args.profile && !exploration.candidates.is_empty() {
+        Some(profile(&args, &exploration)?)
+    } else {
+        None
+    };
     if args.json {
         let mut value = report::compare_json(&exploration);
         if let Some(m) = &measured {
@@ -91,22 +110,62 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", report::compare_text(&exploration));
         if let Some(m) = &measured {
             println!(
-                "\nmeasured on {} with random inputs and weights (seeded), median of {} trials:\n{m}",
-                m.runtime, m.trials
+                "\nmeasured on {} with random inputs and weights (seeded), median of {} trial{}:\n{m}",
+                m.runtime,
+                m.trials,
+                if m.trials == 1 { "" } else { "s" }
             );
             if let Some(w) = m.winner() {
                 println!("measured fastest: {} ({})", w.label, w.program_label);
             }
         }
     }
+    if exploration.candidates.is_empty() {
+        let n = exploration.refused.len();
+        let first =
+            exploration.refused.first().map(|(label, err)| format!(" (first: {label}: {err})"));
+        anyhow::bail!(
+            "no candidate fits: the planner refused {} candidate{}{}",
+            if n == 1 { "the only".to_string() } else { format!("all {n}") },
+            if n == 1 { "" } else { "s" },
+            first.unwrap_or_default()
+        );
+    }
     Ok(())
+}
+
+/// The exploration to report when the planner refused every candidate at `options.capacity`
+/// (`explore` then fails with `refusal`): the candidates explored without the capacity, each
+/// planned again with it to get its own refusal, and none left. `refusal` itself when even the
+/// unbounded exploration fails or a candidate plans after all.
+fn all_refused(
+    hlir: &Hlir,
+    options: &CompileOptions,
+    config: &FusionConfig,
+    refusal: CompileError,
+) -> anyhow::Result<Exploration> {
+    let unbounded = CompileOptions { capacity: None, ..options.clone() };
+    let Ok(mut e) = fusion::explore(hlir, &options.name, &unbounded, config) else {
+        return Err(refusal.into());
+    };
+    let mut refused = Vec::with_capacity(e.candidates.len());
+    for c in &e.candidates {
+        match plan_hlir(&c.hlir, &c.program.label, options) {
+            Err(err) => refused.push((c.label.clone(), err)),
+            // The capacity is not what failed: report the original error.
+            Ok(_) => return Err(refusal.into()),
+        }
+    }
+    e.candidates.clear();
+    e.refused = refused;
+    Ok(e)
 }
 
 /// Searches the candidates on `--runtime` (no dumps: compare writes its own).
 fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<SearchReport> {
     let runtime = runtime_by_name(&args.runtime)?;
     let Some(first) = e.candidates.first() else {
-        anyhow::bail!("no candidate to profile");
+        anyhow::bail!("no candidate to profile: every candidate was refused");
     };
     // Every candidate declares the same inputs and weights (fusion only rewrites compute).
     let weights = random_tensors(&first.program, BufferRole::Weight, WEIGHT_SEED)?;

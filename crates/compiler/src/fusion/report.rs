@@ -3,6 +3,12 @@
 //!
 //! Deterministic: nothing here reads a clock or iterates a hash map, so the text diffs cleanly
 //! and is pinned by a snapshot.
+//!
+//! Refused candidates (the planner found no placement within `capacity`) are listed after the
+//! table, and the summary line says why a figure is missing: the unfused baseline refused, every
+//! fused candidate refused, or no fused program at all. An [`Exploration`] with no candidate
+//! (every one refused, which `lumen compare` builds to list them before it fails) is reported
+//! too.
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
@@ -11,7 +17,9 @@ use serde_json::{Value, json};
 
 use super::Exploration;
 use super::candidates::Candidate;
+use crate::error::CompileError;
 use crate::llir::LlirOp;
+use lumen_planner::PlanError;
 
 /// The fully fused candidate (or the pick, when there is no `fused`) against `unfused`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +97,47 @@ pub fn difference(e: &Exploration) -> Option<Difference> {
     })
 }
 
+/// ` at capacity 100,000,000 bytes` when a refusal is the planner's capacity error, else
+/// ` by the planner`.
+fn refused_how(err: &CompileError) -> String {
+    match err {
+        CompileError::Plan(PlanError::CapacityExceeded { capacity, .. }) => {
+            format!(" at capacity {} bytes", group(*capacity))
+        }
+        _ => " by the planner".to_string(),
+    }
+}
+
+/// The line in place of [`Difference::line`], or `None` when there is a difference to show.
+/// Says which side is missing and why: every candidate refused, the unfused baseline refused
+/// (at the capacity, when that is the reason), every fused candidate refused, or no fused
+/// program in the e-graph at all.
+pub fn no_difference(e: &Exploration) -> Option<String> {
+    if difference(e).is_some() {
+        return None;
+    }
+    let refused = |label: &str| e.refused.iter().find(|(l, _)| l == label).map(|(_, err)| err);
+    let line = if e.candidates.is_empty() {
+        let how = e.refused.first().map(|(_, err)| refused_how(err)).unwrap_or_default();
+        format!("nothing to compare: every candidate was refused{how}")
+    } else if let Some(err) = refused("unfused") {
+        format!("nothing to compare against: the unfused baseline was refused{}", refused_how(err))
+    } else if let Some((_, err)) = e.refused.first() {
+        format!("nothing to compare: every fused candidate was refused{}", refused_how(err))
+    } else {
+        "nothing to compare: the e-graph holds no fused program".to_string()
+    };
+    Some(line)
+}
+
+/// The summary line: [`Difference::line`], or [`no_difference`]'s reason.
+pub fn summary(e: &Exploration) -> String {
+    match difference(e) {
+        Some(d) => d.line(),
+        None => no_difference(e).unwrap_or_default(),
+    }
+}
+
 /// The epilogue of every `lt_matmul` of a candidate, in LLIR order, runs of one epilogue
 /// counted: `RELU_BIAS x2, BIAS` (a deep MLP stays one short line).
 pub fn epilogues(c: &Candidate) -> String {
@@ -127,7 +176,8 @@ pub fn group(v: usize) -> String {
 /// The readable report: a header with the e-graph's size, one row per candidate (nodes,
 /// launches, buffers, slab_bytes, naive_bytes, lower_bound, dram_bytes in bytes, cost in
 /// launch-equivalent bytes, `*` on the pick, the matmuls' epilogues), the refused candidates,
-/// the fused-vs-unfused line and the pick. Grouped digits; no timings.
+/// the fused-vs-unfused line (or why there is none, [`summary`]) and the pick. Grouped digits; no
+/// timings. With no candidate left (all refused) the table is left out.
 pub fn compare_text(e: &Exploration) -> String {
     let mut s = String::new();
     let sat = &e.saturation;
@@ -187,22 +237,17 @@ pub fn compare_text(e: &Exploration) -> String {
         }
         l
     };
-    let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    let _ = writeln!(s, "{}  epilogues", line(&head));
+    if !rows.is_empty() {
+        let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+        let _ = writeln!(s, "{}  epilogues", line(&head));
+    }
     for (row, c) in rows.iter().zip(&e.candidates) {
         let _ = writeln!(s, "{}  {}", line(row), epilogues(c));
     }
     for (label, err) in &e.refused {
         let _ = writeln!(s, "{label}: refused by the planner: {err}");
     }
-    match difference(e) {
-        Some(d) => {
-            let _ = writeln!(s, "{}", d.line());
-        }
-        None => {
-            let _ = writeln!(s, "nothing to compare: the e-graph holds no fused program");
-        }
-    }
+    let _ = writeln!(s, "{}", summary(e));
     if let Some(p) = e.picked() {
         let _ = writeln!(s, "cost model picks: {} ({}-{})", p.label, e.name, p.label);
     }
@@ -213,8 +258,10 @@ pub fn compare_text(e: &Exploration) -> String {
 /// "iterations", "stop"}, "candidates": [{"label", "program_label", "nodes", "launches",
 /// "buffers", "slab_bytes", "naive_bytes", "lower_bound", "dram_bytes", "flops", "cost",
 /// "epilogues": [...], "picked"}], "pick", "fused_vs_unfused": {"fused", "slab",
-/// "slab_bytes_saved", "launches_saved", "dram_bytes_saved"} or null, "refused": [{"label",
-/// "error"}]}`. Sizes in bytes; cost in launch-equivalent bytes.
+/// "slab_bytes_saved", "launches_saved", "dram_bytes_saved"} or null, "summary" (the text's
+/// summary line: the difference, or why there is none), "refused": [{"label", "error"}]}`.
+/// Sizes in bytes; cost in launch-equivalent bytes. `candidates` is empty and `pick` null when
+/// every candidate was refused.
 pub fn compare_json(e: &Exploration) -> Value {
     let candidates: Vec<Value> = e
         .candidates
@@ -273,6 +320,81 @@ pub fn compare_json(e: &Exploration) -> Value {
         "candidates": candidates,
         "pick": e.picked().map(|c| c.label.clone()),
         "fused_vs_unfused": diff,
+        "summary": summary(e),
         "refused": refused,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::CompileOptions;
+    use crate::fusion::{FusionConfig, explore};
+    use crate::programs;
+
+    fn linear_relu(m: usize, k: usize, n: usize, capacity: Option<usize>) -> Exploration {
+        let hlir = programs::linear_relu(m, k, n).unwrap().hlir();
+        let options = CompileOptions { capacity, ..CompileOptions::default() };
+        explore(&hlir, "linear-relu", &options, &FusionConfig::default()).unwrap()
+    }
+
+    fn over(capacity: usize) -> CompileError {
+        CompileError::Plan(PlanError::CapacityExceeded { capacity, index: 0, bytes: 65_536 })
+    }
+
+    #[test]
+    fn the_summary_says_which_side_is_missing() {
+        let all = linear_relu(64, 256, 64, None);
+        assert_eq!(no_difference(&all), None);
+        assert_eq!(
+            summary(&all),
+            "fused vs unfused: slab equal (1,196,288 bytes), 2 launches saved, 65,536 DRAM bytes saved"
+        );
+
+        // Only the fused plan fits: the baseline is what is missing, not a fused program.
+        let some = linear_relu(4096, 64, 4096, Some(100_000_000));
+        assert_eq!(
+            summary(&some),
+            "nothing to compare against: the unfused baseline was refused at capacity \
+             100,000,000 bytes"
+        );
+        let text = compare_text(&some);
+        assert!(!text.contains("holds no fused program"), "{text}");
+        assert!(text.contains("\ncost model picks: fused (linear-relu-fused)\n"), "{text}");
+        assert_eq!(compare_json(&some)["summary"], summary(&some));
+
+        // Only the unfused plan fits.
+        let mut only_unfused = all.clone();
+        only_unfused.candidates.retain(|c| c.label == "unfused");
+        only_unfused.pick = 0;
+        only_unfused.refused = vec![("bias".into(), over(1_000)), ("fused".into(), over(1_000))];
+        assert_eq!(
+            summary(&only_unfused),
+            "nothing to compare: every fused candidate was refused at capacity 1,000 bytes"
+        );
+    }
+
+    #[test]
+    fn every_candidate_refused_lists_them_without_a_table() {
+        let mut none = linear_relu(64, 256, 64, None);
+        none.refused = none.candidates.iter().map(|c| (c.label.clone(), over(1_000))).collect();
+        none.candidates.clear();
+        assert_eq!(
+            compare_text(&none),
+            "# lumen compare: linear-relu\n\
+             # e-graph: 10 e-nodes, 7 e-classes after 3 iterations (saturated)\n\
+             unfused: refused by the planner: planning failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes)\n\
+             bias: refused by the planner: planning failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes)\n\
+             fused: refused by the planner: planning failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes)\n\
+             nothing to compare: every candidate was refused at capacity 1,000 bytes\n"
+        );
+        let v = compare_json(&none);
+        assert_eq!(v["candidates"], json!([]));
+        assert_eq!(v["pick"], Value::Null);
+        assert_eq!(v["refused"].as_array().map(Vec::len), Some(3));
+        assert_eq!(
+            v["summary"],
+            "nothing to compare: every candidate was refused at capacity 1,000 bytes"
+        );
+    }
 }
