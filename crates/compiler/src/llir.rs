@@ -54,8 +54,8 @@ impl Epilogue {
 pub enum LlirOp {
     /// Host-to-slab copy of every input and weight (writes them all).
     Upload,
-    /// cuBLASLt matmul: reads `a` [m, k], `b` [k, n] (and `bias` [n] when the epilogue has one),
-    /// uses its workspace buffer, writes `out` [m, n].
+    /// cuBLASLt matmul: reads `a` `[m, k]`, `b` `[k, n]` (and `bias` `[n]` when the epilogue has
+    /// one), uses its workspace buffer, writes `out` `[m, n]`.
     LtMatmul {
         /// Rows of the output.
         m: usize,
@@ -66,7 +66,7 @@ pub enum LlirOp {
         /// Fused epilogue.
         epilogue: Epilogue,
     },
-    /// `out[i, j] = x[i, j] + bias[j]`: reads x [m, n] and bias [n], writes out [m, n].
+    /// `out[i, j] = x[i, j] + bias[j]`: reads x `[m, n]` and bias `[n]`, writes out `[m, n]`.
     AddBias {
         /// Rows.
         m: usize,

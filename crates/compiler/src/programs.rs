@@ -71,8 +71,9 @@ pub fn linear_relu(m: usize, k: usize, n: usize) -> Result<Graph, CompileError> 
 }
 
 /// A multilayer perceptron over a batch: `layers = [d0, d1, ..., dL]` gives input `x`
-/// [batch, d0], weights `w1` [d0, d1], `b1` [d1], ..., `wL`, `bL`, and output `y` [batch, dL];
-/// relu after every layer but the last (logits). Weights are declared `w1, b1, w2, b2, ...`.
+/// `[batch, d0]`, weights `w1` `[d0, d1]`, `b1` `[d1]`, ..., `wL`, `bL`, and output `y`
+/// `[batch, dL]`; relu after every layer but the last (logits). Weights are declared
+/// `w1, b1, w2, b2, ...`.
 /// `mlp(&[64, 128, 64, 10], 32)` is the digits MLP of SPEC section 6.
 ///
 /// # Errors

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-/// Why [`crate::plan_slab`] (or [`crate::lower_bound`]) refused its input.
+/// Why [`crate::plan_slab`] (or [`crate::lower_bound()`]) refused its input.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum PlanError {
     /// `alignment` was 0.
@@ -37,7 +37,7 @@ pub enum PlanError {
     Overflow,
     /// A total of the plan, in bytes, has no `usize`: `naive_bytes` (the sum of the reserved
     /// sizes, checked before any placement, so every offset an algorithm computes fits) or
-    /// `slab_bytes` (a buffer's end in a plan handed to [`crate::verify`]). The requests may not
+    /// `slab_bytes` (a buffer's end in a plan handed to [`crate::verify()`]). The requests may not
     /// even conflict: two `usize::MAX`-byte buffers in sequence overflow naive_bytes alone.
     #[error("slab {total} overflows usize")]
     TotalOverflow {
@@ -57,7 +57,7 @@ pub enum PlanError {
     },
 }
 
-/// Why [`crate::verify`] rejected a plan.
+/// Why [`crate::verify()`] rejected a plan.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum VerifyError {
     /// The plan's input was itself invalid.

@@ -6,8 +6,8 @@
 //! other in the DAG's transitive closure. The planner knows nothing of tensors.
 //!
 //! - [`plan_slab`] places requests (first fit in request order by default).
-//! - [`lower_bound`] is the exact maximum-weight antichain of reserved sizes: no planner can beat it.
-//! - [`verify`] checks any plan independently and names the offending pair.
+//! - [`lower_bound()`] is the exact maximum-weight antichain of reserved sizes: no planner can beat it.
+//! - [`verify()`] checks any plan independently and names the offending pair.
 
 #![warn(missing_docs)]
 

@@ -12,7 +12,7 @@
 //!
 //! With only cover pairs the network has `O(n + cover pairs)` edges instead of `O(n^2)` for the
 //! full relation. Luminal has no lower bound; this is the textbook reduction (Dilworth 1950;
-//! Ford and Fulkerson's min-flow form) solved with [Dinic](crate::flow).
+//! Ford and Fulkerson's min-flow form) solved with Dinic's algorithm.
 
 use petgraph::graph::DiGraph;
 

@@ -210,7 +210,7 @@ pub(crate) fn validate<N, E>(
 /// First fit: for each request in order, the earlier requests that conflict with it (neither
 /// precedes the other) are sorted by offset and scanned from 0; the request takes the first gap
 /// it fits in. Request order is part of the plan. The plan also carries `slab_bytes`,
-/// `naive_bytes` and the exact [`crate::lower_bound`].
+/// `naive_bytes` and the exact [`crate::lower_bound()`].
 ///
 /// # Errors
 /// Every [`PlanError`]: zero alignment, a cyclic DAG, duplicate ids, empty uses, absent nodes,

@@ -17,7 +17,7 @@ use crate::{PlanError, SlabBuffer, SlabOptions, SlabPlan, VerifyError, reserved_
 /// every end (`offset + reserved`, bytes) is within the capacity; `slab_bytes` and `naive_bytes`
 /// match the offsets; no two buffers that conflict (neither precedes the other) share a byte.
 ///
-/// Last, the reported `lower_bound` must equal the exact one ([`crate::lower_bound`]).
+/// Last, the reported `lower_bound` must equal the exact one ([`crate::lower_bound()`]).
 ///
 /// # Errors
 /// The first [`VerifyError`] found, naming the offending buffer or pair: [`VerifyError::Plan`]
