@@ -339,8 +339,10 @@ impl SearchReport {
         };
         match (self.break_even, saved) {
             (BreakEven::Executions(_), Some(saved)) => format!(
-                "break-even: {} (search {:.3} ms / {:.4} ms saved per execute against unfused)",
-                self.break_even, self.search_ms, saved
+                "break-even: {} (search {:.3} ms / {} ms saved per execute against unfused)",
+                self.break_even,
+                self.search_ms,
+                significant(saved, 3)
             ),
             (BreakEven::Unknown, _) => {
                 "break-even: unknown (the unfused candidate was not measured)".to_string()
@@ -359,7 +361,7 @@ impl fmt::Display for SearchReport {
     /// bias          0.2084   1,463,296         5  measured
     /// fused         0.2026   1,463,296         3  measured  selected, cost model's pick
     /// search     35.740 ms on cpu: 3 of 3 candidates measured, 5 trials each after a warm-up of >= 1 run and 10 ms
-    /// break-even: 4,255 executions (search 35.740 ms / 0.0084 ms saved per execute against unfused)
+    /// break-even: 4,255 executions (search 35.740 ms / 0.00840 ms saved per execute against unfused)
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rows: Vec<[String; 5]> = self
@@ -412,15 +414,17 @@ impl fmt::Display for SearchReport {
         }
         writeln!(
             f,
-            "search     {:.3} ms on {}: {} of {} candidates measured, {} trials each after a \
+            "search     {:.3} ms on {}: {} of {} candidate{} measured, {} trial{} each after a \
              warm-up of >= {} run{} and {} ms",
             self.search_ms,
             self.runtime,
             self.measured().count(),
             self.candidates.len(),
+            plural(self.candidates.len()),
             self.trials,
+            plural(self.trials),
             self.warmup,
-            if self.warmup == 1 { "" } else { "s" },
+            plural(self.warmup),
             self.warmup_time_ms
         )?;
         write!(f, "{}", self.break_even_line())
@@ -698,6 +702,23 @@ pub fn search(
     Ok(report)
 }
 
+/// `s` unless `n` is 1.
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `v` with at least `digits` significant digits and never fewer than 3 decimals:
+/// `0.0129` -> `0.0129`, `0.000034` -> `0.0000340`, `12.5` -> `12.500` (a saving of a few
+/// microseconds per execute must not print as `0.000`).
+fn significant(v: f64, digits: i32) -> String {
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v:.3}");
+    }
+    let magnitude = v.abs().log10().floor() as i32;
+    let decimals = (digits - 1 - magnitude).clamp(3, 12) as usize;
+    format!("{v:.decimals$}")
+}
+
 /// `1196288` -> `1,196,288`.
 fn group(v: usize) -> String {
     let digits = v.to_string();
@@ -756,6 +777,64 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         // One stray slow trial does not move it.
         assert_eq!(median(&[1.0, 1.1, 50.0, 0.9, 1.0]), Some(1.0));
+    }
+
+    #[test]
+    fn savings_keep_their_significant_digits() {
+        assert_eq!(significant(0.0129, 3), "0.0129");
+        assert_eq!(significant(0.000034, 3), "0.0000340");
+        assert_eq!(significant(0.00021, 3), "0.000210");
+        assert_eq!(significant(12.5, 3), "12.500");
+        assert_eq!(significant(0.0, 3), "0.000");
+        assert_eq!(significant(f64::INFINITY, 3), "inf");
+    }
+
+    fn row(index: usize, label: &str, median_ms: f64) -> CandidateTiming {
+        CandidateTiming {
+            index,
+            label: label.to_string(),
+            program_label: format!("p-{label}"),
+            slab_bytes: 1_196_288,
+            launches: 1,
+            flops: 0,
+            cost_model_pick: false,
+            prepare_ms: Some(0.1),
+            warmup_runs: 1,
+            trials_ms: vec![median_ms],
+            median_ms: Some(median_ms),
+            status: CandidateStatus::Measured,
+        }
+    }
+
+    #[test]
+    fn report_lines_say_one_trial_and_a_tiny_saving() {
+        let report = SearchReport {
+            runtime: "cpu".into(),
+            trials: 1,
+            warmup: 1,
+            warmup_time_ms: 10.0,
+            candidates: vec![row(0, "unfused", 0.01234), row(1, "fused", 0.01230)],
+            selected: 1,
+            search_ms: 20.0,
+            break_even: break_even(20.0, Some(0.01234), 0.01230, false),
+        };
+        let text = report.to_string();
+        assert!(
+            text.contains(
+                "search     20.000 ms on cpu: 2 of 2 candidates measured, 1 trial each after a \
+                 warm-up of >= 1 run and 10 ms\n"
+            ),
+            "{text}"
+        );
+        // 0.00004 ms saved: 500,000 executions (to float rounding) and a saving that shows.
+        assert!(text.contains(" ms / 0.0000400 ms saved per execute against unfused)"), "{text}");
+        let one = SearchReport {
+            candidates: vec![row(0, "unfused", 0.5)],
+            selected: 0,
+            break_even: BreakEven::Never,
+            ..report
+        };
+        assert!(one.to_string().contains(": 1 of 1 candidate measured, 1 trial each"));
     }
 
     #[test]
