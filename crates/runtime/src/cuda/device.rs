@@ -2,14 +2,20 @@
 //! and pinned host staging.
 //!
 //! cudarc with `dynamic-loading` opens libcuda, libcublasLt and libnvrtc on first use and
-//! *panics* when one is missing. So [`Device::open`] first asks cudarc's `is_culib_present()`
-//! for each library (a plain `dlopen` that reports instead of panicking), then initializes the
-//! driver and counts devices, and turns every failure into
-//! [`RuntimeError::NoCudaDevice`] saying what is missing. Nothing touches a library before its
-//! presence check passed.
+//! *panics* when one is missing, and again on the first call of each function when the
+//! library lacks that symbol (`Missing symbol cuInit`: an old driver, a partial install, a
+//! stub). So [`Device::open`] first probes each library the way cudarc will load it (the
+//! first of cudarc's candidate names that `dlopen`s) and looks up, with `dlsym`, every symbol
+//! lumen reaches in it ([`DRIVER`], [`CUBLASLT`], [`NVRTC`]); only then does it initialize the
+//! driver and count devices. Those first driver calls also run under
+//! [`std::panic::catch_unwind`] ([`guarded`]), so a panic the probe did not foresee still
+//! becomes [`RuntimeError::NoCudaDevice`] with the panic's message. Every failure says what
+//! is missing.
 
+use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::Arc;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Once, OnceLock};
 
 use cudarc::driver::result;
 use cudarc::driver::safe::CudaContext;
@@ -80,50 +86,269 @@ impl DeviceInfo {
     }
 }
 
-/// Whether each library the CUDA runtime loads can be opened, checked without panicking.
+/// A library the CUDA runtime loads: the base names cudarc derives its candidate file names
+/// from, and every symbol lumen reaches in it, directly or through cudarc's wrappers (context,
+/// stream, event, memory, module and launch calls of the driver; the cuBLASLt matmul and its
+/// descriptors; NVRTC compilation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Libraries {
-    /// libcuda (the driver).
-    pub cuda: bool,
-    /// libcublasLt.
-    pub cublaslt: bool,
-    /// libnvrtc.
-    pub nvrtc: bool,
+pub struct RequiredLibrary {
+    /// How messages name it: `libcuda`, `libcublasLt`, `libnvrtc`.
+    pub name: &'static str,
+    /// cudarc's base names (`cuda`, `nvcuda`): [`cudarc::get_lib_name_candidates`] turns each
+    /// into the file names it tries, in order.
+    pub bases: &'static [&'static str],
+    /// The symbols lumen needs from it.
+    pub symbols: &'static [&'static str],
+    /// What to do when it is missing or incomplete.
+    pub hint: &'static str,
 }
 
-impl Libraries {
-    /// `dlopen`s each library under the names cudarc tries (`libcuda.so`, `libcuda.so.1`,
-    /// `libcublasLt.so.13`, `libnvrtc.so.13`, ... and the `.12`/`.11` names) and closes it.
-    pub fn probe() -> Self {
-        // SAFETY: these only dlopen and dlclose; no symbol is called.
-        unsafe {
-            Self {
-                cuda: sys::is_culib_present(),
-                cublaslt: cudarc::cublaslt::sys::is_culib_present(),
-                nvrtc: cudarc::nvrtc::sys::is_culib_present(),
-            }
-        }
+/// The driver (libcuda). `cuEventElapsedTime_v2` is the CUDA 12.8+ name cudarc's CUDA 13
+/// bindings call, so a driver older than that fails here, by name, instead of mid-run.
+pub const DRIVER: RequiredLibrary = RequiredLibrary {
+    name: "libcuda",
+    bases: &["cuda", "nvcuda"],
+    symbols: &[
+        "cuInit",
+        "cuDriverGetVersion",
+        "cuGetErrorName",
+        "cuGetErrorString",
+        "cuDeviceGet",
+        "cuDeviceGetCount",
+        "cuDeviceGetAttribute",
+        "cuDeviceGetName",
+        "cuDeviceTotalMem_v2",
+        "cuDevicePrimaryCtxRetain",
+        "cuDevicePrimaryCtxRelease_v2",
+        "cuCtxGetCurrent",
+        "cuCtxSetCurrent",
+        "cuCtxSynchronize",
+        "cuMemAlloc_v2",
+        "cuMemFree_v2",
+        "cuMemsetD8_v2",
+        "cuMemsetD8Async",
+        "cuMemHostAlloc",
+        "cuMemFreeHost",
+        "cuMemcpyHtoD_v2",
+        "cuMemcpyHtoDAsync_v2",
+        "cuMemcpyDtoHAsync_v2",
+        "cuStreamCreate",
+        "cuStreamSynchronize",
+        "cuStreamDestroy_v2",
+        "cuEventCreate",
+        "cuEventRecord",
+        "cuEventElapsedTime_v2",
+        "cuEventDestroy_v2",
+        "cuModuleLoadData",
+        "cuModuleGetFunction",
+        "cuModuleUnload",
+        "cuLaunchKernel",
+    ],
+    hint: "the NVIDIA driver is older than CUDA 13.0 needs (R580 or newer) or only partly \
+           installed",
+};
+
+/// cuBLASLt: the matmul, its descriptors and layouts, and the heuristic.
+pub const CUBLASLT: RequiredLibrary = RequiredLibrary {
+    name: "libcublasLt",
+    bases: &["cublasLt"],
+    symbols: &[
+        "cublasLtCreate",
+        "cublasLtDestroy",
+        "cublasLtMatrixLayoutCreate",
+        "cublasLtMatrixLayoutDestroy",
+        "cublasLtMatmulDescCreate",
+        "cublasLtMatmulDescSetAttribute",
+        "cublasLtMatmulDescDestroy",
+        "cublasLtMatmulPreferenceCreate",
+        "cublasLtMatmulPreferenceSetAttribute",
+        "cublasLtMatmulPreferenceDestroy",
+        "cublasLtMatmulAlgoGetHeuristic",
+        "cublasLtMatmul",
+    ],
+    hint: "install it (CUDA toolkit, or pip nvidia-cublas) and add its directory to \
+           LD_LIBRARY_PATH",
+};
+
+/// NVRTC: compiling the elementwise kernels to PTX or CUBIN.
+pub const NVRTC: RequiredLibrary = RequiredLibrary {
+    name: "libnvrtc",
+    bases: &["nvrtc"],
+    symbols: &[
+        "nvrtcVersion",
+        "nvrtcCreateProgram",
+        "nvrtcCompileProgram",
+        "nvrtcDestroyProgram",
+        "nvrtcGetPTX",
+        "nvrtcGetPTXSize",
+        "nvrtcGetCUBIN",
+        "nvrtcGetCUBINSize",
+        "nvrtcGetProgramLog",
+        "nvrtcGetProgramLogSize",
+    ],
+    hint: "install it (CUDA toolkit, or pip nvidia-cuda-nvrtc) and add its directory to \
+           LD_LIBRARY_PATH",
+};
+
+/// What probing one library found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// None of the candidate file names could be opened.
+    NotFound,
+    /// `file` opened (the first candidate that does: the one cudarc will load); `missing` lists
+    /// the required symbols it lacks, in [`RequiredLibrary::symbols`] order (empty: usable).
+    Found {
+        /// The candidate name that opened, e.g. `libcuda.so`.
+        file: String,
+        /// Required symbols `dlsym` did not find.
+        missing: Vec<&'static str>,
+    },
+}
+
+impl Probe {
+    /// Whether a candidate file opened (complete or not).
+    pub fn found(&self) -> bool {
+        matches!(self, Probe::Found { .. })
     }
 
-    /// The first missing library as the `NoCudaDevice` reason, or `None` when all are there.
-    pub fn missing(&self) -> Option<String> {
-        if !self.cuda {
-            return Some(
+    /// Whether it opened and has every required symbol.
+    pub fn usable(&self) -> bool {
+        matches!(self, Probe::Found { missing, .. } if missing.is_empty())
+    }
+}
+
+impl RequiredLibrary {
+    /// The file names cudarc tries for this library, in its order (`libcuda.so`, ...,
+    /// `libcuda.so.1`).
+    pub fn candidates(&self) -> Vec<String> {
+        self.bases.iter().flat_map(|b| cudarc::get_lib_name_candidates(b)).collect()
+    }
+
+    /// Probes the library under cudarc's candidate names ([`RequiredLibrary::probe_files`]).
+    pub fn probe(&self) -> Probe {
+        self.probe_files(&self.candidates())
+    }
+
+    /// Opens the first of `files` that `dlopen`s (names go through the loader path, paths are
+    /// opened as given) and looks up every required symbol in it. Never panics and never calls
+    /// into the library beyond its initializers. A library that opens stays loaded, so cudarc's
+    /// own `dlopen` of the same name reuses it instead of mapping it again.
+    pub fn probe_files(&self, files: &[String]) -> Probe {
+        for file in files {
+            // SAFETY: dlopen runs the library's initializers, as cudarc's load of it would;
+            // nothing else is called.
+            let Ok(lib) = (unsafe { libloading::Library::new(file) }) else { continue };
+            let missing = self
+                .symbols
+                .iter()
+                .copied()
+                // SAFETY: the address is looked up, never called or read.
+                .filter(|sym| unsafe { lib.get::<*const c_void>(sym.as_bytes()) }.is_err())
+                .collect();
+            std::mem::forget(lib);
+            return Probe::Found { file: file.clone(), missing };
+        }
+        Probe::NotFound
+    }
+
+    /// Why `probe` makes the library unusable, as a `NoCudaDevice` reason; `None` when usable.
+    pub fn problem(&self, probe: &Probe) -> Option<String> {
+        match probe {
+            Probe::NotFound if self.name == DRIVER.name => Some(
                 "libcuda.so not found: no NVIDIA driver is installed or it is not on the loader \
                  path"
                     .to_string(),
-            );
+            ),
+            Probe::NotFound => Some(format!("{} not found: {}", self.name, self.hint)),
+            Probe::Found { missing, .. } if missing.is_empty() => None,
+            Probe::Found { file, missing } => {
+                const SHOWN: usize = 4;
+                let mut names = missing.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", ");
+                if missing.len() > SHOWN {
+                    names.push_str(&format!(" and {} more", missing.len() - SHOWN));
+                }
+                Some(format!(
+                    "{file} lacks {} of the {} symbols lumen calls ({names}): {}",
+                    missing.len(),
+                    self.symbols.len(),
+                    self.hint
+                ))
+            }
         }
-        let hint = "install it (CUDA toolkit, or pip nvidia-cublas / nvidia-cuda-nvrtc) and add \
-                    its directory to LD_LIBRARY_PATH";
-        if !self.cublaslt {
-            return Some(format!("libcublasLt not found: {hint}"));
-        }
-        if !self.nvrtc {
-            return Some(format!("libnvrtc not found: {hint}"));
-        }
-        None
     }
+}
+
+/// What probing the three libraries the CUDA runtime loads found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Libraries {
+    /// libcuda (the driver).
+    pub cuda: Probe,
+    /// libcublasLt.
+    pub cublaslt: Probe,
+    /// libnvrtc.
+    pub nvrtc: Probe,
+}
+
+impl Libraries {
+    /// Probes [`DRIVER`], [`CUBLASLT`] and [`NVRTC`] under cudarc's names, once per process
+    /// (the loader path is fixed when the process starts).
+    pub fn probe() -> Self {
+        static PROBED: OnceLock<Libraries> = OnceLock::new();
+        PROBED
+            .get_or_init(|| Self {
+                cuda: DRIVER.probe(),
+                cublaslt: CUBLASLT.probe(),
+                nvrtc: NVRTC.probe(),
+            })
+            .clone()
+    }
+
+    /// The first problem, driver first, as the `NoCudaDevice` reason: a library not found or
+    /// lacking symbols. `None` when all three are usable.
+    pub fn missing(&self) -> Option<String> {
+        DRIVER
+            .problem(&self.cuda)
+            .or_else(|| CUBLASLT.problem(&self.cublaslt))
+            .or_else(|| NVRTC.problem(&self.nvrtc))
+    }
+}
+
+thread_local! {
+    // How many `guarded` calls this thread is inside: their panics are caught and reported.
+    static GUARD_DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Runs `f`, turning a panic into [`RuntimeError::NoCudaDevice`] naming `what` and carrying the
+/// panic's message (cudarc panics when a library or symbol it loads lazily is missing). The
+/// process's panic hook stays silent for a panic caught here, so a CLI still prints one line;
+/// panics anywhere else reach the hook as before.
+///
+/// # Errors
+/// `f`'s own error, or `NoCudaDevice` when it panicked.
+pub fn guarded<T>(
+    what: &str,
+    f: impl FnOnce() -> Result<T, RuntimeError>,
+) -> Result<T, RuntimeError> {
+    static QUIET_HOOK: Once = Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARD_DEPTH.with(Cell::get) == 0 {
+                previous(info);
+            }
+        }));
+    });
+    GUARD_DEPTH.with(|d| d.set(d.get() + 1));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    GUARD_DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    result.unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        Err(no_device(format!("{what} failed inside cudarc: {}", message.replace('\n', " "))))
+    })
 }
 
 /// An open device: its primary context (retained through cudarc's [`CudaContext`], which
@@ -146,18 +371,24 @@ fn driver_reason(call: &str, err: result::DriverError) -> String {
 }
 
 impl Device {
-    /// Opens device `ordinal`: checks that libcuda, libcublasLt and libnvrtc can be loaded,
-    /// initializes the driver (`cuInit`), checks the device count, retains the primary context
+    /// Opens device `ordinal`: checks that libcuda, libcublasLt and libnvrtc load with every symbol lumen calls,
+    /// then, under [`guarded`], initializes the driver (`cuInit`), checks the device count, retains the primary context
     /// and reads the device's facts.
     ///
     /// # Errors
-    /// [`RuntimeError::NoCudaDevice`] naming what is missing: a library, a driver that fails to
+    /// [`RuntimeError::NoCudaDevice`] naming what is missing: a library, symbols a library
+    /// lacks (an old driver, a partial install), a panic inside cudarc, a driver that fails to
     /// initialize (`CUDA_ERROR_NO_DEVICE`, `CUDA_ERROR_INSUFFICIENT_DRIVER`, ...), zero devices
     /// or fewer than `ordinal + 1`. [`RuntimeError::Cuda`] when a later driver call fails.
     pub fn open(ordinal: usize) -> Result<Arc<Self>, RuntimeError> {
         if let Some(reason) = Libraries::probe().missing() {
             return Err(no_device(reason));
         }
+        guarded("opening the CUDA device", || Self::open_checked(ordinal))
+    }
+
+    /// [`Device::open`] after the library checks passed.
+    fn open_checked(ordinal: usize) -> Result<Arc<Self>, RuntimeError> {
         result::init().map_err(|e| no_device(driver_reason("cuInit", e)))?;
         let count = result::device::get_count()
             .map_err(|e| no_device(driver_reason("cuDeviceGetCount", e)))?;
@@ -360,11 +591,68 @@ mod tests {
 
     #[test]
     fn missing_library_reasons() {
-        let all = Libraries { cuda: true, cublaslt: true, nvrtc: true };
+        let ok = |file: &str| Probe::Found { file: file.into(), missing: Vec::new() };
+        let all = Libraries {
+            cuda: ok("libcuda.so"),
+            cublaslt: ok("libcublasLt.so"),
+            nvrtc: ok("libnvrtc.so"),
+        };
         assert_eq!(all.missing(), None);
-        let reason = Libraries { cuda: false, ..all }.missing().unwrap();
+        let reason = Libraries { cuda: Probe::NotFound, ..all.clone() }.missing().unwrap();
         assert!(reason.starts_with("libcuda.so not found"), "{reason}");
-        let reason = Libraries { nvrtc: false, ..all }.missing().unwrap();
-        assert!(reason.starts_with("libnvrtc not found"), "{reason}");
+        let reason = Libraries { nvrtc: Probe::NotFound, ..all.clone() }.missing().unwrap();
+        assert!(reason.starts_with("libnvrtc not found: install it"), "{reason}");
+        let old =
+            Probe::Found { file: "libcuda.so.1".into(), missing: vec!["cuEventElapsedTime_v2"] };
+        assert!(old.found() && !old.usable());
+        assert_eq!(
+            Libraries { cuda: old, ..all.clone() }.missing().unwrap(),
+            "libcuda.so.1 lacks 1 of the 34 symbols lumen calls (cuEventElapsedTime_v2): the \
+             NVIDIA driver is older than CUDA 13.0 needs (R580 or newer) or only partly installed"
+        );
+        let stub = Probe::Found { file: "libcuda.so".into(), missing: DRIVER.symbols.to_vec() };
+        let reason = DRIVER.problem(&stub).unwrap();
+        assert!(
+            reason.starts_with(
+                "libcuda.so lacks 34 of the 34 symbols lumen calls (cuInit, cuDriverGetVersion, \
+                 cuGetErrorName, cuGetErrorString and 30 more): "
+            ),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn required_symbols_are_distinct_and_named_like_their_library() {
+        for (lib, prefix) in [(DRIVER, "cu"), (CUBLASLT, "cublasLt"), (NVRTC, "nvrtc")] {
+            let mut seen = std::collections::BTreeSet::new();
+            for sym in lib.symbols {
+                assert!(sym.starts_with(prefix), "{sym}");
+                assert!(seen.insert(sym), "{sym} twice");
+            }
+            assert_eq!(
+                lib.candidates().first().map(String::as_str),
+                Some(&*format!("lib{}.so", lib.bases[0]))
+            );
+        }
+        assert!(DRIVER.candidates().iter().any(|c| c == "libcuda.so.1"));
+    }
+
+    #[test]
+    fn a_panic_inside_the_guard_becomes_no_cuda_device() {
+        let err = guarded("opening the CUDA device", || -> Result<(), RuntimeError> {
+            panic!("Missing symbol cuInit: undefined symbol")
+        })
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no CUDA device: opening the CUDA device failed inside cudarc: Missing symbol \
+             cuInit: undefined symbol"
+        );
+        let formatted = guarded("x", || -> Result<(), RuntimeError> { panic!("code {}", 7) });
+        assert!(formatted.unwrap_err().to_string().ends_with("failed inside cudarc: code 7"));
+        // Errors and values pass through untouched.
+        assert_eq!(guarded("x", || Ok(3)).unwrap(), 3);
+        let err = guarded("x", || -> Result<(), _> { Err(no_device("plain")) }).unwrap_err();
+        assert_eq!(err.to_string(), "no CUDA device: plain");
     }
 }

@@ -137,16 +137,17 @@ impl CompiledKernel {
     }
 }
 
-/// Whether libnvrtc can be loaded (a `dlopen` check that never panics).
+/// Whether libnvrtc loads with every symbol lumen calls ([`super::device::NVRTC`]; a `dlopen`
+/// and `dlsym` check that never panics).
 pub fn nvrtc_present() -> bool {
-    // SAFETY: dlopen/dlclose only.
-    unsafe { nvrtc_sys::is_culib_present() }
+    super::device::Libraries::probe().nvrtc.usable()
 }
 
 /// NVRTC's version, (major, minor).
 ///
 /// # Errors
-/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing; [`CudaError::Nvrtc`] on failure.
+/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing or lacks a symbol;
+/// [`CudaError::Nvrtc`] on failure.
 pub fn nvrtc_version() -> Result<(i32, i32), RuntimeError> {
     require_nvrtc()?;
     let (mut major, mut minor) = (0, 0);
@@ -158,10 +159,10 @@ pub fn nvrtc_version() -> Result<(i32, i32), RuntimeError> {
 }
 
 fn require_nvrtc() -> Result<(), RuntimeError> {
-    if nvrtc_present() {
-        Ok(())
-    } else {
-        Err(RuntimeError::NoCudaDevice { reason: "libnvrtc not found".to_string() })
+    let nvrtc = &super::device::Libraries::probe().nvrtc;
+    match super::device::NVRTC.problem(nvrtc) {
+        None => Ok(()),
+        Some(reason) => Err(RuntimeError::NoCudaDevice { reason }),
     }
 }
 
@@ -169,7 +170,7 @@ fn require_nvrtc() -> Result<(), RuntimeError> {
 /// `compute_90` is used either way).
 ///
 /// # Errors
-/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing; [`CudaError::Nvrtc`] with the
+/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing or lacks a symbol; [`CudaError::Nvrtc`] with the
 /// compile log when a source does not compile.
 pub fn compile_ptx(arch: &str) -> Result<Vec<CompiledKernel>, RuntimeError> {
     compile_all(arch, CodeKind::Ptx)
@@ -199,7 +200,7 @@ fn compile_all(arch: &str, kind: CodeKind) -> Result<Vec<CompiledKernel>, Runtim
 /// `sm_90`. Returns the image (PTX text with its terminating NUL, or ELF bytes).
 ///
 /// # Errors
-/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing; [`CudaError::Nvrtc`] carrying the
+/// [`RuntimeError::NoCudaDevice`] when libnvrtc is missing or lacks a symbol; [`CudaError::Nvrtc`] carrying the
 /// compile log when the source does not compile.
 pub fn compile_source(
     name: &str,

@@ -33,7 +33,10 @@ use cudarc::driver::safe::{CudaEvent, CudaStream};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
 
-pub use device::{DEVICE_ALIGNMENT, Device, DeviceInfo, Libraries, check_aligned};
+pub use device::{
+    CUBLASLT, DEVICE_ALIGNMENT, DRIVER, Device, DeviceInfo, Libraries, NVRTC, Probe,
+    RequiredLibrary, check_aligned, guarded,
+};
 pub use error::CudaError;
 pub use kernels::{
     CodeKind, CompiledKernel, Kernel, KernelSource, compile_cubin, compile_ptx, compile_source,
