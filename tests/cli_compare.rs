@@ -158,7 +158,13 @@ fn when_only_the_fused_plan_fits_the_summary_names_the_refused_baseline() {
         ),
         "{text}"
     );
-    assert!(text.contains("\nunfused: refused by the planner: planning failed: slab capacity 100000000 exceeded while placing request 5 (67108864 bytes)\n"), "{text}");
+    assert!(
+        text.contains(
+            "\nunfused: refused by the planner: planning failed: slab capacity 100000000 \
+             exceeded while placing request 5 (67108864 bytes)\n"
+        ),
+        "{text}"
+    );
     let v = json(&[&args[..], &["--capacity", "100000000", "--json"]].concat());
     assert_eq!(
         v["summary"],

@@ -488,7 +488,13 @@ fn nan_inputs_fail_the_run() {
     assert_eq!(v["within_tolerance"], false);
     assert_eq!(v["nan_outputs"], 10, "one input row of NaN gives one row of NaN logits");
     assert_eq!(v["checks"]["finite"]["status"], "failed");
-    assert!(err.starts_with("error: check failed: NaN in outputs: 10 NaN and 0 infinite of 4500 logits; max abs error is NaN"), "{err}");
+    assert!(
+        err.starts_with(
+            "error: check failed: NaN in outputs: 10 NaN and 0 infinite of 4500 logits; max abs \
+             error is NaN"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -504,7 +510,8 @@ fn accuracy_other_than_scikit_learns_fails_the_run() {
     );
     assert_eq!(
         err,
-        "error: check failed: accuracy 97.56% (439/450) differs from the reference (scikit-learn: 90.00%)"
+        "error: check failed: accuracy 97.56% (439/450) differs from the reference \
+         (scikit-learn: 90.00%)"
     );
 }
 
@@ -530,7 +537,10 @@ fn labels_outside_the_classes_are_a_warning() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("\nwarning    2 of 3 labels lie outside the classes 0..=9 the outputs can predict (first: y[1] = 99); they always count as wrong\n"),
+        text.contains(
+            "\nwarning    2 of 3 labels lie outside the classes 0..=9 the outputs can predict \
+             (first: y[1] = 99); they always count as wrong\n"
+        ),
         "{text}"
     );
     let v = json(&["run", p, "--runs", "1", "--no-search", "--json"]);
@@ -564,7 +574,13 @@ fn one_layer_one_launch_and_the_wording_of_each_choice() {
     assert!(t.contains("repeats    1 execute, "), "{t}");
     assert!(t.contains("accuracy   n/a (the file has no labels y): check skipped\n"), "{t}");
     assert!(t.contains("max error  n/a (the file has no logits): check skipped\n"), "{t}");
-    assert!(t.contains("\ncheck      passed: finite outputs; skipped: max abs error (no reference logits in the file), accuracy (no labels y in the file)\n"), "{t}");
+    assert!(
+        t.contains(
+            "\ncheck      passed: finite outputs; skipped: max abs error (no reference logits in \
+             the file), accuracy (no labels y in the file)\n"
+        ),
+        "{t}"
+    );
     let t = text(&["run", p, "--runs", "1", "--no-fuse"]);
     assert!(
         t.contains(

@@ -70,6 +70,8 @@ const INPUT_SEED: u64 = 0x5EED_0002;
 pub fn run(args: Args) -> anyhow::Result<()> {
     let graph = args.program.graph()?;
     let name = args.program.program.clone();
+    // Every field is set today; the update keeps this compiling when CompileOptions grows one.
+    #[allow(clippy::needless_update)]
     let options = CompileOptions {
         fuse: true,
         workspace_bytes: args.workspace_bytes,
@@ -110,7 +112,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", report::compare_text(&exploration));
         if let Some(m) = &measured {
             println!(
-                "\nmeasured on {} with random inputs and weights (seeded), median of {} trial{}:\n{m}",
+                "\nmeasured on {} with random inputs and weights (seeded), median of {} \
+                 trial{}:\n{m}",
                 m.runtime,
                 m.trials,
                 if m.trials == 1 { "" } else { "s" }

@@ -67,7 +67,8 @@ pub struct Args {
     algorithm: lumen_planner::SlabAlgorithm,
     /// Largest max abs error against the file's logits that passes (f32 against
     /// scikit-learn's f64).
-    #[arg(long, value_name = "ERR", default_value_t = model::DEFAULT_TOLERANCE, value_parser = parse_tolerance)]
+    #[arg(long, value_name = "ERR", default_value_t = model::DEFAULT_TOLERANCE,
+          value_parser = parse_tolerance)]
     tolerance: f64,
     /// Print one JSON object instead of the text.
     #[arg(long)]

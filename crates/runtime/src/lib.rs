@@ -8,7 +8,8 @@
 //! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
-//! - [`reference`]: a naive f64 interpreter of the LLIR, the oracle of the numeric tests.
+//! - [`reference`](mod@reference): a naive f64 interpreter of the LLIR, the oracle of the
+//!   numeric tests.
 //! - [`mod@search`]: Luminal's search phase: profile the fusion candidates on a runtime, keep the
 //!   fastest measured, report per-candidate medians and the break-even.
 //! - [`mod@env`]: the `LUMINAL_*` switches, read in one place.

@@ -348,7 +348,8 @@ mod tests {
         assert_eq!(no_difference(&all), None);
         assert_eq!(
             summary(&all),
-            "fused vs unfused: slab equal (1,196,288 bytes), 2 launches saved, 65,536 DRAM bytes saved"
+            "fused vs unfused: slab equal (1,196,288 bytes), 2 launches saved, 65,536 DRAM bytes \
+             saved"
         );
 
         // Only the fused plan fits: the baseline is what is missing, not a fused program.
@@ -383,9 +384,12 @@ mod tests {
             compare_text(&none),
             "# lumen compare: linear-relu\n\
              # e-graph: 10 e-nodes, 7 e-classes after 3 iterations (saturated)\n\
-             unfused: refused by the planner: planning failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes)\n\
-             bias: refused by the planner: planning failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes)\n\
-             fused: refused by the planner: planning failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes)\n\
+             unfused: refused by the planner: planning failed: slab capacity 1000 exceeded \
+             while placing request 0 (65536 bytes)\n\
+             bias: refused by the planner: planning failed: slab capacity 1000 exceeded \
+             while placing request 0 (65536 bytes)\n\
+             fused: refused by the planner: planning failed: slab capacity 1000 exceeded \
+             while placing request 0 (65536 bytes)\n\
              nothing to compare: every candidate was refused at capacity 1,000 bytes\n"
         );
         let v = compare_json(&none);

@@ -371,9 +371,9 @@ fn driver_reason(call: &str, err: result::DriverError) -> String {
 }
 
 impl Device {
-    /// Opens device `ordinal`: checks that libcuda, libcublasLt and libnvrtc load with every symbol lumen calls,
-    /// then, under [`guarded`], initializes the driver (`cuInit`), checks the device count, retains the primary context
-    /// and reads the device's facts.
+    /// Opens device `ordinal`: checks that libcuda, libcublasLt and libnvrtc load with every
+    /// symbol lumen calls, then, under [`guarded`], initializes the driver (`cuInit`), checks
+    /// the device count, retains the primary context and reads the device's facts.
     ///
     /// # Errors
     /// [`RuntimeError::NoCudaDevice`] naming what is missing: a library, symbols a library
