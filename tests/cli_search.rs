@@ -315,3 +315,20 @@ fn compare_profile_adds_measured_times() {
     assert_eq!(v["candidates"][0].get("median_ms"), None);
     assert_eq!(lumen_env(&["compare", "linear-relu", "--trials", "2"], &[]).status.code(), Some(2));
 }
+
+#[test]
+fn one_trial_is_singular_and_a_small_saving_keeps_its_digits() {
+    let out = ok(&["run", DIGITS, "--runs", "1", "--trials", "1", "--max-candidates", "1"], &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(" ms on cpu: 1 of 3 candidates measured, 1 trial each after "), "{text}");
+    assert!(text.contains("\nrepeats    1 execute, "), "{text}");
+    let out = ok(&["compare", "linear-relu", "--profile", "--trials", "1"], &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("(seeded), median of 1 trial:\n"), "{text}");
+    // The saving per execute is printed with three significant digits, never as 0.000.
+    let be = text.lines().find(|l| l.starts_with("break-even: ")).expect("break-even line");
+    if let Some(saved) = be.split(" ms / ").nth(1).and_then(|r| r.split(' ').next()) {
+        let digits = saved.trim_start_matches(['0', '.']);
+        assert!(digits.len() >= 3, "{be}");
+    }
+}
