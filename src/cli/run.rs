@@ -114,8 +114,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         print!("{}", to_text(&args, &outcome, &check));
     }
-    if !check.passed() {
-        anyhow::bail!("check failed: {}", check.failures().join("; "));
+    let mut failures: Vec<&str> = check.failures();
+    // One prepared program must give the same bits every execute (SPEC section 4's slab
+    // discipline); a difference means state leaked between executes.
+    if !outcome.repeat_identical {
+        failures.push("outputs differ between executes of the same prepared program");
+    }
+    if !failures.is_empty() {
+        anyhow::bail!("check failed: {}", failures.join("; "));
     }
     Ok(())
 }

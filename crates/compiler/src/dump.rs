@@ -65,10 +65,10 @@ pub fn llir_text(program: &CompiledProgram) -> String {
     let _ = writeln!(s, "# lumen LLIR: {}", program.label);
     let _ = writeln!(
         s,
-        "# {} nodes, {} launches, {} buffers",
-        llir.nodes.len(),
-        program.figures.launches,
-        llir.buffers.len()
+        "# {}, {}, {}",
+        count(llir.nodes.len(), "node"),
+        count(program.figures.launches, "launch"),
+        count(llir.buffers.len(), "buffer")
     );
     for b in &llir.buffers {
         let _ = writeln!(
@@ -317,4 +317,16 @@ pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>
         written.push(path);
     }
     Ok(written)
+}
+
+/// `1 launch`, `3 launches`: a count with its noun, plural when not one.
+fn count(n: usize, noun: &str) -> String {
+    let plural = if n == 1 {
+        ""
+    } else if noun.ends_with("ch") || noun.ends_with('s') {
+        "es"
+    } else {
+        "s"
+    };
+    format!("{n} {noun}{plural}")
 }
