@@ -3,11 +3,14 @@
 //! `cargo bench -p lumen-planner --bench algorithms` prints, for each MiniMalloc "challenging"
 //! file (google/minimalloc `benchmarks/`, read from `LUMEN_MINIMALLOC_DIR` or
 //! `../shared/benchmarks/minimalloc` next to the repository), slab / lower_bound and the time
-//! per algorithm, with the geometric mean; then the scale cases: a 20,000-buffer interval trace
-//! and a 10,000-node layered DAG. Figures are printed, never asserted.
+//! per algorithm, with the geometric mean; then the scale cases: a 20,000-buffer interval trace,
+//! 10,000-node layered DAGs, 100,000 unconnected nodes with 2 buffers, and a wide DAG (20,000
+//! parallel branches, a buffer on one in 100). Each scale case also prints the process's peak
+//! resident memory so far (Linux `VmHWM`). Figures are printed, never asserted.
 //!
 //! Arguments after `--` filter: `--only NAME` runs one algorithm, `--files A,B` some files,
-//! `--skip-scale` / `--scale-only` pick a section.
+//! `--skip-scale` / `--scale-only` pick a section, `--case TEXT` the scale cases whose name
+//! contains TEXT (run one case per process to read its own peak memory).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -27,10 +30,11 @@ struct Cli {
     files: Option<Vec<String>>,
     suite: bool,
     scale: bool,
+    case: Option<String>,
 }
 
 fn parse_cli() -> Cli {
-    let mut cli = Cli { only: None, files: None, suite: true, scale: true };
+    let mut cli = Cli { only: None, files: None, suite: true, scale: true, case: None };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -40,6 +44,7 @@ fn parse_cli() -> Cli {
             }
             "--skip-scale" => cli.scale = false,
             "--scale-only" => cli.suite = false,
+            "--case" => cli.case = args.next(),
             _ => {}
         }
     }
@@ -197,23 +202,74 @@ fn layered_dag(layers: usize, width: usize) -> (Dag<String>, Vec<SlabBuffer>) {
     (dag, buffers)
 }
 
+/// `nodes` unconnected nodes and two buffers, on the first and the last node: almost no node
+/// carries a buffer, so only two take part in `precedes`.
+fn sparse_nodes(nodes: usize) -> (Dag<String>, Vec<SlabBuffer>) {
+    let mut dag: Dag<String> = Dag::new();
+    let ids: Vec<NodeIndex> = (0..nodes.max(2)).map(|i| dag.add_node(format!("n{i}"))).collect();
+    let (first, last) = (ids[0], ids[ids.len() - 1]);
+    (dag, vec![SlabBuffer::new("a", 4096, [first]), SlabBuffer::new("b", 4096, [last])])
+}
+
+/// A wide DAG: `source -> a_i -> b_i -> sink` for `branches` parallel branches (a chain cover
+/// as wide as the DAG), an input on the source, an output on the sink, and a buffer
+/// `[a_i, b_i]` on one branch in `every`.
+fn wide_dag(branches: usize, every: usize) -> (Dag<String>, Vec<SlabBuffer>) {
+    let mut dag: Dag<String> = Dag::new();
+    let source = dag.add_node("source".to_string());
+    let sink = dag.add_node("sink".to_string());
+    let mut buffers = vec![SlabBuffer::new("in", 1 << 16, [source])];
+    for i in 0..branches {
+        let a = dag.add_node(format!("a{i}"));
+        let b = dag.add_node(format!("b{i}"));
+        dag.add_edge(source, a, ());
+        dag.add_edge(a, b, ());
+        dag.add_edge(b, sink, ());
+        if i % every.max(1) == 0 {
+            buffers.push(SlabBuffer::new(format!("t{i}"), 4096 << (i % 5), [a, b]));
+        }
+    }
+    buffers.push(SlabBuffer::new("out", 1 << 16, [sink]));
+    (dag, buffers)
+}
+
+/// Peak resident memory of this process so far, from `/proc/self/status` (Linux only).
+fn peak_rss() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(|l| l["VmHWM:".len()..].trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+type Case = (&'static str, fn() -> (Dag<String>, Vec<SlabBuffer>));
+
 fn scale(cli: &Cli) {
     let algorithms: Vec<SlabAlgorithm> = match cli.only {
         Some(a) => vec![a],
         None => SlabAlgorithm::ALL.to_vec(),
     };
-    let cases = [
-        ("interval trace, 20,000 buffers", interval_trace(20_000)),
-        ("layered DAG, 10,000 nodes (2,500 x 4)", layered_dag(2_500, 4)),
-        ("layered DAG, 10,000 nodes (500 x 20)", layered_dag(500, 20)),
+    let cases: [Case; 5] = [
+        ("interval trace, 20,000 buffers", || interval_trace(20_000)),
+        ("layered DAG, 10,000 nodes (2,500 x 4)", || layered_dag(2_500, 4)),
+        ("layered DAG, 10,000 nodes (500 x 20)", || layered_dag(500, 20)),
+        ("sparse: 100,000 unconnected nodes, 2 buffers", || sparse_nodes(100_000)),
+        ("wide DAG: 20,000 parallel branches, a buffer on 1 in 100", || wide_dag(20_000, 100)),
     ];
     println!();
     println!("Scale: time per plan_slab (plan checked by verify), slab / lower_bound");
-    for (name, (dag, buffers)) in &cases {
+    for (name, make) in cases {
+        if cli.case.as_ref().is_some_and(|c| !name.contains(c.as_str())) {
+            continue;
+        }
+        let (dag, buffers) = make();
         println!("{name}: {} nodes, {} buffers", dag.node_count(), buffers.len());
         for &algorithm in &algorithms {
             let opts = SlabOptions { algorithm, ..SlabOptions::default() };
-            let (slab, lb, secs) = run(dag, buffers, &opts);
+            let (slab, lb, secs) = run(&dag, &buffers, &opts);
             println!(
                 "  {:<16} {:>8.3}s  slab / lower_bound = {:.4}",
                 algorithm.name(),
@@ -221,6 +277,7 @@ fn scale(cli: &Cli) {
                 slab as f64 / lb.max(1) as f64
             );
         }
+        println!("  peak resident memory so far: {}", peak_rss());
     }
 }
 
