@@ -35,10 +35,26 @@ pub struct CompileOptions {
     pub capacity: Option<usize>,
     /// The planner's placement algorithm (default first fit, Luminal's `plan_slab`).
     pub algorithm: SlabAlgorithm,
-    /// Program name for dump labels (default `program`).
+    /// Program name, the stem of the dump labels `{name}-fused` / `{name}-unfused` (default
+    /// `program`). It becomes part of file names, so [`Graph::compile`] refuses, whether or
+    /// not dumps are written, a name that is not 1 to [`MAX_PROGRAM_NAME_BYTES`] bytes of
+    /// ASCII letters, digits, `_`, `-`, `.` not starting with `.`
+    /// ([`validate_program_name`]; [`sanitize_program_name`] makes any text such a name).
     pub name: String,
     /// Directory to write dumps into; overrides `LLIR_DUMP_DIR` when set.
     pub dump_dir: Option<PathBuf>,
+    /// Keep every weight's bytes to itself for the whole execute (default false: SPEC's
+    /// Luminal semantics, where a weight lives from upload to its last reader).
+    ///
+    /// When true, each weight's uses also include the readback node, so the planner lets no
+    /// later buffer reuse its bytes and a runtime can upload it once at prepare. The trade-off:
+    /// the slab must hold every weight for the whole program (slab bytes grow by up to the
+    /// weights' reserved sizes; an MLP's later activations can no longer sit where `w1` was),
+    /// against weights that the plan does reuse being uploaded again on every execute (host
+    /// to device bytes per execute; the CPU runtime counts them as re-uploaded weights).
+    /// Only the uses and the plan change; the LLIR's nodes, launches, FLOPs and DRAM bytes do
+    /// not.
+    pub resident_weights: bool,
 }
 
 impl Default for CompileOptions {
@@ -51,23 +67,93 @@ impl Default for CompileOptions {
             algorithm: SlabAlgorithm::FirstFit,
             name: "program".to_string(),
             dump_dir: None,
+            resident_weights: false,
         }
     }
 }
 
+/// The longest program name, in bytes: with `-activation` (the longest candidate suffix),
+/// `.llir.txt` and the temporary name a dump is written under, a file name stays below the
+/// 255 bytes common file systems allow.
+pub const MAX_PROGRAM_NAME_BYTES: usize = 200;
+
+/// What makes `name` unusable as a file-name stem (charset and leading `.` only), if anything.
+fn stem_problem(name: &str) -> Option<String> {
+    let Some(first) = name.chars().next() else { return Some("it is empty".to_string()) };
+    if first == '.' {
+        // `.` and `..` name directories; any other leading dot hides the dump.
+        return Some("it starts with '.'".to_string());
+    }
+    name.chars()
+        .find(|&c| !is_name_char(c))
+        .map(|c| format!("{} is not allowed", crate::hlir::quoted_char(c)))
+}
+
+/// The characters of program and tensor names: ASCII letters, digits, `_`, `-`, `.`.
+pub(crate) fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+/// Checks that `name` can be the stem of dump file names (`{name}-fused.llir.txt`, ...) and
+/// never a path: 1 to [`MAX_PROGRAM_NAME_BYTES`] bytes of ASCII letters, digits, `_`, `-` and
+/// `.`, not starting with `.`. So `../x`, `/tmp/x` and `sub/dir` are refused, as are names
+/// a shell or a file system would treat specially (spaces, `\`, control characters, `.hidden`).
+/// The rule of Luminal's `LLIR_DUMP_DIR` labels, which are Rust identifiers, widened to the
+/// `-` and `.` of file names.
+///
+/// # Errors
+/// [`CompileError::ProgramName`] saying what is wrong.
+pub fn validate_program_name(name: &str) -> Result<(), CompileError> {
+    let problem = stem_problem(name).or_else(|| {
+        (name.len() > MAX_PROGRAM_NAME_BYTES).then(|| format!("it is {} bytes long", name.len()))
+    });
+    match problem {
+        Some(problem) => Err(CompileError::ProgramName { name: name.to_string(), problem }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a dump label (a program name plus its suffix) as [`validate_program_name`] does,
+/// without the length bound, which the suffix may pass.
+pub(crate) fn validate_label(label: &str) -> Result<(), CompileError> {
+    match stem_problem(label) {
+        Some(problem) => Err(CompileError::ProgramName { name: label.to_string(), problem }),
+        None => Ok(()),
+    }
+}
+
+/// A valid program name made from any text (a file stem, a user's title): every character
+/// outside ASCII letters, digits, `_`, `-`, `.` becomes `_`, as does a leading `.`; empty text
+/// becomes `program`; the result is cut to [`MAX_PROGRAM_NAME_BYTES`]. Always passes
+/// [`validate_program_name`]. `my model` -> `my_model`, `../x` -> `_._x`.
+pub fn sanitize_program_name(text: &str) -> String {
+    let mut name: String = text
+        .chars()
+        .enumerate()
+        .map(|(i, c)| if is_name_char(c) && !(i == 0 && c == '.') { c } else { '_' })
+        .take(MAX_PROGRAM_NAME_BYTES)
+        .collect();
+    if name.is_empty() {
+        name.push_str("program");
+    }
+    name
+}
+
 impl CompileOptions {
     /// Checks what the planner cannot know: that [`CompileOptions::alignment`] keeps f32
-    /// buffers whole (a power of two of at least 4 bytes). Zero is left to the planner, so it
-    /// keeps SPEC's `slab alignment must be positive`.
+    /// buffers whole (a power of two of at least 4 bytes), and that
+    /// [`CompileOptions::name`] can label dump files. Zero alignment is left to the planner,
+    /// so it keeps SPEC's `slab alignment must be positive`.
     ///
     /// # Errors
-    /// [`CompileError::Alignment`] for a positive alignment that is not such a power of two.
+    /// [`CompileError::Alignment`] for a positive alignment that is not such a power of two;
+    /// [`CompileError::ProgramName`] for a name [`validate_program_name`] refuses.
     pub fn validate(&self) -> Result<(), CompileError> {
         let a = self.alignment;
         if a != 0 && (a < 4 || !a.is_power_of_two()) {
             return Err(CompileError::Alignment { alignment: a });
         }
-        Ok(())
+        validate_program_name(&self.name)
     }
 
     /// The dump label: `{name}-fused` or `{name}-unfused`, by [`CompileOptions::fuse`].
@@ -109,15 +195,17 @@ impl Graph {
 /// `hlir`). Writes the dumps when [`CompileOptions::resolved_dump_dir`] names a directory.
 ///
 /// # Errors
-/// [`CompileError::Alignment`] for an alignment that does not suit f32 buffers
-/// ([`CompileOptions::validate`]), the shape, name and structure errors of [`Hlir::validate`],
-/// [`CompileError::Plan`] when the planner refuses the lifetimes (zero alignment, capacity,
-/// overflow), [`CompileError::Dump`] when a dump cannot be written.
+/// [`CompileError::ProgramName`] when `name` (or `options.name`) cannot label dump files
+/// ([`validate_program_name`]); [`CompileError::Alignment`] for an alignment that does not
+/// suit f32 buffers ([`CompileOptions::validate`]), the shape, name and structure errors of
+/// [`Hlir::validate`], [`CompileError::Plan`] when the planner refuses the lifetimes (zero
+/// alignment, capacity, overflow), [`CompileError::Dump`] when a dump cannot be written.
 pub fn compile_hlir(
     hlir: &Hlir,
     name: &str,
     options: &CompileOptions,
 ) -> Result<CompiledProgram, CompileError> {
+    validate_program_name(name)?;
     let label = format!("{name}-{}", if options.fuse { "fused" } else { "unfused" });
     let program = plan_hlir(hlir, &label, options)?;
     if let Some(dir) = options.resolved_dump_dir() {
@@ -126,18 +214,19 @@ pub fn compile_hlir(
     Ok(program)
 }
 
-/// Lowers `hlir` as it is and plans its slab, labelled `label`; writes no dumps (the fusion
-/// candidates are planned this way, and only the one compiled is dumped).
+/// Lowers `hlir` as it is (with [`CompileOptions::resident_weights`] applied) and plans its
+/// slab, labelled `label`; writes no dumps (the fusion candidates are planned this way, and
+/// only the one compiled is dumped; [`crate::dump::write_dumps`] checks the label then).
 ///
 /// # Errors
-/// As [`compile_hlir`], without [`CompileError::Dump`].
+/// As [`compile_hlir`], without [`CompileError::Dump`] and with only `options.name` checked.
 pub fn plan_hlir(
     hlir: &Hlir,
     label: &str,
     options: &CompileOptions,
 ) -> Result<CompiledProgram, CompileError> {
     options.validate()?;
-    let llir = lower(hlir, options.workspace_bytes)?;
+    let llir = lower_with_options(hlir, options)?;
     let dag = llir.dag();
     let requests = llir.slab_buffers();
     let slab = SlabOptions {
@@ -157,4 +246,21 @@ pub fn plan_hlir(
         flops: llir.nodes.iter().map(|n| n.op.flops()).fold(0u64, u64::saturating_add),
     };
     Ok(CompiledProgram { label: label.to_string(), llir, dag, plan, figures })
+}
+
+/// Lowers `hlir` ([`lower`]) with `options.workspace_bytes` of workspace per matmul, then,
+/// when [`CompileOptions::resident_weights`], extends every weight's uses to the readback
+/// node ([`crate::Llir::make_weights_resident`]). What [`plan_hlir`] plans.
+///
+/// # Errors
+/// Every error of [`lower`].
+pub fn lower_with_options(
+    hlir: &Hlir,
+    options: &CompileOptions,
+) -> Result<crate::Llir, CompileError> {
+    let mut llir = lower(hlir, options.workspace_bytes)?;
+    if options.resident_weights {
+        llir.make_weights_resident();
+    }
+    Ok(llir)
 }

@@ -289,8 +289,11 @@ pub fn plan_svg(program: &CompiledProgram) -> String {
 /// name in `dir` and renamed, so a reader never sees half a dump. Returns the paths written.
 ///
 /// # Errors
+/// [`CompileError::ProgramName`] when the label is not a plain file-name stem (compiling
+/// refuses such names first; this guards a hand-made label, so no dump lands outside `dir`);
 /// [`CompileError::Dump`] naming the path when the directory or a file cannot be written.
 pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>, CompileError> {
+    crate::compile::validate_label(&program.label)?;
     let io = |path: &Path, e: std::io::Error| CompileError::Dump {
         path: path.to_path_buf(),
         message: e.to_string(),

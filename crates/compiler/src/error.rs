@@ -124,15 +124,17 @@ pub enum CompileError {
         /// The user's source line.
         location: SourceLocation,
     },
-    /// An input, weight or output name that is empty or repeated.
+    /// An input, weight or output name that is empty, repeated, reserved, or not
+    /// identifier-like (see [`crate::hlir::tensor_name_problem`]).
     #[error("{kind} name {name:?} is {problem} (at {location})")]
     BadName {
-        /// `input`, `weight` or `output`.
+        /// `input`, `weight` or `output`: the DSL call that named the tensor.
         kind: &'static str,
         /// The name.
         name: String,
-        /// `empty`, `already used`, or `reserved for compiler buffers (t0, workspace, ...)`.
-        problem: &'static str,
+        /// `empty`, `already used`, `reserved for compiler buffers (t0, workspace, ...)`, or
+        /// `not identifier-like: ' ' is not allowed (...)`.
+        problem: String,
         /// The user's source line.
         location: SourceLocation,
     },
@@ -174,6 +176,24 @@ pub enum CompileError {
         message: String,
         /// The source line of the offending node.
         location: SourceLocation,
+    },
+    /// [`crate::CompileOptions::name`] (or the `name` given to [`crate::compile_hlir`],
+    /// [`crate::fusion::explore`]) cannot be the stem of a dump file name: it must be 1 to
+    /// [`crate::compile::MAX_PROGRAM_NAME_BYTES`] bytes of ASCII letters, digits, `_`, `-`
+    /// and `.`, not starting with `.` ([`crate::compile::validate_program_name`]). Checked at
+    /// compile time whether or not dumps are written, so a name that would escape the dump
+    /// folder (`../x`, `/tmp/x`, `sub/dir`) fails the same way everywhere.
+    #[error(
+        "program name {name:?} cannot label dump files: {problem} (use ASCII letters, digits, \
+         '_', '-' and '.', not starting with '.', at most {max} bytes)",
+        max = crate::compile::MAX_PROGRAM_NAME_BYTES
+    )]
+    ProgramName {
+        /// The name given.
+        name: String,
+        /// What is wrong: `it is empty`, `it starts with '.'`, `'/' is not allowed`, `it is
+        /// 201 bytes long`.
+        problem: String,
     },
     /// A compile option is out of range.
     #[error("invalid option: {0}")]

@@ -170,7 +170,8 @@ impl Hlir {
     ///
     /// # Errors
     /// [`CompileError::Cyclic`]; [`CompileError::Arity`] or [`CompileError::Malformed`] for a
-    /// broken node; [`CompileError::BadName`] for an empty, repeated or reserved name;
+    /// broken node; [`CompileError::BadName`] for an empty, repeated or reserved name, or one
+    /// that is not identifier-like ([`tensor_name_problem`]), at the DSL call that named it;
     /// [`CompileError::ShapeMismatch`] / [`CompileError::Rank`] for operands the op cannot
     /// combine; [`CompileError::ShapeOverflow`] for a tensor whose bytes overflow `usize`;
     /// [`CompileError::OutputOfLeaf`], [`CompileError::OutputTwice`],
@@ -239,11 +240,16 @@ impl Hlir {
                 _ => continue,
             };
             let problem = if name.is_empty() {
-                Some("empty")
+                Some("empty".to_string())
+            } else if let Some(problem) = tensor_name_problem(name) {
+                Some(problem)
             } else if is_reserved_name(name) {
-                Some("reserved for compiler buffers (t0, t1, ..., workspace, workspace0, ...)")
+                Some(
+                    "reserved for compiler buffers (t0, t1, ..., workspace, workspace0, ...)"
+                        .to_string(),
+                )
             } else if !names.insert(name.as_str()) {
-                Some("already used")
+                Some("already used".to_string())
             } else {
                 None
             };
@@ -289,6 +295,35 @@ impl Hlir {
         }
         Ok(())
     }
+}
+
+/// Why `name` cannot name a tensor, if it cannot: tensor names appear in the one-line
+/// canonical dumps (`reads=[x, w]`, `buffer x f32[64, 256] input bytes=65536`), the plan
+/// table and the JSON, so they are restricted to an identifier-like set that keeps every line
+/// unambiguous: ASCII letters, digits, `_`, `.` and `-` (`w1`, `layers.0.weight`, `b-1`). A
+/// space, `,`, a bracket, a quote, `=` or a control character would let one name read as two,
+/// or end a line. Empty names are reported separately (`empty`).
+///
+/// Returns `not identifier-like: ' ' is not allowed (...)` for the first character outside
+/// the set, `None` for a valid (or empty) name.
+pub fn tensor_name_problem(name: &str) -> Option<String> {
+    let c = name.chars().find(|&c| !crate::compile::is_name_char(c))?;
+    Some(format!(
+        "not identifier-like: {} is not allowed (a tensor name uses ASCII letters, digits, \
+         '_', '.' and '-': dumps print one entry per line)",
+        quoted_char(c)
+    ))
+}
+
+/// A character as messages quote it: `'/'`, `' '`, `'\n'` (escaped, so the message stays on
+/// one line).
+pub(crate) fn quoted_char(c: char) -> String {
+    format!("{c:?}")
+}
+
+/// Elements of `shape` (the product of its dimensions), or `None` when it overflows `usize`.
+pub fn element_count(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
 }
 
 /// Whether a user name would collide with compiler-made buffer names: `t` or `workspace`

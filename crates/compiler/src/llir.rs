@@ -113,25 +113,35 @@ impl LlirOp {
 
     /// Floating-point operations the op performs (2·m·n·k for a matmul plus its epilogue's
     /// elementwise work; one per element for add, add_bias, relu; gelu counted as 8).
+    ///
+    /// Saturates at `u64::MAX` rather than wrapping: a `[2^21, 2^21] x [2^21, 2^21]` matmul
+    /// is 2^64 FLOP, one past what a `u64` holds, and is reported as `u64::MAX`.
     pub fn flops(&self) -> u64 {
         match *self {
             LlirOp::LtMatmul { m, k, n, epilogue } => {
-                let mn = (m * n) as u64;
-                let epi = match epilogue {
+                let mn = wide(m).saturating_mul(wide(n));
+                let per_element = match epilogue {
                     Epilogue::Default => 0,
-                    Epilogue::Bias | Epilogue::Relu => mn,
-                    Epilogue::ReluBias => 2 * mn,
-                    Epilogue::Gelu => 8 * mn,
-                    Epilogue::GeluBias => 9 * mn,
+                    Epilogue::Bias | Epilogue::Relu => 1,
+                    Epilogue::ReluBias => 2,
+                    Epilogue::Gelu => 8,
+                    Epilogue::GeluBias => 9,
                 };
-                2 * mn * k as u64 + epi
+                mn.saturating_mul(2)
+                    .saturating_mul(wide(k))
+                    .saturating_add(mn.saturating_mul(per_element))
             }
-            LlirOp::AddBias { m, n } => (m * n) as u64,
-            LlirOp::Add { len } | LlirOp::Relu { len } => len as u64,
-            LlirOp::Gelu { len } => 8 * len as u64,
+            LlirOp::AddBias { m, n } => wide(m).saturating_mul(wide(n)),
+            LlirOp::Add { len } | LlirOp::Relu { len } => wide(len),
+            LlirOp::Gelu { len } => wide(len).saturating_mul(8),
             LlirOp::Upload | LlirOp::Readback => 0,
         }
     }
+}
+
+/// `x` as a `u64` (saturating on a platform whose `usize` is wider).
+fn wide(x: usize) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX)
 }
 
 /// What a buffer holds; decides who fills it and whether it is read back.
@@ -234,6 +244,22 @@ impl Llir {
             .flat_map(|n| n.reads.iter().chain(&n.writes))
             .filter_map(|&b| self.buffers.get(b))
             .fold(0usize, |acc, b| acc.saturating_add(b.bytes))
+    }
+
+    /// Extends every weight's uses to the readback node (the last node), so the planner
+    /// keeps its bytes to itself until the program ends and a runtime can upload it once
+    /// ([`crate::CompileOptions::resident_weights`]). Inputs, intermediates and outputs keep
+    /// their uses; nodes are unchanged. Idempotent.
+    pub fn make_weights_resident(&mut self) {
+        let Some(readback) = self.nodes.iter().rposition(|n| n.op == LlirOp::Readback) else {
+            return;
+        };
+        for b in self.buffers.iter_mut().filter(|b| b.role == BufferRole::Weight) {
+            if !b.uses.contains(&readback) {
+                b.uses.push(readback);
+                b.uses.sort_unstable();
+            }
+        }
     }
 
     /// The buffer named `id`, if any.

@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::NodeIndex;
 
 use crate::error::{CompileError, ShapeText};
-use crate::hlir::{Hlir, HlirOp, Shape, checked_bytes, is_bias_of};
+use crate::hlir::{Hlir, HlirOp, Shape, checked_bytes, element_count, is_bias_of};
 use crate::llir::{BufferId, BufferRole, Llir, LlirBuffer, LlirNode, LlirOp, NodeId};
 
 /// Lowers a validated HLIR to the LLIR, with `workspace_bytes` of cuBLASLt workspace per matmul.
@@ -108,6 +108,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 // validate() checked both operands are rank 2.
                 _ => continue,
             },
+            // validate() checked every shape's bytes fit, so its elements do too.
             (HlirOp::Add, [a, b]) if a != b => {
                 // The matrix first, the bias second, whichever side the user wrote it on.
                 if is_bias_of(a, b) {
@@ -115,13 +116,13 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 }
                 let (m, cols) = match shape.as_slice() {
                     [m, cols] => (*m, *cols),
-                    _ => (1, shape.iter().product()),
+                    _ => (1, elements(shape)),
                 };
                 LlirOp::AddBias { m, n: cols }
             }
-            (HlirOp::Add, _) => LlirOp::Add { len: shape.iter().product() },
-            (HlirOp::Relu, _) => LlirOp::Relu { len: shape.iter().product() },
-            (HlirOp::Gelu, _) => LlirOp::Gelu { len: shape.iter().product() },
+            (HlirOp::Add, _) => LlirOp::Add { len: elements(shape) },
+            (HlirOp::Relu, _) => LlirOp::Relu { len: elements(shape) },
+            (HlirOp::Gelu, _) => LlirOp::Gelu { len: elements(shape) },
             _ => continue,
         };
         let workspace = if matches!(op, LlirOp::LtMatmul { .. }) {
@@ -185,6 +186,11 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         buf.uses.dedup();
     }
     Ok(Llir { nodes, buffers })
+}
+
+/// Elements of a validated shape (saturating: validate() has refused any that overflow).
+fn elements(shape: &[usize]) -> usize {
+    element_count(shape).unwrap_or(usize::MAX)
 }
 
 /// Nodes from which an output is reachable (outputs included), plus every leaf: the signature

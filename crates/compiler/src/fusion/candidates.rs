@@ -1,10 +1,13 @@
 //! Candidate enumeration: the distinct programs the saturated e-graph holds that a user could
 //! want, each converted back to an HLIR, lowered, planned and priced.
 //!
-//! One extraction per fusion policy ([`POLICIES`]): `unfused` (the program as written),
+//! One extraction per fusion policy ([`POLICIES`]): `unfused` (the program as written, not an
+//! extraction: an identical op written twice stays two ops; every extraction shares it),
 //! `bias` (BIAS epilogues, activations as separate launches), `activation` (RELU/GELU epilogues
 //! without bias) and `fused` (everything). Candidates whose LLIR equals an earlier one's are
-//! dropped, so a program without a bias has no `bias` candidate. This is the list the search
+//! dropped, so a program without a bias has no `bias` candidate, unless sharing alone makes
+//! its extraction differ from the program as written (then `bias` is that shared program,
+//! without a BIAS epilogue). This is the list the search
 //! (SPEC section 5) profiles; the cost model's pick is what `compile` lowers with `fuse: true`.
 //!
 //! Extraction never recomputes a product to fuse it. egg's tree cost prices each e-class on its
@@ -249,7 +252,7 @@ pub fn enumerate(
                 });
             }
             Err(err @ CompileError::Plan(_)) => {
-                let lowered = crate::lower::lower(&hlir, options.workspace_bytes)?;
+                let lowered = crate::compile::lower_with_options(&hlir, options)?;
                 if !seen.contains(&lowered) {
                     seen.push(lowered);
                     refused.push((label.to_string(), err));

@@ -88,11 +88,18 @@ impl Fusions {
     }
 }
 
+/// The largest finite extraction cost: `u64::MAX` means "never choose" (see
+/// [`ExtractionCost`]), so finite sums saturate one below it. A program whose tensors are
+/// near `usize::MAX` bytes still extracts; the planner then refuses it with the same error as
+/// without fusion, instead of extraction finding "no program of finite cost".
+pub const MAX_FINITE_COST: u64 = u64::MAX - 1;
+
 /// egg's cost function for extraction: [`CostModel::node_score`] of each e-node, plus one
 /// for an e-node the program did not write (so a rewrite that only reorders operands never
-/// wins a tie against the user's form), plus its children's costs; `u64::MAX` (never chosen
-/// while anything else is possible) for an ill-shaped e-node, a banned e-node, or a fused
-/// form the [`Fusions`] policy does not allow and the program did not write.
+/// wins a tie against the user's form), plus its children's costs, saturating at
+/// [`MAX_FINITE_COST`]; `u64::MAX` (never chosen while anything else is possible) for an
+/// ill-shaped e-node, a banned e-node, a fused form the [`Fusions`] policy does not allow
+/// and the program did not write, or an e-node with such a child.
 #[derive(Debug)]
 pub struct ExtractionCost<'a> {
     egraph: &'a FusionEGraph,
@@ -160,10 +167,14 @@ impl CostFunction<FusionLang> for ExtractionCost<'_> {
         let own = match self.own(enode) {
             Some(own) if allowed && !self.banned.contains(enode) => {
                 let new = self.written.is_some() && !written;
-                self.model.node_score(own).saturating_add(u64::from(new))
+                self.model.node_score(own).saturating_add(u64::from(new)).min(MAX_FINITE_COST)
             }
-            _ => u64::MAX,
+            _ => return u64::MAX,
         };
-        enode.fold(own, |sum, id| sum.saturating_add(costs(id)))
+        // Saturating at u64::MAX would turn a huge but legal program into an illegal one.
+        enode.fold(own, |sum, id| match (sum, costs(id)) {
+            (u64::MAX, _) | (_, u64::MAX) => u64::MAX,
+            (sum, child) => sum.saturating_add(child).min(MAX_FINITE_COST),
+        })
     }
 }
