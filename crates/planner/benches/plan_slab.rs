@@ -1,5 +1,7 @@
 //! Speed of `plan_slab` (first fit, which also computes the exact lower bound) and of
-//! `lower_bound` alone, on random layered DAGs of 1k and 10k buffers and on every MiniMalloc file
+//! `lower_bound` alone, on random layered DAGs of 1k and 10k buffers, on DAGs where almost no
+//! node carries a buffer (100,000 unconnected nodes with 2 buffers; 20,000 parallel branches
+//! with a buffer on one in 100), and on every MiniMalloc file
 //! in ../shared/benchmarks/minimalloc (skipped when absent). Before timing, prints each
 //! MiniMalloc file's slab / lower_bound: the baseline better planners are measured against.
 //!
@@ -100,6 +102,52 @@ fn random_dags(c: &mut Criterion) {
     group.finish();
 }
 
+/// `nodes` unconnected nodes, a buffer on the first and one on the last.
+fn sparse(nodes: usize) -> (Dag, Vec<SlabBuffer>) {
+    let mut dag: Dag = Dag::new();
+    let ids: Vec<NodeIndex> = (0..nodes.max(2)).map(|_| dag.add_node(())).collect();
+    let (first, last) = (ids[0], ids[ids.len() - 1]);
+    (dag, vec![SlabBuffer::new("a", 4096, [first]), SlabBuffer::new("b", 4096, [last])])
+}
+
+/// `source -> a_i -> b_i -> sink` for `branches` branches; a buffer on the source, the sink
+/// and one branch in `every`.
+fn wide(branches: usize, every: usize) -> (Dag, Vec<SlabBuffer>) {
+    let mut dag: Dag = Dag::new();
+    let source = dag.add_node(());
+    let sink = dag.add_node(());
+    let mut bufs = vec![SlabBuffer::new("in", 1 << 16, [source])];
+    for i in 0..branches {
+        let a = dag.add_node(());
+        let b = dag.add_node(());
+        dag.add_edge(source, a, ());
+        dag.add_edge(a, b, ());
+        dag.add_edge(b, sink, ());
+        if i % every.max(1) == 0 {
+            bufs.push(SlabBuffer::new(format!("t{i}"), 4096 << (i % 5), [a, b]));
+        }
+    }
+    bufs.push(SlabBuffer::new("out", 1 << 16, [sink]));
+    (dag, bufs)
+}
+
+/// Few buffers on many nodes: time follows the used nodes, not the DAG's size or width.
+fn unused_nodes(c: &mut Criterion) {
+    let mut group = c.benchmark_group("unused_nodes");
+    group.sample_size(10);
+    let cases = [
+        ("sparse_100k_nodes_2_buffers", sparse(100_000)),
+        ("wide_20k_branches", wide(20_000, 100)),
+    ];
+    for (name, (dag, bufs)) in &cases {
+        let o = SlabOptions::default();
+        group.bench_function(BenchmarkId::new("plan_slab", name), |b| {
+            b.iter(|| plan_slab(dag, bufs, &o))
+        });
+    }
+    group.finish();
+}
+
 fn minimalloc(c: &mut Criterion) {
     let files = minimalloc_files();
     if files.is_empty() {
@@ -139,5 +187,5 @@ fn minimalloc(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, random_dags, minimalloc);
+criterion_group!(benches, random_dags, unused_nodes, minimalloc);
 criterion_main!(benches);

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 
+use fixedbitset::FixedBitSet;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 
@@ -174,8 +175,9 @@ pub(crate) fn naive_total(reserved: &[usize]) -> Result<usize, PlanError> {
         .ok_or(PlanError::TotalOverflow { total: "naive_bytes" })
 }
 
-/// Checks everything SPEC section 2 lists as bad input, in its order, then that the reserved
-/// sizes sum within `usize`, and returns the closure and the reserved sizes.
+/// Checks everything SPEC section 2 lists as bad input, in its order (a cycle anywhere in the
+/// DAG is an error, used or not), then that the reserved sizes sum within `usize`, and returns
+/// the closure projected onto the used nodes and the reserved sizes.
 pub(crate) fn validate<N, E>(
     dag: &DiGraph<N, E>,
     buffers: &[SlabBuffer],
@@ -184,9 +186,12 @@ pub(crate) fn validate<N, E>(
     if alignment == 0 {
         return Err(PlanError::ZeroAlignment);
     }
-    let reach = Reachability::new(dag)?;
+    let order = crate::reach::topological_order(dag)?;
     let mut seen = HashSet::with_capacity(buffers.len());
     let mut reserved = Vec::with_capacity(buffers.len());
+    // Only used nodes take part in `precedes`: the closure among them is all placement needs,
+    // however many nodes carry no buffer.
+    let mut used = FixedBitSet::with_capacity(dag.node_count());
     for buf in buffers {
         if !seen.insert(buf.id.as_str()) {
             return Err(PlanError::DuplicateId { id: buf.id.clone() });
@@ -198,11 +203,14 @@ pub(crate) fn validate<N, E>(
             return Err(PlanError::AbsentNode { id: buf.id.clone(), node: node.index() });
         }
         reserved.push(reserved_bytes(buf.bytes, alignment)?);
+        for u in &buf.uses {
+            used.insert(u.index());
+        }
     }
     // Once naive_bytes fits, so does every offset or end any algorithm computes (each is at most
     // a sum of distinct reserved sizes) and every lower bound.
     naive_total(&reserved)?;
-    Ok((reach, reserved))
+    Ok((Reachability::project(dag, &order, &used), reserved))
 }
 
 /// Plans `buffers` into one slab over `dag`, following Luminal's `plan_slab`.

@@ -173,6 +173,44 @@ proptest! {
         }
     }
 
+    /// The closure projected onto a random subset of nodes answers every pair like a DFS:
+    /// pairs inside the projection from the compressed closure, the rest by a search. Projected
+    /// onto the buffers' uses, as `plan_slab` builds it, `precedes` is the DFS's.
+    #[test]
+    fn projected_closure_matches_plain_dfs(
+        case in case(32, 16, 0.12),
+        keep in prop::collection::vec(prop::bool::weighted(0.3), 32),
+    ) {
+        let (dag, bufs) = case.build(&case.identity(), false);
+        let naive = naive_reach(&case);
+        let nodes: Vec<NodeIndex> =
+            (0..case.nodes).filter(|&i| keep[i]).map(NodeIndex::new).collect();
+        let reach = Reachability::among(&dag, nodes.iter().copied()).unwrap();
+        prop_assert_eq!(reach.node_count(), case.nodes);
+        prop_assert_eq!(reach.projected_count(), nodes.len());
+        for (a, want) in naive.iter().enumerate() {
+            let row = reach.row(NodeIndex::new(a)).unwrap();
+            for (b, &expected) in want.iter().enumerate() {
+                prop_assert_eq!(
+                    reach.reaches(NodeIndex::new(a), NodeIndex::new(b)),
+                    expected,
+                    "reaches({}, {})", a, b
+                );
+                prop_assert_eq!(row.contains(b), expected, "row {} bit {}", a, b);
+            }
+        }
+        let uses = bufs.iter().flat_map(|b| b.uses.iter().copied());
+        let reach = Reachability::among(&dag, uses).unwrap();
+        let order = BufferOrder::new(&reach, &bufs);
+        for i in 0..bufs.len() {
+            for j in 0..bufs.len() {
+                let want = naive_precedes(&naive, &case.buffers[i].1, &case.buffers[j].1);
+                prop_assert_eq!(order.precedes(i, j), want);
+                prop_assert_eq!(reach.precedes(&bufs[i].uses, &bufs[j].uses), want);
+            }
+        }
+    }
+
     #[test]
     fn first_fit_ignores_node_insertion_order(
         case in case(16, 24, 0.2),
