@@ -213,3 +213,130 @@ fn sizes_of_the_other_program_are_refused() {
         assert!(help.contains(default), "{default} missing from:\n{help}");
     }
 }
+
+/// `--resident-weights`: every weight lives until readback, so no buffer reuses its bytes; the
+/// digits-sized MLP pays 16,384 slab bytes for it, the golden program nothing.
+#[test]
+fn resident_weights_flag_keeps_weights_to_themselves() {
+    let uses_readback = |v: &Value, id: &str| {
+        let last = v["nodes"].as_array().unwrap().len() as u64 - 1;
+        let b = v["buffers"].as_array().unwrap().iter().find(|b| b["id"] == id).unwrap();
+        b["uses"].as_array().unwrap().last().unwrap().as_u64() == Some(last)
+    };
+    let plain = json(&["compile", "mlp", "--no-fuse", "--json"]);
+    let resident = json(&["compile", "mlp", "--no-fuse", "--resident-weights", "--json"]);
+    assert_eq!(plain["slab_bytes"], 1_142_272);
+    assert_eq!(resident["slab_bytes"], 1_158_656);
+    assert_eq!(plain["nodes"], resident["nodes"]);
+    for w in ["w1", "b1", "w2", "b2", "w3", "b3"] {
+        assert!(!uses_readback(&plain, w), "{w}");
+        assert!(uses_readback(&resident, w), "{w}");
+    }
+    assert!(!uses_readback(&resident, "x"));
+    // The golden program: unchanged by default, and no bigger resident.
+    let golden = json(&["compile", "linear-relu", "--no-fuse", "--json"]);
+    assert_eq!(golden["slab_bytes"], 1_196_288);
+    let golden = json(&["compile", "linear-relu", "--no-fuse", "--resident-weights", "--json"]);
+    assert_eq!(golden["slab_bytes"], 1_196_288);
+}
+
+/// Library use: with resident weights the CPU runtime uploads every weight once at prepare,
+/// and the outputs are the same as with the reused plan.
+#[test]
+fn resident_weights_are_uploaded_once_by_the_cpu_runtime() {
+    use lumen::compiler::{BufferRole, CompileOptions, programs};
+    use lumen::runtime::{CpuRuntime, HostTensor, PreparedProgram, Tensors};
+
+    let graph = programs::mlp(&[64, 128, 64, 10], 32).unwrap();
+    let mut outputs = Vec::new();
+    for (fuse, resident) in [(false, false), (false, true), (true, false), (true, true)] {
+        let options = CompileOptions {
+            fuse,
+            resident_weights: resident,
+            name: "mlp".into(),
+            ..CompileOptions::default()
+        };
+        let program = graph.compile(&options).unwrap();
+        let mut weights = Tensors::new();
+        let mut inputs = Tensors::new();
+        for (i, b) in program.llir.buffers.iter().enumerate() {
+            let into = match b.role {
+                BufferRole::Weight => &mut weights,
+                BufferRole::Input => &mut inputs,
+                _ => continue,
+            };
+            let n = b.bytes / 4;
+            let data = (0..n).map(|j| ((i * 31 + j * 7) % 17) as f32 / 17.0 - 0.5).collect();
+            into.insert(b.id.clone(), HostTensor::new(b.shape.clone(), data).unwrap());
+        }
+        let mut prepared = CpuRuntime::default().prepare_cpu(&program, &weights).unwrap();
+        // Unfused, first fit reuses w1's bytes for t2; fused, for y.
+        let want = if resident { 0 } else { 1 };
+        assert_eq!(prepared.reuploaded_weights(), want, "fuse={fuse} resident={resident}");
+        let first = prepared.execute(&inputs).unwrap();
+        assert_eq!(prepared.execute(&inputs).unwrap(), first);
+        outputs.push(first);
+    }
+    // Residency moves bytes, never the arithmetic: bit-identical outputs.
+    assert_eq!(outputs[0], outputs[1]);
+    assert_eq!(outputs[2], outputs[3]);
+}
+
+/// A program name or a tensor name that cannot appear in a dump is refused at compile time.
+#[test]
+fn library_names_are_checked_when_compiling() {
+    use lumen::compiler::{CompileError, CompileOptions, Graph, programs};
+    let graph = programs::linear_relu(4, 8, 4).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let options = CompileOptions {
+        name: "/tmp/lumen-escaped".into(),
+        dump_dir: Some(dir.path().join("dumps")),
+        ..CompileOptions::default()
+    };
+    let err = graph.compile(&options).unwrap_err();
+    assert!(matches!(err, CompileError::ProgramName { .. }), "{err}");
+    assert!(!dir.path().join("dumps").exists());
+
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 3]);
+    let w = cx.weight("w, b", [3, 4]);
+    x.matmul(w).relu().output("y");
+    let err = cx.compile(&CompileOptions::default()).unwrap_err().to_string();
+    assert!(err.starts_with("weight name \"w, b\" is not identifier-like: ',' is not"), "{err}");
+    assert!(err.contains("cli_compile.rs:"), "{err}");
+}
+
+#[allow(dead_code)]
+#[path = "../examples/library.rs"]
+mod library;
+
+/// The README's library example is `examples/library.rs`, and it runs (its asserts check y).
+#[test]
+fn the_library_example_runs_and_is_the_readme_section() {
+    library::main().unwrap();
+    let example = include_str!("../examples/library.rs");
+    let code = &example[example.find("\nuse ").unwrap() + 1..];
+    let readme = include_str!("../README.md");
+    let section = &readme[readme.find("\n## Using lumen as a library\n").unwrap()..];
+    let start = section.find("```rust\n").unwrap() + "```rust\n".len();
+    let end = start + section[start..].find("```\n").unwrap();
+    assert_eq!(&section[start..end], code, "README and examples/library.rs differ");
+}
+
+/// `lumen run` labels its program with the file's stem: a stem that is not a valid program
+/// name (a space, a leading dot) is cleaned, not refused.
+#[test]
+fn run_cleans_a_file_stem_into_a_program_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let digits = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
+    let file = dir.path().join(".my digits.safetensors");
+    std::fs::copy(digits, &file).unwrap();
+    let dumps = dir.path().join("dumps");
+    let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(["run", file.to_str().unwrap(), "--runs", "1", "--no-search", "--no-fuse"])
+        .env("LLIR_DUMP_DIR", &dumps)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(dumps.join("_my_digits-unfused.llir.txt").is_file());
+}

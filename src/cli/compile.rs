@@ -31,6 +31,11 @@ pub struct Args {
     /// Slab placement algorithm (first-fit is Luminal's plan_slab; `best` the tightest lumen has).
     #[arg(long, value_name = "NAME", default_value = "first-fit", value_parser = super::plan_slab::algorithm_parser())]
     algorithm: lumen_planner::SlabAlgorithm,
+    /// Keep every weight's bytes to itself until readback, so the runtime uploads weights once
+    /// at prepare (a larger slab when the plan would have reused them; default: Luminal's
+    /// lifetimes, weights live from upload to their last reader).
+    #[arg(long)]
+    resident_weights: bool,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
@@ -46,6 +51,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         algorithm: args.algorithm,
         name: args.program.program.clone(),
         dump_dir: args.dump_dir,
+        resident_weights: args.resident_weights,
         ..CompileOptions::default()
     };
     let program = graph.compile(&options)?;

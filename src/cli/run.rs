@@ -135,11 +135,13 @@ fn execute(args: &Args, fuse: bool, searching: bool) -> anyhow::Result<Outcome> 
     let runtime = runtime_by_name(&args.runtime)?;
 
     let mut times = PhaseTimes::new();
+    // The stem labels dump files; any file name must still make a valid program name.
     let name = args
         .file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .filter(|s| !s.is_empty())
+        .map(|s| lumen_compiler::compile::sanitize_program_name(&s))
         .unwrap_or_else(|| "model".to_string());
     let options =
         CompileOptions { fuse, name, algorithm: args.algorithm, ..CompileOptions::default() };
