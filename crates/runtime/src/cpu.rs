@@ -2,12 +2,15 @@
 //!
 //! Every buffer is the f32 range at its planned offset, exactly as Luminal's arena and the
 //! CUDA runtime place it on the device, so a planning error (two live buffers sharing bytes)
-//! corrupts results instead of hiding behind separate allocations. Two debugging modes make
-//! such errors visible:
+//! corrupts results instead of hiding behind separate allocations (the default mode trusts the
+//! plan: that is how the differential tests catch planner bugs). Two debugging modes make such
+//! errors visible:
 //!
-//! - memory debug (`LUMINAL_CUDA_MEMORY_DEBUG=1` or [`CpuOptions::memory_debug`]): the slab
-//!   starts as NaN and every buffer is NaN-filled after its last use, so reading a dead or
-//!   never-written buffer turns outputs into NaN; the memory plan is printed at prepare;
+//! - memory debug (`LUMINAL_CUDA_MEMORY_DEBUG=1` or [`CpuOptions::memory_debug`]): prepare
+//!   verifies the plan with the planner's independent checker and refuses one where two live
+//!   buffers overlap, naming the pair ([`crate::layout::verify_plan`]); the slab starts as NaN
+//!   and every buffer is NaN-filled after its last use, so reading a dead or never-written
+//!   buffer turns outputs into NaN; the memory plan is printed at prepare;
 //! - no reuse ([`Placement::NoReuse`]): every buffer gets its own range; outputs must be
 //!   bit-identical to the planned run.
 //!
@@ -39,8 +42,10 @@ pub const CPU_NOMINAL_PEAK_FLOPS: f64 = 128e9;
 pub struct CpuOptions {
     /// Planned offsets (default) or every buffer its own range.
     pub placement: Placement,
-    /// Start the slab as NaN, NaN-fill each buffer after its last use, print the memory plan
-    /// on stderr at prepare.
+    /// Verify the plan at prepare (with [`Placement::Planned`]: an overlapping pair of live
+    /// buffers is [`RuntimeError::InvalidProgram`] naming them, see
+    /// [`crate::layout::verify_plan`]), start the slab as NaN, NaN-fill each buffer after its
+    /// last use, print the memory plan on stderr at prepare.
     pub memory_debug: bool,
     /// Print one `CPU_EXEC_PROFILE` line on stderr per execute.
     pub profile_recapture: bool,
@@ -215,7 +220,7 @@ impl CpuProgram {
         options: CpuOptions,
     ) -> Result<Self, RuntimeError> {
         let start = Instant::now();
-        let layout = SlabLayout::new(program, options.placement)?;
+        let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
         let fill = if options.memory_debug { f32::NAN } else { 0.0 };
@@ -502,5 +507,53 @@ impl PreparedProgram for CpuProgram {
 
     fn last_profile(&self) -> Option<&ExecProfile> {
         self.profile.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lumen_compiler::{CompileOptions, Graph};
+
+    use super::*;
+
+    fn linear_relu() -> CompiledProgram {
+        let mut cx = Graph::new();
+        let x = cx.input("x", [4, 3]);
+        let w = cx.weight("w", [3, 5]);
+        let b = cx.weight("b", [5]);
+        (x.matmul(w) + b).relu().output("y");
+        cx.compile(&CompileOptions { fuse: false, ..CompileOptions::default() }).unwrap()
+    }
+
+    fn filled(shape: &[usize], v: f32) -> HostTensor {
+        HostTensor::new(shape.to_vec(), vec![v; shape.iter().product()]).unwrap()
+    }
+
+    #[test]
+    fn memory_debug_poisons_every_buffer_after_its_last_use() {
+        // Memory debug refuses overlapping plans at prepare, so poisoning can no longer be
+        // seen through a corrupted plan's outputs: check the slab itself. After an execute
+        // every buffer has passed its last use (outputs at readback), so every byte is NaN.
+        let program = linear_relu();
+        let weights: Tensors =
+            [("w".into(), filled(&[3, 5], 0.5)), ("b".into(), filled(&[5], 1.0))].into();
+        let inputs: Tensors = [("x".into(), filled(&[4, 3], 2.0))].into();
+        let layout = SlabLayout::new(&program, Placement::Planned).unwrap();
+        for memory_debug in [false, true] {
+            let options = CpuOptions { memory_debug, ..CpuOptions::default() };
+            let mut prepared = CpuProgram::new(&program, &weights, options).unwrap();
+            let out = prepared.execute(&inputs).unwrap();
+            assert_eq!(out["y"].data(), &[4.0; 20]); // relu(3 * 2 * 0.5 + 1)
+            let slab = prepared.slab.elems_mut();
+            for (buf, span) in program.llir.buffers.iter().zip(&layout.spans) {
+                let elems = &slab[span.elems()];
+                let nan = elems.iter().filter(|v| v.is_nan()).count();
+                if memory_debug {
+                    assert_eq!(nan, elems.len(), "`{}` is poisoned", buf.id);
+                } else if buf.role != BufferRole::Workspace {
+                    assert_eq!(nan, 0, "`{}` holds values", buf.id);
+                }
+            }
+        }
     }
 }

@@ -3,8 +3,9 @@
 //! The names are Luminal's CUDA debugging switches; the CPU runtime honours the same ones so a
 //! user can flip one variable whatever the backend.
 
-/// `LUMINAL_CUDA_MEMORY_DEBUG=1`: print the memory plan at prepare and poison (NaN-fill) every
-/// buffer after its last use.
+/// `LUMINAL_CUDA_MEMORY_DEBUG=1`: verify the plan at prepare (an overlapping pair of live
+/// buffers is an `InvalidProgram` error naming them, see [`crate::layout::verify_plan`]),
+/// print the memory plan, and poison (NaN-fill) every buffer after its last use.
 pub const MEMORY_DEBUG: &str = "LUMINAL_CUDA_MEMORY_DEBUG";
 /// `LUMINAL_CUDA_PROFILE_RECAPTURE=1`: print one `*_EXEC_PROFILE` line per execute on stderr.
 pub const PROFILE_RECAPTURE: &str = "LUMINAL_CUDA_PROFILE_RECAPTURE";

@@ -1,13 +1,17 @@
 //! Where every buffer of a compiled program lives in the slab, checked before anything runs.
 //!
-//! A runtime trusts the plan's offsets (so a planning error shows up as wrong numbers, as in
-//! Luminal's arena) but not the program's shape: every operand count, element count, offset and
-//! order is checked here once, at prepare, so execution can index without panicking. Shared by
-//! every runtime (CPU today, CUDA behind its feature).
+//! A runtime trusts the plan's offsets by default (so a planning error shows up as wrong
+//! numbers, as in Luminal's arena) but not the program's shape: every operand count, element
+//! count, offset, order and buffer id is checked here once, at prepare, so execution can index
+//! without panicking. In memory-debug mode the plan itself is verified too
+//! ([`SlabLayout::for_runtime`], [`verify_plan`]). Shared by every runtime (CPU today, CUDA
+//! behind its feature).
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
-use lumen_compiler::{BufferId, BufferRole, CompiledProgram, LlirOp, NodeId};
+use lumen_compiler::{BufferId, BufferRole, CompiledProgram, LlirBuffer, LlirOp, NodeId};
+use lumen_planner::{SlabOptions, VerifyError, reserved_bytes};
 
 use crate::RuntimeError;
 use crate::tensor::element_count;
@@ -168,6 +172,28 @@ impl SlabLayout {
         Ok(Self { placement, slab_bytes, spans, last_use })
     }
 
+    /// The layout a runtime prepares with: [`SlabLayout::new`], and in memory-debug mode with
+    /// planned placement also [`verify_plan`]. The default mode trusts the plan, so a planning
+    /// error shows up as wrong numbers (what the differential tests rely on to catch planner
+    /// bugs); memory debug is where a user asks for the plan to be checked, so there an
+    /// overlapping plan is refused before any byte is touched. A no-reuse layout ignores the
+    /// plan's offsets, so nothing in them can corrupt it and they are not verified.
+    ///
+    /// # Errors
+    /// [`RuntimeError::InvalidProgram`]: from [`SlabLayout::new`], or from [`verify_plan`]
+    /// naming the overlapping pair (or other inconsistency) of the plan.
+    pub fn for_runtime(
+        program: &CompiledProgram,
+        placement: Placement,
+        memory_debug: bool,
+    ) -> Result<Self, RuntimeError> {
+        let layout = Self::new(program, placement)?;
+        if memory_debug && placement == Placement::Planned {
+            verify_plan(program)?;
+        }
+        Ok(layout)
+    }
+
     /// Whether buffer `i`'s reserved bytes are shared with any other buffer (the plan reuses
     /// them). A weight whose bytes are shared must be uploaded again on every execute.
     pub fn is_shared(&self, i: BufferId) -> bool {
@@ -179,6 +205,8 @@ impl SlabLayout {
 /// Checks that a compiled program is self-consistent, so a runtime can execute it without
 /// panicking:
 ///
+/// - buffer ids are unique (inputs are fed and outputs returned by name: two outputs of one
+///   name would come back as one tensor, two inputs of one name would both get one tensor);
 /// - the plan has one offset and one reserved size per buffer;
 /// - every tensor buffer is `f32` with `bytes = 4 · ∏shape`; every buffer has uses, all of
 ///   them existing nodes;
@@ -198,6 +226,9 @@ pub fn check_program(program: &CompiledProgram) -> Result<(), RuntimeError> {
     let llir = &program.llir;
     let plan = &program.plan;
     let nb = llir.buffers.len();
+    if let Some(reason) = duplicate_buffer_id(&llir.buffers) {
+        return Err(bad(reason));
+    }
     if plan.offsets.len() != nb || plan.reserved.len() != nb {
         return Err(bad(format!(
             "the plan has {} offsets and {} reserved sizes for {nb} buffers",
@@ -338,6 +369,94 @@ pub fn check_program(program: &CompiledProgram) -> Result<(), RuntimeError> {
     Ok(())
 }
 
+/// Checks `program.plan` with the planner's independent verifier
+/// ([`lumen_planner::verify()`], which shares no code with placement): reserved sizes and
+/// alignment, `slab_bytes`, `naive_bytes`, the exact `lower_bound`, and above all that no two
+/// buffers whose lifetimes conflict (neither precedes the other in `program.dag`) share a byte.
+/// The layout's own check only compares a node's output with that node's operands; two
+/// operands of one node, or two buffers of parallel branches, on the same bytes pass it and
+/// silently corrupt results.
+///
+/// A compiled program does not record the options it was planned with, so the alignment is
+/// recovered from the plan: the largest power of two that gives every buffer its reserved
+/// size (`round_up(max(bytes, 1), alignment)`) and divides every offset (256 for plans made
+/// with the default), else the smallest that gives the reserved sizes (verify then names the
+/// misaligned buffer), else 1 (verify then names a buffer whose reserved size is wrong). The
+/// capacity is not checked (unknown here; the layout checks every buffer against
+/// `slab_bytes`). Overlapping pairs are reported before a wrong `slab_bytes`. This is the check `LUMINAL_CUDA_MEMORY_DEBUG=1` runs at prepare (see
+/// [`SlabLayout::for_runtime`]); it costs one transitive closure and one min-flow lower bound.
+///
+/// # Errors
+/// [`RuntimeError::InvalidProgram`] with reason `memory debug: the plan fails verification:
+/// {verify error}`, e.g. `buffers x [0, 256) and w [0, 256) overlap but their lifetimes
+/// conflict`.
+pub fn verify_plan(program: &CompiledProgram) -> Result<(), RuntimeError> {
+    let fail = |e: VerifyError| {
+        RuntimeError::invalid(
+            &program.label,
+            format!("memory debug: the plan fails verification: {e}"),
+        )
+    };
+    let options = SlabOptions { alignment: plan_alignment(program), ..SlabOptions::default() };
+    // verify checks the totals before the pairs, but a buffer moved onto another often moves
+    // the highest end too: check the pairs against the slab the offsets give first, so the
+    // error names the overlap that corrupts results rather than a harmless over-allocation.
+    let mut plan = program.plan.clone();
+    let reported = plan.slab_bytes;
+    plan.slab_bytes = plan
+        .offsets
+        .iter()
+        .zip(&plan.reserved)
+        .map(|(&o, &r)| o.saturating_add(r))
+        .max()
+        .unwrap_or(0);
+    lumen_planner::verify(&program.dag, &program.llir.slab_buffers(), &plan, &options)
+        .map_err(fail)?;
+    if reported != plan.slab_bytes {
+        return Err(fail(VerifyError::Totals {
+            field: "slab_bytes",
+            reported,
+            actual: plan.slab_bytes,
+        }));
+    }
+    Ok(())
+}
+
+/// The alignment `program.plan` was made with, as far as the plan shows it (see
+/// [`verify_plan`]).
+fn plan_alignment(program: &CompiledProgram) -> usize {
+    let buffers = &program.llir.buffers;
+    let plan = &program.plan;
+    let gives_reserved = |a: usize| {
+        buffers.len() == plan.reserved.len()
+            && buffers.iter().zip(&plan.reserved).all(|(b, &r)| reserved_bytes(b.bytes, a) == Ok(r))
+    };
+    let divides_offsets = |a: usize| plan.offsets.iter().all(|&o| o % a == 0);
+    let powers = || (0..usize::BITS).map(|s| 1usize << s);
+    powers()
+        .rev()
+        .find(|&a| gives_reserved(a) && divides_offsets(a))
+        .or_else(|| powers().find(|&a| gives_reserved(a)))
+        .unwrap_or(1)
+}
+
+/// The first pair of buffers (in buffer order of the second) that share an id, as the reason
+/// "buffers I and J are both named \`ID\`: buffer ids must be unique"; `None` when every id is
+/// unique.
+pub(crate) fn duplicate_buffer_id(buffers: &[LlirBuffer]) -> Option<String> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (j, buf) in buffers.iter().enumerate() {
+        if let Some(&i) = seen.get(buf.id.as_str()) {
+            return Some(format!(
+                "buffers {i} and {j} are both named `{}`: buffer ids must be unique",
+                buf.id
+            ));
+        }
+        seen.insert(&buf.id, j);
+    }
+    None
+}
+
 /// The memory plan as `LUMINAL_CUDA_MEMORY_DEBUG=1` prints it: one summary line
 /// `{PREFIX}_MEMORY_PLAN label=.. placement=.. buffers=.. slab_bytes=.. naive_bytes=..
 /// lower_bound=..` (bytes; naive and lower bound are the plan's, whatever the placement), then
@@ -384,5 +503,88 @@ pub fn role_name(role: BufferRole) -> &'static str {
         BufferRole::Workspace => "workspace",
         BufferRole::Intermediate => "intermediate",
         BufferRole::Output => "output",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lumen_compiler::{CompileOptions, Graph};
+    use lumen_planner::SlabAlgorithm;
+
+    use super::*;
+
+    fn linear_relu(m: usize, k: usize, n: usize, options: &CompileOptions) -> CompiledProgram {
+        let mut cx = Graph::new();
+        let x = cx.input("x", [m, k]);
+        let w = cx.weight("w", [k, n]);
+        let b = cx.weight("b", [n]);
+        (x.matmul(w) + b).relu().output("y");
+        cx.compile(options).unwrap()
+    }
+
+    #[test]
+    fn the_alignment_is_recovered_from_the_plan() {
+        let unfused = CompileOptions { fuse: false, ..CompileOptions::default() };
+        // The golden program: every offset a multiple of 256 (b ends at 131,328).
+        assert_eq!(plan_alignment(&linear_relu(64, 256, 64, &unfused)), 256);
+        // 4x3x5 at alignment 4: w's 60 bytes would reserve 64 at any larger alignment.
+        let four = CompileOptions { alignment: 4, ..unfused.clone() };
+        assert_eq!(plan_alignment(&linear_relu(4, 3, 5, &four)), 4);
+        let sixty_four = CompileOptions { alignment: 64, ..unfused.clone() };
+        assert_eq!(plan_alignment(&linear_relu(4, 3, 5, &sixty_four)), 64);
+    }
+
+    #[test]
+    fn valid_plans_pass_verification_whatever_the_alignment_and_algorithm() {
+        for fuse in [false, true] {
+            for alignment in [4, 16, 256, 4096] {
+                for algorithm in [
+                    SlabAlgorithm::FirstFit,
+                    SlabAlgorithm::FirstFitSize,
+                    SlabAlgorithm::BestFitSize,
+                    SlabAlgorithm::Lifetime,
+                    SlabAlgorithm::Best,
+                ] {
+                    let options =
+                        CompileOptions { fuse, alignment, algorithm, ..CompileOptions::default() };
+                    for (m, k, n) in [(4, 3, 5), (64, 256, 64), (1, 0, 1)] {
+                        let p = linear_relu(m, k, n, &options);
+                        assert_eq!(
+                            verify_plan(&p),
+                            Ok(()),
+                            "{} {alignment} {algorithm:?}",
+                            p.label
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn overlaps_are_named_before_a_wrong_slab_size() {
+        let unfused = CompileOptions { fuse: false, ..CompileOptions::default() };
+        let program = linear_relu(4, 3, 5, &unfused);
+        // t0 is alone at the top of the slab (above the 1 MiB workspace): moving it onto b
+        // (both read by add_bias) both overlaps and lowers the highest end.
+        let (b, t0) = (2, 4);
+        let ids = (program.llir.buffers[b].id.as_str(), program.llir.buffers[t0].id.as_str());
+        assert_eq!(ids, ("b", "t0"));
+        assert_eq!(program.plan.offsets[t0] + program.plan.reserved[t0], program.plan.slab_bytes);
+        let mut p = program.clone();
+        p.plan.offsets[t0] = p.plan.offsets[b];
+        assert_eq!(
+            verify_plan(&p).unwrap_err().to_string(),
+            "invalid program `program-unfused`: memory debug: the plan fails verification: \
+             buffers b [512, 768) and t0 [512, 768) overlap but their lifetimes conflict"
+        );
+        // Without an overlap, a slab size the offsets do not give is reported.
+        let mut p = program.clone();
+        p.plan.slab_bytes += 256;
+        assert_eq!(
+            verify_plan(&p).unwrap_err().to_string(),
+            "invalid program `program-unfused`: memory debug: the plan fails verification: \
+             plan reports slab_bytes = 1049856 but its offsets give 1049600"
+        );
     }
 }

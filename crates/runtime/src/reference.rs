@@ -1,12 +1,17 @@
 //! A naive f64 interpreter of the LLIR: no slab, no reuse, no fast kernels; every buffer its
 //! own vector, every sum in f64. It is the oracle the numeric tests compare the runtimes
 //! against (the role NumPy plays in TVM's and XLA's test suites).
+//!
+//! Activations have the runtimes' semantics, not whatever an f64 library call happens to do:
+//! NaN in, NaN out for relu and gelu (a runtime that produces NaN must disagree with a finite
+//! oracle, never be excused by it), relu(-0) = -0, gelu(±inf) its limits (+inf, -0).
 
 use indexmap::IndexMap;
 use lumen_compiler::{BufferRole, Llir, LlirOp};
 
 use crate::error::TensorKind;
 use crate::kernels::{Activation, epilogue_parts};
+use crate::layout::duplicate_buffer_id;
 use crate::runtime::check_tensors;
 use crate::{RuntimeError, Tensors};
 
@@ -19,16 +24,32 @@ pub struct RefTensor {
     pub data: Vec<f64>,
 }
 
-/// GELU, tanh form, in f64.
+/// GELU, tanh form, in f64: `0.5 x (1 + tanh(z))`, `z = sqrt(2/pi) (x + 0.044715 x^3)`,
+/// evaluated as `x / (1 + exp(-2z))` with `t = exp(-2|z|)` (`x / (1 + t)` for `z >= 0`,
+/// `x t / (1 + t)` for `z < 0`), the same stable form as [`crate::kernels::gelu_scalar`].
+/// Even in f64 the textbook form cancels: it returns 0 from x = -8 down, where the value is
+/// -3.1e-21. gelu(+inf) = +inf, gelu(-inf) = -0 (the limit), NaN in, NaN out.
 pub fn gelu_f64(x: f64) -> f64 {
+    if x == f64::NEG_INFINITY {
+        return -0.0;
+    }
     let c = (2.0 / std::f64::consts::PI).sqrt();
-    0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh())
+    let z = c * x * (1.0 + 0.044_715 * x * x);
+    let t = (-2.0 * z.abs()).exp();
+    if z >= 0.0 { x / (1.0 + t) } else { x * t / (1.0 + t) }
+}
+
+/// relu in f64 with the runtime's semantics: `x < 0 ? 0 : x`, so NaN in, NaN out (a NaN the
+/// runtime produced must not become 0 in the oracle, as `f64::max` would make it) and -0
+/// stays -0.
+pub fn relu_f64(x: f64) -> f64 {
+    if x < 0.0 { 0.0 } else { x }
 }
 
 fn act_f64(act: Activation, x: f64) -> f64 {
     match act {
         Activation::Identity => x,
-        Activation::Relu => x.max(0.0),
+        Activation::Relu => relu_f64(x),
         Activation::Gelu => gelu_f64(x),
     }
 }
@@ -37,16 +58,20 @@ fn act_f64(act: Activation, x: f64) -> f64 {
 ///
 /// # Errors
 /// `Missing`, `Unexpected`, `ShapeMismatch` for tensors that do not match the program;
-/// [`RuntimeError::InvalidProgram`] (label `reference`) when a node reads a buffer no earlier
-/// node wrote, names an absent buffer or has operands of the wrong size.
+/// [`RuntimeError::InvalidProgram`] (label `reference`) when two buffers share an id (checked
+/// first), or a node reads a buffer no earlier node wrote, names an absent buffer or has
+/// operands of the wrong size.
 pub fn execute_f64(
     llir: &Llir,
     weights: &Tensors,
     inputs: &Tensors,
 ) -> Result<IndexMap<String, RefTensor>, RuntimeError> {
+    let bad = |reason: String| RuntimeError::invalid("reference", reason);
+    if let Some(reason) = duplicate_buffer_id(&llir.buffers) {
+        return Err(bad(reason));
+    }
     check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
     check_tensors(&llir.buffers, TensorKind::Input, inputs)?;
-    let bad = |reason: String| RuntimeError::invalid("reference", reason);
     let mut vals: Vec<Option<Vec<f64>>> = vec![None; llir.buffers.len()];
     let mut outputs = IndexMap::new();
     for (n, node) in llir.nodes.iter().enumerate() {
@@ -137,4 +162,44 @@ pub fn execute_f64(
         }
     }
     Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gelu_f64_is_accurate_on_the_tail() {
+        // mpmath at 60 digits: x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))).
+        let exact = [
+            (3.0, 2.996_362_607_918_227),
+            (-1.0, -0.158_808_009_391_723_3),
+            (-5.0, -2.291_796_196_629_506e-7),
+            (-6.0, -8.439_646_700_762_297e-11),
+            (-8.0, -3.107_782_937_501_111_2e-21),
+            (-12.0, -1.635_985_449_353_481e-61),
+            (-14.0, -2.569_400_277_353_559e-94),
+        ];
+        for (x, want) in exact {
+            let got = gelu_f64(x);
+            let rel = (got - want).abs() / want.abs();
+            assert!(rel < 1e-12, "gelu_f64({x}) = {got:e}, exact {want:e}, rel {rel:e}");
+        }
+        assert_eq!(gelu_f64(0.0), 0.0);
+        assert_eq!(gelu_f64(f64::INFINITY), f64::INFINITY);
+        let neg = gelu_f64(f64::NEG_INFINITY);
+        assert!(neg == 0.0 && neg.is_sign_negative(), "gelu_f64(-inf) = {neg}");
+        assert!(gelu_f64(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn relu_f64_propagates_nan_like_the_runtime() {
+        assert!(relu_f64(f64::NAN).is_nan());
+        assert_eq!(relu_f64(-2.0), 0.0);
+        assert_eq!(relu_f64(3.5), 3.5);
+        assert_eq!(relu_f64(f64::NEG_INFINITY), 0.0);
+        assert_eq!(relu_f64(f64::INFINITY), f64::INFINITY);
+        assert!(act_f64(Activation::Relu, f64::NAN).is_nan());
+        assert!(act_f64(Activation::Gelu, f64::NAN).is_nan());
+    }
 }

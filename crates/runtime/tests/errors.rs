@@ -1,5 +1,6 @@
 //! Bad input never panics: wrong weights and inputs, inconsistent programs, and a corrupted
-//! plan (a planning error must show up as wrong numbers, or NaN in memory-debug mode).
+//! plan (a planning error shows up as wrong numbers by default, and is refused at prepare,
+//! naming the overlapping pair, in memory-debug mode).
 
 mod common;
 
@@ -207,8 +208,11 @@ fn a_planning_error_shows_up_as_wrong_numbers() {
     }
     assert!(wrong > 0, "no corrupted plan changed the output: {pairs:?}");
 
-    // Memory debug makes a buffer read after another's last use visible as NaN: a workspace
-    // (poisoned after its matmul) put over a weight still to be read by a later node.
+    // A workspace put over a weight still to be read by a later node: the CPU never touches a
+    // workspace, so the default mode hides the error; memory debug verifies the plan at
+    // prepare and names the pair. (Before memory debug checked the plan, this corruption was
+    // only seen as NaN when the workspace's matmul ran before the weight's reader and the
+    // workspace was poisoned; now every such pair is refused, whatever the node order.)
     let ws_pairs: Vec<(usize, usize)> = conflicting_pairs(&program)
         .into_iter()
         .filter(|&(i, j)| {
@@ -217,19 +221,128 @@ fn a_planning_error_shows_up_as_wrong_numbers() {
                 && role(j) == lumen_compiler::BufferRole::Workspace
         })
         .collect();
-    // Only a workspace whose matmul runs before the weight's reader poisons it.
-    let mut poisoned = 0;
+    assert!(!ws_pairs.is_empty(), "the program has a workspace parallel to a weight");
     for &(i, j) in &ws_pairs {
         let mut bad = program.clone();
         bad.plan.offsets[j] = bad.plan.offsets[i];
-        let debug = CpuOptions { memory_debug: true, ..CpuOptions::default() };
-        if run(&bad, debug, &weights, &inputs)["y"].data().iter().any(|v| v.is_nan()) {
-            poisoned += 1;
-        }
-        // Without memory debug the CPU never touches a workspace: the error stays hidden.
         assert_eq!(bits(&run(&bad, CpuOptions::default(), &weights, &inputs)), bits(&good));
+        let reason = debug_invalid(&bad, &weights);
+        let (a, b) = (&program.llir.buffers[i].id, &program.llir.buffers[j].id);
+        assert!(
+            reason.starts_with("memory debug: the plan fails verification: buffers ")
+                && reason.contains(&format!(" {a} ["))
+                && reason.contains(&format!(" {b} ["))
+                && reason.ends_with("overlap but their lifetimes conflict"),
+            "{reason}"
+        );
     }
-    assert!(poisoned > 0, "no workspace-over-weight corruption was seen: {ws_pairs:?}");
+}
+
+fn debug_invalid(program: &CompiledProgram, weights: &Tensors) -> String {
+    let debug = CpuRuntime::new(CpuOptions { memory_debug: true, ..CpuOptions::default() });
+    match debug.prepare(program, weights) {
+        Ok(_) => panic!("memory debug accepted an overlapping plan"),
+        Err(RuntimeError::InvalidProgram { reason, .. }) => reason,
+        Err(other) => panic!("expected InvalidProgram, got {other}"),
+    }
+}
+
+#[test]
+fn memory_debug_verifies_the_plan() {
+    // The library user's repro: linear-relu 4x3x5 unfused, two buffers that are read by the
+    // same node put on the same bytes. Neither is the node's output, so the layout's own check
+    // (output against operands) passes; only the planner's verify sees the conflict.
+    let mut cx = Graph::new();
+    let x = cx.input("x", [4, 3]);
+    let w = cx.weight("w", [3, 5]);
+    let b = cx.weight("b", [5]);
+    (x.matmul(w) + b).relu().output("y");
+    let program = compile(&cx, "linear-relu");
+    let weights = weights_for(&program, 11);
+    let inputs = inputs_for(&program, 12);
+    let good = run(&program, CpuOptions::default(), &weights, &inputs);
+    let index = |id: &str| program.llir.buffers.iter().position(|b| b.id == id).unwrap();
+    let cases = [
+        ("w", "x", "buffers x [0, 256) and w [0, 256) overlap but their lifetimes conflict"),
+        ("t0", "b", "buffers b [512, 768) and t0 [512, 768) overlap but their lifetimes conflict"),
+    ];
+    for (moved, onto, want) in cases {
+        let mut bad = program.clone();
+        bad.plan.offsets[index(moved)] = bad.plan.offsets[index(onto)];
+        // The default mode trusts the plan: the corruption shows up as wrong numbers.
+        let wrong = run(&bad, CpuOptions::default(), &weights, &inputs);
+        assert_ne!(bits(&wrong), bits(&good), "{moved} onto {onto}");
+        // Memory debug checks it at prepare, naming the pair.
+        assert_eq!(
+            debug_invalid(&bad, &weights),
+            format!("memory debug: the plan fails verification: {want}"),
+            "{moved} onto {onto}"
+        );
+        // No reuse ignores the plan's offsets, so there is nothing to refuse.
+        let no_reuse = CpuOptions {
+            memory_debug: true,
+            placement: lumen_runtime::Placement::NoReuse,
+            ..CpuOptions::default()
+        };
+        assert_eq!(bits(&run(&bad, no_reuse, &weights, &inputs)), bits(&good));
+    }
+    // A valid plan still runs in memory debug, with the same bits as the default mode.
+    let debug = CpuOptions { memory_debug: true, ..CpuOptions::default() };
+    assert_eq!(bits(&run(&program, debug, &weights, &inputs)), bits(&good));
+    // The plan's other figures are checked too: a lower bound the plan does not have.
+    let mut bad = program.clone();
+    bad.plan.lower_bound -= 256;
+    assert!(
+        debug_invalid(&bad, &weights).contains("lower_bound"),
+        "{}",
+        debug_invalid(&bad, &weights)
+    );
+}
+
+#[test]
+fn duplicate_buffer_ids_are_refused() {
+    // Two outputs sharing a name would come back as one tensor.
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 3]);
+    let w = cx.weight("w", [3, 4]);
+    let t = x.matmul(w);
+    t.relu().output("y");
+    t.gelu().output("z");
+    let program = compile(&cx, "two-outputs");
+    let z = program.llir.buffers.iter().position(|b| b.id == "z").unwrap();
+    let y = program.llir.buffers.iter().position(|b| b.id == "y").unwrap();
+    let mut p = program.clone();
+    p.llir.buffers[z].id = "y".into();
+    let (lo, hi) = (y.min(z), y.max(z));
+    let want = format!("buffers {lo} and {hi} are both named `y`: buffer ids must be unique");
+    assert_eq!(invalid(&p), want);
+    for options in [
+        CpuOptions::default(),
+        CpuOptions { memory_debug: true, ..CpuOptions::default() },
+        CpuOptions { placement: lumen_runtime::Placement::NoReuse, ..CpuOptions::default() },
+    ] {
+        let err = CpuRuntime::new(options).prepare(&p, &weights_for(&p, 1)).err();
+        assert_eq!(
+            err.map(|e| e.to_string()),
+            Some(format!("invalid program `two-outputs-unfused`: {want}"))
+        );
+    }
+    // The reference refuses it too, rather than returning one of the two.
+    let err =
+        lumen_runtime::reference::execute_f64(&p.llir, &weights_for(&p, 1), &inputs_for(&p, 2));
+    assert_eq!(
+        err.err().map(|e| e.to_string()),
+        Some(format!("invalid program `reference`: {want}"))
+    );
+
+    // Two inputs sharing a name would both be fed the one tensor of that name.
+    let mut cx = Graph::new();
+    let a = cx.input("a", [2, 2]);
+    let b = cx.input("b", [2, 2]);
+    (a + b).output("y");
+    let mut p = compile(&cx, "two-inputs");
+    p.llir.buffers[1].id = "a".into();
+    assert_eq!(invalid(&p), "buffers 0 and 1 are both named `a`: buffer ids must be unique");
 }
 
 #[test]

@@ -15,8 +15,9 @@
 //!
 //! Debugging switches (see [`crate::env`]): `LUMINAL_CUDA_PROFILE_RECAPTURE=1` prints a
 //! `CUDA_PREPARE_PROFILE` line per prepare and a `CUDA_EXEC_PROFILE` line per execute;
-//! `LUMINAL_CUDA_MEMORY_DEBUG=1` prints the memory plan, starts the slab as NaN and NaN-fills
-//! (bytes 0xFF) every buffer after its last use, on the stream, like the CPU runtime.
+//! `LUMINAL_CUDA_MEMORY_DEBUG=1` verifies the plan at prepare (refusing overlapping live
+//! buffers by name), prints the memory plan, starts the slab as NaN and NaN-fills (bytes 0xFF)
+//! every buffer after its last use, on the stream, like the CPU runtime.
 
 pub mod device;
 pub mod error;
@@ -64,8 +65,10 @@ pub struct CudaOptions {
     pub compute: ComputeMode,
     /// Planned offsets (default) or every buffer its own range (the differential oracle).
     pub placement: Placement,
-    /// Start the slab as NaN, NaN-fill each buffer after its last use, print the memory plan
-    /// on stderr at prepare.
+    /// Verify the plan at prepare (with [`Placement::Planned`]: an overlapping pair of live
+    /// buffers is [`RuntimeError::InvalidProgram`] naming them, see
+    /// [`crate::layout::verify_plan`]), start the slab as NaN, NaN-fill each buffer after its
+    /// last use, print the memory plan on stderr at prepare.
     pub memory_debug: bool,
     /// Print `CUDA_PREPARE_PROFILE` and `CUDA_EXEC_PROFILE` lines on stderr.
     pub profile_recapture: bool,
@@ -251,7 +254,7 @@ impl CudaProgram {
         let start = Instant::now();
         let options = rt.options.clone();
         let device = rt.device.clone();
-        let layout = SlabLayout::new(program, options.placement)?;
+        let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
         device.bind()?;
