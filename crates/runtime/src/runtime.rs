@@ -48,8 +48,40 @@ pub trait PreparedProgram {
     fn prepare_seconds(&self) -> f64;
 
     /// Runs the program once: uploads `inputs` (every buffer of role `Input`, by name), runs
-    /// every node in order, and returns the outputs read back, in readback order, named as the
-    /// program names them, with their declared shapes.
+    /// every node in order, and returns the outputs read back, named as the program names them,
+    /// with their declared shapes (row-major f32).
+    ///
+    /// Output order is buffer order: the order of the output buffers in `program.llir.buffers`,
+    /// which the readback node reads in. That is the LLIR's canonical order (outputs sorted by
+    /// the canonical number of the node that produces them), **not** the order the outputs
+    /// were declared in the DSL: declaring `a` before `z` can still return `z` first, and the
+    /// same graph declared in another order returns the same order. Look outputs up by name
+    /// (`outputs["y"]`, or `outputs.get("y")` for an `Option`) rather than by position; the
+    /// order is deterministic (an `IndexMap`), so iterating is stable across runs and runtimes.
+    ///
+    /// ```
+    /// # use lumen_compiler::{CompileOptions, Graph};
+    /// # use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+    /// let mut cx = Graph::new();
+    /// let x = cx.input("x", [1, 2]);
+    /// x.relu().output("a"); // declared first, yet the canonical order may put `z` first
+    /// x.gelu().output("z");
+    /// let program = cx.compile(&CompileOptions::default())?;
+    /// let mut prepared = CpuRuntime::default().prepare(&program, &Tensors::new())?;
+    /// let inputs: Tensors =
+    ///     [("x".to_string(), HostTensor::new([1, 2], vec![-1.0, 2.0])?)].into_iter().collect();
+    /// let outputs = prepared.execute(&inputs)?;
+    /// let order: Vec<&str> = program
+    ///     .llir
+    ///     .buffers
+    ///     .iter()
+    ///     .filter(|b| b.role == lumen_compiler::BufferRole::Output)
+    ///     .map(|b| b.id.as_str())
+    ///     .collect();
+    /// assert_eq!(outputs.keys().map(String::as_str).collect::<Vec<_>>(), order);
+    /// assert_eq!(outputs["a"].data(), &[0.0, 2.0]); // by name, whatever the order
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     /// `Missing`, `Unexpected` or `ShapeMismatch` for inputs that do not match the program;

@@ -16,7 +16,9 @@ pub struct HostTensor {
 }
 
 /// Named host tensors, in a deterministic order: a program's inputs, weights or outputs.
-/// Outputs come back in the order the program's readback lists them.
+/// Inputs and weights are looked up by name, in any order. Outputs come back in buffer order
+/// (the LLIR's canonical order, which the readback node reads in), not declaration order:
+/// look them up by name (see [`crate::PreparedProgram::execute`]).
 pub type Tensors = IndexMap<String, HostTensor>;
 
 /// Elements a row-major tensor of `shape` holds, or `None` when the product overflows `usize`.

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use common::*;
 use cuda_shared::*;
-use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue};
+use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue, Graph};
 use lumen_runtime::cuda::{
     self, CodeKind, ComputeMode, CudaOptions, CudaProgram, CudaRuntime, Libraries,
 };
@@ -281,6 +281,60 @@ fn k_zero_gives_relu_of_bias() {
     {
         let out = run_cuda(&rt, &program, &weights, &inputs);
         assert_eq!(out["y"].data(), &[1.0, 0.0, 3.0, 1.0, 0.0, 3.0], "{}", program.label);
+    }
+}
+
+#[test]
+fn gelu_kernel_is_relatively_accurate_on_the_tail() {
+    // The NVRTC gelu kernel (not cuBLASLt's epilogue) in its stable form: no cancellation for
+    // x < -4, -0 at -inf, NaN kept. Same points and tolerance as the CPU kernel's test.
+    let Some(rt) = gpu(fp32()) else { return };
+    let mut points: Vec<f32> = (0..=64).map(|i| -12.0 + 0.25 * i as f32).collect();
+    points.extend([f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::MIN, f32::MAX]);
+    let n = points.len();
+    let mut cx = Graph::new();
+    cx.input("x", [1, n]).gelu().output("y");
+    let program = compile(&cx, "gelu-tail");
+    let inputs: Tensors = [("x".to_string(), tensor(&[1, n], &points))].into_iter().collect();
+    let out = run_cuda(&rt, &program, &Tensors::new(), &inputs);
+    let want = lumen_runtime::reference::execute_f64(&program.llir, &Tensors::new(), &inputs)
+        .expect("reference");
+    for (i, (&g, &r)) in out["y"].data().iter().zip(&want["y"].data).enumerate() {
+        let g = f64::from(g);
+        let what = format!("gelu({}) = {g:e} on CUDA, reference {r:e}", points[i]);
+        if r.is_nan() {
+            assert!(g.is_nan(), "{what}");
+        } else if r.is_infinite() {
+            assert_eq!(g, r, "{what}");
+        } else if r.abs() >= f64::from(f32::MIN_POSITIVE) {
+            assert!((g - r).abs() <= 2e-5 * r.abs(), "{what}");
+        } else {
+            // Below f32's normal range: a subnormal or a zero, never positive.
+            assert!(g <= 0.0 && g.abs() < f64::from(f32::MIN_POSITIVE), "{what}");
+        }
+    }
+    let neg_inf = out["y"].data()[points.iter().position(|&p| p == f32::NEG_INFINITY).unwrap()];
+    assert!(neg_inf == 0.0 && neg_inf.is_sign_negative(), "gelu(-inf) = {neg_inf}");
+}
+
+#[test]
+fn memory_debug_refuses_an_overlapping_plan() {
+    // As on the CPU: the default mode trusts the plan, memory debug verifies it at prepare.
+    let Some(rt) = gpu(CudaOptions { memory_debug: true, ..fp32() }) else { return };
+    let mut program = linear_relu_unfused(4, 3, 5, "overlap");
+    let weights = weights_for(&program, 1);
+    let x = program.llir.buffers.iter().position(|b| b.id == "x").unwrap();
+    let w = program.llir.buffers.iter().position(|b| b.id == "w").unwrap();
+    assert!(rt.prepare_cuda(&program, &weights).is_ok(), "a valid plan prepares");
+    program.plan.offsets[w] = program.plan.offsets[x];
+    match rt.prepare_cuda(&program, &weights) {
+        Err(RuntimeError::InvalidProgram { reason, .. }) => assert_eq!(
+            reason,
+            "memory debug: the plan fails verification: buffers x [0, 256) and w [0, 256) \
+             overlap but their lifetimes conflict"
+        ),
+        Err(other) => panic!("expected InvalidProgram, got {other}"),
+        Ok(_) => panic!("memory debug prepared an overlapping plan"),
     }
 }
 

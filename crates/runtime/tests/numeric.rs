@@ -257,3 +257,126 @@ fn golden_linear_relu_runs_in_its_slab() {
     let err = max_err_vs_reference(&program, &weights, &inputs, &out);
     assert!(err <= 1e-6 * 257.0, "{err}");
 }
+
+/// Compares runtime outputs with the f64 reference elementwise: NaN where the reference has
+/// NaN, the same infinity, zeros of the same sign, and otherwise a relative error within `rel`
+/// wherever the reference is a normal f32 (subnormal results only within 1e-44 absolute).
+fn assert_relative(
+    program: &lumen_compiler::CompiledProgram,
+    weights: &Tensors,
+    inputs: &Tensors,
+    got: &Tensors,
+    rel: f64,
+) {
+    let want = lumen_runtime::reference::execute_f64(&program.llir, weights, inputs).unwrap();
+    for (name, w) in &want {
+        for (i, (&g, &r)) in got[name].data().iter().zip(&w.data).enumerate() {
+            let g = f64::from(g);
+            let what = format!("{} {name}[{i}]: got {g:e}, reference {r:e}", program.label);
+            if r.is_nan() || r.is_infinite() {
+                assert!(g.is_nan() == r.is_nan() && (r.is_nan() || g == r), "{what}");
+            } else if r.abs() >= f64::from(f32::MIN_POSITIVE) {
+                assert!((g - r).abs() <= rel * r.abs(), "{what}");
+            } else if r != 0.0 {
+                assert!((g - r).abs() < 1e-44, "{what}");
+            } else {
+                assert!(g == 0.0 && g.is_sign_negative() == r.is_sign_negative(), "{what}");
+            }
+        }
+    }
+}
+
+/// Pre-activations over GELU's negative tail (where `0.5 x (1 + tanh z)` cancels), the
+/// positive side, zeros and both infinities.
+fn gelu_points() -> Vec<f32> {
+    let mut v: Vec<f32> = (0..=64).map(|i| -12.0 + 0.25 * i as f32).collect();
+    v.extend([f32::INFINITY, f32::NEG_INFINITY, -0.0, 1e-30, -1e-30, f32::MIN, f32::MAX]);
+    v
+}
+
+#[test]
+fn gelu_tail_is_relatively_accurate_in_kernel_and_epilogue() {
+    let points = gelu_points();
+    let n = points.len();
+    // Elementwise gelu of an input.
+    let mut cx = Graph::new();
+    cx.input("x", [1, n]).gelu().output("y");
+    let elementwise = compile(&cx, "gelu-tail");
+    let inputs: Tensors = [("x".to_string(), tensor(&[1, n], &points))].into_iter().collect();
+    let out = run_all_modes(&elementwise, &Tensors::new(), &inputs);
+    assert_relative(&elementwise, &Tensors::new(), &inputs, &out, 2e-5);
+    // x = -5 is the library user's example: -2.98e-7 from the cancelling form, -2.29e-7 exact.
+    let at = |x: f32| points.iter().position(|&p| p == x).unwrap();
+    assert!((f64::from(out["y"].data()[at(-5.0)]) + 2.291_796e-7).abs() < 1e-12);
+    assert!(out["y"].data()[at(-6.0)] < 0.0, "gelu(-6) is a negative number, not -0");
+
+    // The same points as the bias of a GELU_BIAS epilogue over a zero product: y = gelu(b).
+    let fused = compile_fused(&linear_fused(1, 1, n, Epilogue::GeluBias).hlir, "gelu-tail");
+    let weights: Tensors = [
+        ("w".to_string(), tensor(&[1, n], &vec![0.0; n])),
+        ("b".to_string(), tensor(&[n], &points)),
+    ]
+    .into_iter()
+    .collect();
+    let inputs: Tensors = [("x".to_string(), tensor(&[1, 1], &[1.0]))].into_iter().collect();
+    let out_fused = run_all_modes(&fused, &weights, &inputs);
+    assert_relative(&fused, &weights, &inputs, &out_fused, 2e-5);
+    // Equal as values, not bits: the epilogue's `0 + (-0)` is +0, so its gelu(-0) is +0.
+    assert_eq!(out_fused["y"].data(), out["y"].data(), "epilogue and kernel apply the same gelu");
+}
+
+#[test]
+fn nan_in_nan_out_in_runtime_and_reference() {
+    // relu and gelu propagate NaN in the runtime and in the reference alike (the oracle must
+    // not turn a NaN the runtime produced into 0).
+    for act in ["relu", "gelu"] {
+        let mut cx = Graph::new();
+        let x = cx.input("x", [1, 4]);
+        if act == "relu" { x.relu() } else { x.gelu() }.output("y");
+        let program = compile(&cx, act);
+        let data = [f32::NAN, -1.0, 2.0, -f32::NAN];
+        let inputs: Tensors = [("x".to_string(), tensor(&[1, 4], &data))].into_iter().collect();
+        let out = run_all_modes(&program, &Tensors::new(), &inputs);
+        let y = out["y"].data();
+        assert!(y[0].is_nan() && y[3].is_nan() && !y[1].is_nan() && !y[2].is_nan(), "{y:?}");
+        assert_relative(&program, &Tensors::new(), &inputs, &out, 2e-6);
+    }
+}
+
+#[test]
+fn outputs_come_back_in_buffer_order_whatever_the_declaration_order() {
+    // Outputs are named; their order is the LLIR's buffer order (canonical), so declaring
+    // them in another order changes nothing. Look them up by name.
+    let build = |z_first: bool| {
+        let mut cx = Graph::new();
+        let x = cx.input("x", [2, 3]);
+        let w = cx.weight("w", [3, 2]);
+        let t = x.matmul(w);
+        let (r, g) = (t.relu(), t.gelu());
+        if z_first {
+            g.output("z");
+            r.output("a");
+        } else {
+            r.output("a");
+            g.output("z");
+        }
+        compile(&cx, "two-outputs")
+    };
+    let (p1, p2) = (build(true), build(false));
+    let weights = weights_for(&p1, 5);
+    let inputs = inputs_for(&p1, 6);
+    let (o1, o2) = (
+        run(&p1, CpuOptions::default(), &weights, &inputs),
+        run(&p2, CpuOptions::default(), &weights, &inputs),
+    );
+    let order: Vec<&str> = p1
+        .llir
+        .buffers
+        .iter()
+        .filter(|b| b.role == lumen_compiler::BufferRole::Output)
+        .map(|b| b.id.as_str())
+        .collect();
+    assert_eq!(o1.keys().map(String::as_str).collect::<Vec<_>>(), order);
+    assert_eq!(bits(&o1), bits(&o2));
+    assert_eq!(o1["z"], o2["z"]);
+}

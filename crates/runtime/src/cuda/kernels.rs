@@ -8,7 +8,10 @@
 //! K = 0 matmul can run add_bias and the activation in place on its output.
 //!
 //! The formulas match the CPU kernels ([`crate::kernels`]): relu keeps NaN (`x < 0 ? 0 : x`),
-//! gelu is the tanh form with the same constants.
+//! gelu is the tanh form with the same constants, evaluated in the same stable sigmoid form
+//! (`x / (1 + exp(-2z))`; see [`crate::kernels::gelu_scalar`]). cuBLASLt's `GELU` and
+//! `GELU_BIAS` epilogues are NVIDIA's own implementation, not this kernel: their accuracy on
+//! the negative tail is whatever cuBLASLt gives.
 
 use std::ffi::{CString, c_char, c_void};
 use std::sync::Arc;
@@ -42,7 +45,9 @@ pub enum Kernel {
     Add,
     /// `out[i] = x[i] < 0 ? 0 : x[i]` (NaN stays NaN).
     Relu,
-    /// `out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    /// `out[i] = 0.5 x (1 + tanh(z))`, `z = sqrt(2/pi) (x + 0.044715 x^3)`, evaluated as
+    /// `x / (1 + exp(-2z))` in the overflow-free form of [`crate::kernels::gelu_scalar`] (no
+    /// cancellation on the negative tail; gelu(+inf) = +inf, gelu(-inf) = -0, NaN stays NaN).
     Gelu,
 }
 
@@ -79,13 +84,20 @@ extern "C" __global__ void lumen_relu(const float* x, float* out, unsigned long 
 }
 "#;
 
+// The stable form of the tanh GELU, as in crate::kernels::gelu_scalar: 0.5 x (1 + tanh z) is
+// x * sigmoid(2z), evaluated with t = exp(-2|z|) in (0, 1] (never overflows) so the negative
+// tail does not cancel; -inf (the only value below -FLT_MAX) maps to its limit -0, which the
+// formula alone would make -inf * 0 = NaN. NaN fails every comparison and stays NaN.
 const GELU: &str = r#"
 extern "C" __global__ void lumen_gelu(const float* x, float* out, unsigned long long len) {
     unsigned long long stride = (unsigned long long)blockDim.x * gridDim.x;
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
          i < len; i += stride) {
         float v = x[i];
-        out[i] = 0.5f * v * (1.0f + tanhf(0.7978846f * (v + 0.044715f * v * v * v)));
+        float z = 0.7978846f * v * (1.0f + 0.044715f * v * v);
+        float t = expf(-2.0f * fabsf(z));
+        float g = z >= 0.0f ? v / (1.0f + t) : v * t / (1.0f + t);
+        out[i] = v < -3.40282347e+38f ? -0.0f : g;
     }
 }
 "#;
@@ -389,6 +401,18 @@ impl Drop for LoadedKernels {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gelu_source_is_the_stable_form() {
+        // The textbook 0.5 x (1 + tanhf(z)) cancels for x < -4 (see crate::kernels::gelu_scalar);
+        // the kernel must use the overflow-free sigmoid form and map -inf to -0.
+        assert!(!GELU.contains("tanhf"), "{GELU}");
+        assert!(GELU.contains("float t = expf(-2.0f * fabsf(z));"), "{GELU}");
+        assert!(GELU.contains("z >= 0.0f ? v / (1.0f + t) : v * t / (1.0f + t)"), "{GELU}");
+        assert!(GELU.contains("v < -3.40282347e+38f ? -0.0f : g"), "{GELU}");
+        // The literal is f32::MAX as written in C, so only -inf is below it.
+        assert_eq!("3.40282347e+38".parse::<f32>(), Ok(f32::MAX));
+    }
 
     #[test]
     fn sources_name_their_entry_points() {
