@@ -321,7 +321,7 @@ impl CpuProgram {
             poison_after,
             weights: host_weights,
             input_buffers,
-            flops: llir.nodes.iter().map(|n| n.op.flops()).sum(),
+            flops: llir.nodes.iter().fold(0u64, |acc, n| acc.saturating_add(n.op.flops())),
             launches: llir.nodes.iter().filter(|n| n.op.is_launch()).count(),
             prepare_seconds: start.elapsed().as_secs_f64(),
             memory_plan,
