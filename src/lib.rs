@@ -6,6 +6,8 @@
 //!
 //! This crate re-exports the stage crates and holds the `lumen` command-line tool.
 
+#![warn(missing_docs)]
+
 pub mod model;
 
 pub use lumen_compiler as compiler;

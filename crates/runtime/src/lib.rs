@@ -19,6 +19,8 @@
 //!
 //! All tensors are row-major f32.
 
+#![warn(missing_docs)]
+
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
