@@ -226,7 +226,21 @@ pub fn plan_hlir(
     options: &CompileOptions,
 ) -> Result<CompiledProgram, CompileError> {
     options.validate()?;
-    let llir = lower_with_options(hlir, options)?;
+    plan_llir(lower_with_options(hlir, options)?, label, options)
+}
+
+/// Plans an already lowered `llir` ([`lower_with_options`]) with `options`' capacity,
+/// alignment and algorithm, labelled `label`: the second half of [`plan_hlir`], for callers
+/// that lowered first (the fusion candidates, deduplicated by LLIR before they are planned).
+/// Does not check `options` ([`CompileOptions::validate`]).
+///
+/// # Errors
+/// [`CompileError::Plan`] when the planner refuses the lifetimes.
+pub(crate) fn plan_llir(
+    llir: crate::Llir,
+    label: &str,
+    options: &CompileOptions,
+) -> Result<CompiledProgram, CompileError> {
     let dag = llir.dag();
     let requests = llir.slab_buffers();
     let slab = SlabOptions {

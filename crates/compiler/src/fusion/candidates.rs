@@ -26,7 +26,7 @@ use egg::{CostFunction, Id, Language};
 use super::FusionConfig;
 use super::cost::{ExtractionCost, Fusions};
 use super::lang::{FusionEGraph, FusionLang, Loaded, build_hlir};
-use crate::compile::{CompileOptions, plan_hlir};
+use crate::compile::{CompileOptions, lower_with_options, plan_llir};
 use crate::error::CompileError;
 use crate::hlir::Hlir;
 use crate::program::CompiledProgram;
@@ -208,16 +208,16 @@ fn recomputing(eg: &FusionEGraph, choice: &BTreeMap<Id, FusionLang>) -> BTreeSet
         .collect()
 }
 
-/// Lowers and plans every policy's extraction of the saturated `loaded` e-graph (the
-/// `unfused` candidate is `original` itself, exactly what `--no-fuse` compiles), drops
-/// duplicates by LLIR, prices them and marks the cheapest (the first on a tie) as picked.
+/// Lowers every policy's extraction of the saturated `loaded` e-graph (the `unfused`
+/// candidate is `original` itself, exactly what `--no-fuse` compiles), drops duplicates by
+/// LLIR, plans and prices the rest and marks the cheapest (the first on a tie) as picked.
 /// Candidates the planner refuses (e.g. over `options.capacity`) are returned in the second
 /// list with their error instead.
 ///
 /// # Errors
-/// The first candidate's error when no candidate plans; [`CompileError::Fusion`] when an
-/// extraction does not convert back to a valid HLIR (a bug in a rule), and every non-planner
-/// error of lowering.
+/// [`CompileOptions::validate`]'s errors first; the first candidate's error when no candidate
+/// plans; [`CompileError::Fusion`] when an extraction does not convert back to a valid HLIR (a
+/// bug in a rule), and every error of lowering the unfused program.
 pub fn enumerate(
     original: &Hlir,
     loaded: &Loaded,
@@ -225,6 +225,8 @@ pub fn enumerate(
     options: &CompileOptions,
     config: &FusionConfig,
 ) -> Result<(Vec<Candidate>, Refusals), CompileError> {
+    // Checked once here rather than by every candidate's planning.
+    options.validate()?;
     let mut found: Vec<Candidate> = Vec::new();
     let mut refused: Refusals = Vec::new();
     let mut seen: Vec<crate::llir::Llir> = Vec::new();
@@ -235,13 +237,22 @@ pub fn enumerate(
             let choice = extract(loaded, config, fusions)?;
             build_hlir(original, loaded, &choice)?
         };
-        let full_label = format!("{name}-{label}");
-        match plan_hlir(&hlir, &full_label, options) {
+        let lowered = match lower_with_options(&hlir, options) {
+            Ok(llir) => llir,
+            Err(err) if label == POLICIES[0].0 => return Err(err),
+            Err(err) => {
+                return Err(CompileError::Fusion(format!(
+                    "the {label} extraction does not compile: {err}"
+                )));
+            }
+        };
+        // Duplicates are dropped before planning: with `best`, planning dominates.
+        if seen.contains(&lowered) {
+            continue;
+        }
+        seen.push(lowered.clone());
+        match plan_llir(lowered, &format!("{name}-{label}"), options) {
             Ok(program) => {
-                if seen.contains(&program.llir) {
-                    continue;
-                }
-                seen.push(program.llir.clone());
                 let cost = config.cost.program_cost(&program.figures);
                 found.push(Candidate {
                     label: label.to_string(),
@@ -251,19 +262,7 @@ pub fn enumerate(
                     picked: false,
                 });
             }
-            Err(err @ CompileError::Plan(_)) => {
-                let lowered = crate::compile::lower_with_options(&hlir, options)?;
-                if !seen.contains(&lowered) {
-                    seen.push(lowered);
-                    refused.push((label.to_string(), err));
-                }
-            }
-            Err(err) if label == POLICIES[0].0 => return Err(err),
-            Err(err) => {
-                return Err(CompileError::Fusion(format!(
-                    "the {label} extraction does not compile: {err}"
-                )));
-            }
+            Err(err) => refused.push((label.to_string(), err)),
         }
     }
     if found.is_empty() {
