@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
+use lumen_compiler::fusion::report::group;
 use lumen_planner::{
     ProblemError, SlabAlgorithm, SlabOptions, SlabPlan, SlabProblem, layout_svg_with_names,
     plan_slab, verify,
@@ -308,19 +309,6 @@ fn table(file: &str, problem: &SlabProblem, plan: &SlabPlan) -> String {
     );
     let _ = writeln!(s, "reuse saves         {:>num_w$}{saved_pct}", group(saved));
     s
-}
-
-/// `1196288` -> `1,196,288`.
-fn group(v: usize) -> String {
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so readers

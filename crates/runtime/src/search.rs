@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lumen_compiler::fusion::Candidate;
 use lumen_compiler::fusion::candidates::POLICIES;
+use lumen_compiler::fusion::report::group;
 use lumen_compiler::{BufferRole, CompileError, CompileOptions, CompiledProgram, dump};
 use serde::Serialize;
 use thiserror::Error;
@@ -717,19 +718,6 @@ fn significant(v: f64, digits: i32) -> String {
     let magnitude = v.abs().log10().floor() as i32;
     let decimals = (digits - 1 - magnitude).clamp(3, 12) as usize;
     format!("{v:.decimals$}")
-}
-
-/// `1196288` -> `1,196,288`.
-fn group(v: usize) -> String {
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
