@@ -60,7 +60,7 @@ fn act_f64(act: Activation, x: f64) -> f64 {
 /// `Missing`, `Unexpected`, `ShapeMismatch` for tensors that do not match the program;
 /// [`RuntimeError::InvalidProgram`] (label `reference`) when two buffers share an id (checked
 /// first), or a node reads a buffer no earlier node wrote, names an absent buffer or has
-/// operands of the wrong size.
+/// operands of the wrong size (or sizes whose product overflows `usize`).
 pub fn execute_f64(
     llir: &Llir,
     weights: &Tensors,
@@ -87,6 +87,10 @@ pub fn execute_f64(
             } else {
                 Err(bad(format!("node {n}: operand size {} != {len}", v.len())))
             }
+        };
+        // Element counts of the op's operands, refused rather than wrapped when they overflow.
+        let count = |a: usize, b: usize| -> Result<usize, RuntimeError> {
+            a.checked_mul(b).ok_or_else(|| bad(format!("node {n}: sizes overflow")))
         };
         let result: Option<Vec<f64>> = match node.op {
             LlirOp::Upload => {
@@ -117,13 +121,13 @@ pub fn execute_f64(
             LlirOp::LtMatmul { m, k, n: cols, epilogue } => {
                 let (has_bias, act) = epilogue_parts(epilogue);
                 let (a, b) = (read(0)?, read(1)?);
-                want(a, m * k)?;
-                want(b, k * cols)?;
+                want(a, count(m, k)?)?;
+                want(b, count(k, cols)?)?;
                 let bias = if has_bias { Some(read(2)?) } else { None };
                 if let Some(bias) = bias {
                     want(bias, cols)?;
                 }
-                let mut out = vec![0.0; m * cols];
+                let mut out = vec![0.0; count(m, cols)?];
                 for i in 0..m {
                     for j in 0..cols {
                         let dot: f64 = (0..k).map(|p| a[i * k + p] * b[p * cols + j]).sum();
@@ -134,7 +138,7 @@ pub fn execute_f64(
             }
             LlirOp::AddBias { m, n: cols } => {
                 let (x, bias) = (read(0)?, read(1)?);
-                want(x, m * cols)?;
+                want(x, count(m, cols)?)?;
                 want(bias, cols)?;
                 Some(x.iter().enumerate().map(|(i, v)| v + bias[i % cols]).collect())
             }
@@ -166,6 +170,8 @@ pub fn execute_f64(
 
 #[cfg(test)]
 mod tests {
+    use lumen_compiler::Epilogue;
+
     use super::*;
 
     #[test]
@@ -190,6 +196,34 @@ mod tests {
         let neg = gelu_f64(f64::NEG_INFINITY);
         assert!(neg == 0.0 && neg.is_sign_negative(), "gelu_f64(-inf) = {neg}");
         assert!(gelu_f64(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn overflowing_sizes_are_an_error_not_a_panic() {
+        use lumen_compiler::{CompileOptions, Graph};
+
+        use crate::HostTensor;
+
+        let mut cx = Graph::new();
+        let x = cx.input("x", [2, 3]);
+        let w = cx.weight("w", [3, 2]);
+        x.matmul(w).output("y");
+        let program = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
+        let weights: Tensors =
+            [("w".into(), HostTensor::new([3, 2], vec![1.0; 6]).unwrap())].into();
+        let inputs: Tensors = [("x".into(), HostTensor::new([2, 3], vec![1.0; 6]).unwrap())].into();
+        let ok = execute_f64(&program.llir, &weights, &inputs).unwrap();
+        assert_eq!(ok["y"].data, [3.0; 4]);
+        for (m, k, n) in [(usize::MAX, 3, 2), (2, usize::MAX, 2), (2, 3, usize::MAX)] {
+            let mut llir = program.llir.clone();
+            llir.nodes[1].op = LlirOp::LtMatmul { m, k, n, epilogue: Epilogue::Default };
+            let err = execute_f64(&llir, &weights, &inputs).unwrap_err();
+            assert!(err.to_string().contains("node 1: sizes overflow"), "{err}");
+        }
+        let mut llir = program.llir.clone();
+        llir.nodes[1].op = LlirOp::AddBias { m: usize::MAX, n: 2 };
+        let err = execute_f64(&llir, &weights, &inputs).unwrap_err();
+        assert!(err.to_string().contains("node 1: sizes overflow"), "{err}");
     }
 
     #[test]
