@@ -251,15 +251,27 @@ pub(crate) fn plan_llir(
     };
     let plan = plan_slab(&dag, &requests, &slab)?;
     let figures = Figures {
-        nodes: llir.nodes.len(),
-        launches: llir.nodes.iter().filter(|n| n.op.is_launch()).count(),
         slab_bytes: plan.slab_bytes,
         naive_bytes: plan.naive_bytes,
         lower_bound: plan.lower_bound,
-        dram_bytes: llir.dram_bytes(),
-        flops: llir.nodes.iter().map(|n| n.op.flops()).fold(0u64, u64::saturating_add),
+        ..llir_figures(&llir)
     };
     Ok(CompiledProgram { label: label.to_string(), llir, dag, plan, figures })
+}
+
+/// The figures `llir` has before it is planned: nodes, launches, DRAM bytes and FLOPs, with
+/// the plan's `slab_bytes`, `naive_bytes` and `lower_bound` left at 0. Enough for the cost
+/// model ([`crate::fusion::CostModel::program_cost`]), which reads no plan.
+pub(crate) fn llir_figures(llir: &crate::Llir) -> Figures {
+    Figures {
+        nodes: llir.nodes.len(),
+        launches: llir.nodes.iter().filter(|n| n.op.is_launch()).count(),
+        slab_bytes: 0,
+        naive_bytes: 0,
+        lower_bound: 0,
+        dram_bytes: llir.dram_bytes(),
+        flops: llir.nodes.iter().map(|n| n.op.flops()).fold(0u64, u64::saturating_add),
+    }
 }
 
 /// Lowers `hlir` ([`lower`]) with `options.workspace_bytes` of workspace per matmul, then,

@@ -127,7 +127,36 @@ proptest! {
         // The fused compile is the pick.
         let compiled = g.compile(&options()).unwrap();
         let pick = &fusion::explore(&hlir, "p", &options(), &FusionConfig::default()).unwrap();
-        prop_assert_eq!(&compiled.llir, &pick.picked().unwrap().program.llir);
+        let picked = &pick.picked().unwrap().program;
+        prop_assert_eq!(&compiled.llir, &picked.llir);
+        prop_assert_eq!(&compiled.plan, &picked.plan);
+        prop_assert_eq!(&compiled.figures, &picked.figures);
+        prop_assert_eq!(compiled.label.as_str(), "p-fused");
+    }
+
+    /// `compile` with fusion plans only as many candidates as it takes; under any capacity it
+    /// still gives exactly `explore`'s pick, or `explore`'s error when nothing fits.
+    #[test]
+    fn compile_is_the_pick_under_a_capacity(
+        (ops, outputs, priority) in program(),
+        percent in 30usize..=110,
+        algorithm in prop::sample::select(lumen_planner::SlabAlgorithm::ALL),
+    ) {
+        let g = build(&ops, &outputs, &priority);
+        let free = g.compile(&CompileOptions { fuse: false, ..options() }).unwrap();
+        let capacity = free.figures.slab_bytes * percent / 100;
+        let opts = CompileOptions { capacity: Some(capacity), algorithm, ..options() };
+        let explored = fusion::explore(&g.hlir(), "p", &opts, &FusionConfig::default());
+        match (g.compile(&opts), explored) {
+            (Ok(compiled), Ok(e)) => {
+                let picked = &e.picked().unwrap().program;
+                prop_assert_eq!(&compiled.llir, &picked.llir);
+                prop_assert_eq!(&compiled.plan, &picked.plan);
+                prop_assert_eq!(compiled.label.as_str(), "p-fused");
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(a, b),
+            (a, b) => prop_assert!(false, "compile {:?} but explore {:?}", a.map(|p| p.label), b.map(|e| e.pick)),
+        }
     }
 
     #[test]

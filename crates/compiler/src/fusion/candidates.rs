@@ -26,9 +26,10 @@ use egg::{CostFunction, Id, Language};
 use super::FusionConfig;
 use super::cost::{ExtractionCost, Fusions};
 use super::lang::{FusionEGraph, FusionLang, Loaded, build_hlir};
-use crate::compile::{CompileOptions, lower_with_options, plan_llir};
+use crate::compile::{CompileOptions, llir_figures, lower_with_options, plan_llir};
 use crate::error::CompileError;
 use crate::hlir::Hlir;
+use crate::llir::Llir;
 use crate::program::CompiledProgram;
 
 /// The extraction policies, in candidate order: label and the fused forms allowed.
@@ -208,6 +209,49 @@ fn recomputing(eg: &FusionEGraph, choice: &BTreeMap<Id, FusionLang>) -> BTreeSet
         .collect()
 }
 
+/// One policy's extraction, lowered and not yet planned.
+struct Lowered {
+    label: &'static str,
+    hlir: Hlir,
+    llir: Llir,
+}
+
+/// Lowers every policy's extraction of the saturated `loaded` e-graph, in [`POLICIES`] order
+/// (the `unfused` one is `original` itself), dropping those whose LLIR equals an earlier
+/// one's. Nothing is planned yet: planning dominates with `best`, and a duplicate need not be
+/// planned at all.
+fn lower_policies(
+    original: &Hlir,
+    loaded: &Loaded,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<Vec<Lowered>, CompileError> {
+    // Checked once here rather than by every candidate's planning.
+    options.validate()?;
+    let mut lowered: Vec<Lowered> = Vec::new();
+    for (label, fusions) in POLICIES {
+        let hlir = if fusions == POLICIES[0].1 {
+            original.clone()
+        } else {
+            let choice = extract(loaded, config, fusions)?;
+            build_hlir(original, loaded, &choice)?
+        };
+        let llir = match lower_with_options(&hlir, options) {
+            Ok(llir) => llir,
+            Err(err) if label == POLICIES[0].0 => return Err(err),
+            Err(err) => {
+                return Err(CompileError::Fusion(format!(
+                    "the {label} extraction does not compile: {err}"
+                )));
+            }
+        };
+        if lowered.iter().all(|l| l.llir != llir) {
+            lowered.push(Lowered { label, hlir, llir });
+        }
+    }
+    Ok(lowered)
+}
+
 /// Lowers every policy's extraction of the saturated `loaded` e-graph (the `unfused`
 /// candidate is `original` itself, exactly what `--no-fuse` compiles), drops duplicates by
 /// LLIR, plans and prices the rest and marks the cheapest (the first on a tie) as picked.
@@ -225,33 +269,10 @@ pub fn enumerate(
     options: &CompileOptions,
     config: &FusionConfig,
 ) -> Result<(Vec<Candidate>, Refusals), CompileError> {
-    // Checked once here rather than by every candidate's planning.
-    options.validate()?;
     let mut found: Vec<Candidate> = Vec::new();
     let mut refused: Refusals = Vec::new();
-    let mut seen: Vec<crate::llir::Llir> = Vec::new();
-    for (label, fusions) in POLICIES {
-        let hlir = if fusions == POLICIES[0].1 {
-            original.clone()
-        } else {
-            let choice = extract(loaded, config, fusions)?;
-            build_hlir(original, loaded, &choice)?
-        };
-        let lowered = match lower_with_options(&hlir, options) {
-            Ok(llir) => llir,
-            Err(err) if label == POLICIES[0].0 => return Err(err),
-            Err(err) => {
-                return Err(CompileError::Fusion(format!(
-                    "the {label} extraction does not compile: {err}"
-                )));
-            }
-        };
-        // Duplicates are dropped before planning: with `best`, planning dominates.
-        if seen.contains(&lowered) {
-            continue;
-        }
-        seen.push(lowered.clone());
-        match plan_llir(lowered, &format!("{name}-{label}"), options) {
+    for Lowered { label, hlir, llir } in lower_policies(original, loaded, options, config)? {
+        match plan_llir(llir, &format!("{name}-{label}"), options) {
             Ok(program) => {
                 let cost = config.cost.program_cost(&program.figures);
                 found.push(Candidate {
@@ -274,4 +295,37 @@ pub fn enumerate(
         c.picked = true;
     }
     Ok((found, refused))
+}
+
+/// The program [`enumerate`] picks, labelled `label`, planning only as many candidates as it
+/// takes: the cost model reads no plan, so candidates are tried cheapest first (the first on
+/// a tie, as [`enumerate`] breaks them) and the first that plans is the pick. What `compile`
+/// with fusion needs; [`enumerate`] plans every candidate for `compare` and the search.
+///
+/// # Errors
+/// As [`enumerate`]: when no candidate plans, the error of the first in [`POLICIES`] order.
+pub(crate) fn cheapest(
+    original: &Hlir,
+    loaded: &Loaded,
+    label: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<CompiledProgram, CompileError> {
+    let lowered = lower_policies(original, loaded, options, config)?;
+    let mut order: Vec<(u64, usize)> = lowered
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (config.cost.program_cost(&llir_figures(&l.llir)), i))
+        .collect();
+    order.sort_unstable();
+    let mut errors: Vec<Option<CompileError>> = lowered.iter().map(|_| None).collect();
+    let mut lowered: Vec<Option<Lowered>> = lowered.into_iter().map(Some).collect();
+    for (_, i) in order {
+        let Some(l) = lowered.get_mut(i).and_then(Option::take) else { continue };
+        match plan_llir(l.llir, label, options) {
+            Ok(program) => return Ok(program),
+            Err(err) => errors[i] = Some(err),
+        }
+    }
+    Err(errors.into_iter().flatten().next().unwrap_or(CompileError::NoOutputs))
 }

@@ -200,15 +200,26 @@ pub fn explore(
     options: &CompileOptions,
     config: &FusionConfig,
 ) -> Result<Exploration, CompileError> {
+    let (loaded, saturation) = saturated(hlir, name, options, config)?;
+    let (candidates, refused) = candidates::enumerate(hlir, &loaded, name, options, config)?;
+    let pick = candidates.iter().position(|c| c.picked).unwrap_or(0);
+    Ok(Exploration { name: name.to_string(), candidates, pick, refused, saturation })
+}
+
+/// The checks [`explore`] makes first, then `hlir` loaded into an e-graph and saturated with
+/// `config`'s rules and bounds.
+fn saturated(
+    hlir: &Hlir,
+    name: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<(lang::Loaded, Saturation), CompileError> {
     // Refused before saturating: every candidate would be refused the same way.
     crate::compile::validate_program_name(name)?;
     options.validate()?;
     let loaded = lang::load(hlir)?;
     let rules = rules::rules(&config.rules)?;
-    let (loaded, saturation) = saturate(loaded, &rules, &config.limits);
-    let (candidates, refused) = candidates::enumerate(hlir, &loaded, name, options, config)?;
-    let pick = candidates.iter().position(|c| c.picked).unwrap_or(0);
-    Ok(Exploration { name: name.to_string(), candidates, pick, refused, saturation })
+    Ok(saturate(loaded, &rules, &config.limits))
 }
 
 /// The candidates of `hlir` with the default rules, bounds and cost model, named
@@ -233,13 +244,10 @@ pub fn compile_fused(
     name: &str,
     options: &CompileOptions,
 ) -> Result<CompiledProgram, CompileError> {
-    let exploration = explore(hlir, name, options, &FusionConfig::default())?;
-    let pick = exploration.pick;
-    let Some(chosen) = exploration.candidates.into_iter().nth(pick) else {
-        return Err(CompileError::Fusion("no candidate was picked".to_string()));
-    };
-    let mut program = chosen.program;
-    program.label = format!("{name}-fused");
+    let config = FusionConfig::default();
+    let (loaded, _) = saturated(hlir, name, options, &config)?;
+    // The pick of `explore`, without planning the candidates that lose to it.
+    let program = candidates::cheapest(hlir, &loaded, &format!("{name}-fused"), options, &config)?;
     if let Some(dir) = options.resolved_dump_dir() {
         crate::dump::write_dumps(&dir, &program)?;
     }
