@@ -257,3 +257,68 @@ fn time_budget_needs_best() {
     let help = stdout(&lumen(&["--help"]));
     assert!(help.contains("Only `best` searches"), "{help}");
 }
+
+/// Every bad input of SPEC section 2, from a file: one `error:` line with the planner's message
+/// after the file name, exit status 1, never a panic.
+#[test]
+fn every_spec_bad_input_is_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str, text: &str| write(dir.path(), name, text);
+    let cases = [
+        (
+            p(
+                "dup.json",
+                r#"{"nodes": ["a", "b"], "edges": [["a", "b"]], "buffers": [
+                    {"id": "x", "bytes": 4, "uses": ["a"]},
+                    {"id": "x", "bytes": 4, "uses": ["b"]}]}"#,
+            ),
+            "duplicate slab buffer ID: x",
+        ),
+        (
+            p(
+                "nouses.json",
+                r#"{"nodes": ["a"], "buffers": [{"id": "x", "bytes": 4, "uses": []}]}"#,
+            ),
+            "slab buffer has no lifetime nodes: x",
+        ),
+        (
+            p(
+                "absent.json",
+                r#"{"nodes": ["a"], "buffers": [{"id": "x", "bytes": 4, "uses": ["a", "ghost"]}]}"#,
+            ),
+            "slab lifetime references an absent DAG node: buffer x uses \"ghost\" \
+             (buffers[0].uses[1])",
+        ),
+        (
+            p(
+                "huge.json",
+                r#"{"nodes": ["a"], "buffers": [
+                    {"id": "huge", "bytes": 18446744073709551615, "uses": ["a"]}]}"#,
+            ),
+            "slab alignment overflow",
+        ),
+        (
+            p(
+                "cycle.json",
+                r#"{"nodes": ["a", "b"], "edges": [["a", "b"], ["b", "a"]],
+                    "buffers": [{"id": "x", "bytes": 4, "uses": ["a"]}]}"#,
+            ),
+            "slab lifetime graph must be acyclic",
+        ),
+        (
+            p(
+                "gaps.json",
+                r#"{"nodes": ["start", "middle", "end"],
+                    "edges": [["start", "middle"], ["middle", "end"]],
+                    "alignment": 16, "capacity": 31, "buffers": [
+                    {"id": "0", "bytes": 16, "uses": ["start", "end"]},
+                    {"id": "1", "bytes": 16, "uses": ["middle"]},
+                    {"id": "2", "bytes": 16, "uses": ["end"]}]}"#,
+            ),
+            "slab capacity 31 exceeded while placing request 1 (16 bytes)",
+        ),
+    ];
+    for (path, message) in &cases {
+        assert_eq!(fails(&[path]), format!("error: {path}: {message}"));
+    }
+}
