@@ -61,7 +61,9 @@ impl Graph {
         self.leaf(op, SourceLocation::caller())
     }
 
-    /// Declares a weight of `shape` (elements, row-major f32), uploaded once at prepare.
+    /// Declares a weight of `shape` (elements, row-major f32), uploaded at prepare; again on
+    /// every execute when the plan lets a later buffer reuse its bytes (see
+    /// [`crate::CompileOptions::resident_weights`]).
     #[track_caller]
     pub fn weight(&mut self, name: impl Into<String>, shape: impl Into<Vec<usize>>) -> Tensor {
         let op = HlirOp::Weight { name: name.into(), shape: shape.into() };

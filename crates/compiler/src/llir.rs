@@ -150,7 +150,8 @@ fn wide(x: usize) -> u64 {
 pub enum BufferRole {
     /// A program input, uploaded on every execute.
     Input,
-    /// A weight, uploaded once at prepare.
+    /// A weight, uploaded at prepare; again on every execute when the plan lets a later
+    /// buffer reuse its bytes ([`crate::CompileOptions::resident_weights`] prevents that).
     Weight,
     /// A matmul's cuBLASLt workspace: scratch, never read back.
     Workspace,
