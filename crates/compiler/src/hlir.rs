@@ -31,7 +31,7 @@ pub enum HlirOp {
         /// Shape in elements.
         shape: Shape,
     },
-    /// A weight (uploaded once); no operands.
+    /// A weight (uploaded at prepare, see [`crate::BufferRole::Weight`]); no operands.
     Weight {
         /// The user's name, unique in the program.
         name: String,

@@ -3,8 +3,9 @@
 //!
 //! The shape is Luminal's CUDA backend: prepare allocates ONE device buffer of the plan's
 //! `slab_bytes` (`cuMemAlloc`), every LLIR buffer is `base + offset` exactly as the planner
-//! placed it (so a planning error corrupts results, as on the CPU), weights are uploaded once,
-//! the cuBLASLt algorithm of each matmul shape is chosen once, and the kernels are compiled
+//! placed it (so a planning error corrupts results, as on the CPU), weights are uploaded once
+//! (again on every execute only when the plan lets a later buffer reuse a weight's bytes, as
+//! on the CPU), the cuBLASLt algorithm of each matmul shape is chosen once, and the kernels are compiled
 //! once. An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
 //! one stream, readbacks enqueued into pinned staging memory, ONE `cuStreamSynchronize`, and a
 //! copy out of the staging memory.
