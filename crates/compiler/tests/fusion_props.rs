@@ -155,7 +155,10 @@ proptest! {
                 prop_assert_eq!(compiled.label.as_str(), "p-fused");
             }
             (Err(a), Err(b)) => prop_assert_eq!(a, b),
-            (a, b) => prop_assert!(false, "compile {:?} but explore {:?}", a.map(|p| p.label), b.map(|e| e.pick)),
+            (a, b) => {
+                let (a, b) = (a.map(|p| p.label), b.map(|e| e.pick));
+                prop_assert!(false, "compile {:?} but explore {:?}", a, b);
+            }
         }
     }
 
