@@ -1,35 +1,10 @@
 //! End-to-end: the built `lumen` binary's `compare` subcommand, and `compile`'s fusion default.
 
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn lumen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .args(args)
-        .env_remove("LLIR_DUMP_DIR")
-        .output()
-        .expect("run lumen")
-}
+mod common;
 
-fn stdout(args: &[&str]) -> String {
-    let out = lumen(args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    serde_json::from_str(&stdout(args)).expect("one JSON object on stdout")
-}
-
-fn error_line(args: &[&str]) -> String {
-    let out = lumen(args);
-    assert!(!out.status.success(), "{args:?} should fail");
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    stderr
-}
+use common::{error_line, json, lumen, stdout};
 
 #[test]
 fn compare_linear_relu_json_has_the_spec_differences() {

@@ -1,33 +1,12 @@
 //! End-to-end: the built `lumen` binary's `compile` subcommand.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-fn lumen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .args(args)
-        .env_remove("LLIR_DUMP_DIR")
-        .output()
-        .expect("run lumen")
-}
+mod common;
 
-fn json(args: &[&str]) -> Value {
-    let out = lumen(args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
-}
-
-/// Stderr of a failing run: exactly one line starting `error: `.
-fn error_line(args: &[&str]) -> String {
-    let out = lumen(args);
-    assert!(!out.status.success(), "{args:?} should fail");
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    stderr
-}
+use common::{error_line_no_panic as error_line, json, lumen};
 
 #[test]
 fn linear_relu_no_fuse_json_is_the_golden_table() {

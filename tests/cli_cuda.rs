@@ -2,21 +2,16 @@
 //! prints exactly one line `error: no CUDA device: <what is missing>` and exits 1, never a
 //! panic; with one, it runs the digits MLP and its logits match scikit-learn's.
 
-use std::process::{Command, Output};
+#[cfg(feature = "cuda")]
+use std::process::Command;
 
 use serde_json::Value;
 
-const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
+mod common;
 
-fn lumen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .args(args)
-        .env_remove("LLIR_DUMP_DIR")
-        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
-        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE")
-        .output()
-        .expect("run lumen")
-}
+use common::lumen_no_cuda_env as lumen;
+
+const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
 
 /// `Some(reason)` when this build on this machine has no CUDA device to offer.
 fn no_device_reason() -> Option<String> {

@@ -2,13 +2,11 @@
 
 use std::process::Command;
 
+mod common;
+
 /// Stderr of a failing run, checked to be exactly one `error: ` line; returns the message.
 fn error_line(args: &[&str], code: i32) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .args(args)
-        .env_remove("LLIR_DUMP_DIR")
-        .output()
-        .expect("run lumen");
+    let out = common::lumen(args);
     assert_eq!(out.status.code(), Some(code), "{args:?}");
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(stderr.lines().count(), 1, "{stderr}");

@@ -2,7 +2,7 @@
 //! errors. Also the digits MLP with every layer fused by hand, through the library.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use lumen::model::{self, MlpModel};
 use lumen_compiler::{CompileOptions, Epilogue, HlirOp, SourceLocation, compile_hlir};
@@ -11,31 +11,19 @@ use safetensors::tensor::TensorView;
 use safetensors::{Dtype, serialize};
 use serde_json::Value;
 
+mod common;
+
+use common::{error_line_of, json_of, lumen_no_cuda_env as lumen};
+
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
 
-fn lumen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .args(args)
-        .env_remove("LLIR_DUMP_DIR")
-        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
-        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE")
-        .output()
-        .expect("run lumen")
-}
-
 fn json(args: &[&str]) -> Value {
-    let out = lumen(args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
+    json_of(lumen(args))
 }
 
-/// Stderr of a failing run: exactly one line starting `error: `.
+/// Stderr of a failing run: exactly one line starting `error: `, not a panic (trimmed).
 fn error_line(args: &[&str]) -> String {
-    let out = lumen(args);
-    assert!(!out.status.success(), "{args:?} should fail");
-    let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
+    let stderr = error_line_of(args, lumen(args));
     assert!(!stderr.contains("panicked"), "{stderr}");
     stderr.trim_end().to_string()
 }

@@ -1,23 +1,14 @@
 //! `lumen plan-slab`, run as a user runs it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+
+use common::{plan_slab as lumen, root};
 
 fn seed() -> PathBuf {
     root().join("examples/plans/seed_unfused.json")
-}
-
-fn lumen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .arg("plan-slab")
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("the lumen binary runs")
 }
 
 fn stdout(out: &Output) -> String {

@@ -1,20 +1,11 @@
 //! `lumen plan-slab --algorithm` and `--compare`, run as a user runs them.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
 
-fn lumen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lumen"))
-        .arg("plan-slab")
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("the lumen binary runs")
-}
+use common::plan_slab as lumen;
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -1,0 +1,85 @@
+//! Helpers shared by the root end-to-end tests: run the built `lumen` binary and read what it
+//! printed. Each test binary uses a subset, hence the `dead_code` allowances.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// The repository root (the root package's manifest directory).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lumen"));
+    cmd.args(args).env_remove("LLIR_DUMP_DIR");
+    cmd
+}
+
+/// `lumen args`, with `LLIR_DUMP_DIR` unset.
+pub fn lumen(args: &[&str]) -> Output {
+    command(args).output().expect("run lumen")
+}
+
+/// `lumen args`, with `LLIR_DUMP_DIR` and the CUDA runtime's debug switches
+/// (`LUMINAL_CUDA_MEMORY_DEBUG`, `LUMINAL_CUDA_PROFILE_RECAPTURE`) unset.
+pub fn lumen_no_cuda_env(args: &[&str]) -> Output {
+    command(args)
+        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
+        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE")
+        .output()
+        .expect("run lumen")
+}
+
+/// `lumen plan-slab args`, run from the repository root (the environment left as it is).
+pub fn plan_slab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .arg("plan-slab")
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("the lumen binary runs")
+}
+
+/// Stdout of `lumen args`, which must succeed.
+pub fn stdout(args: &[&str]) -> String {
+    let out = lumen(args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The one JSON object a successful run printed on stdout.
+pub fn json_of(out: Output) -> Value {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("one JSON object on stdout")
+}
+
+/// The one JSON object `lumen args` printed on stdout; the run must succeed.
+pub fn json(args: &[&str]) -> Value {
+    json_of(lumen(args))
+}
+
+/// Stderr of `out`, a failing run of `args`: exactly one line starting `error: ` (returned as
+/// printed, newline included).
+pub fn error_line_of(args: &[&str], out: Output) -> String {
+    assert!(!out.status.success(), "{args:?} should fail");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    stderr
+}
+
+/// Stderr of `lumen args`, which must fail: exactly one line starting `error: `.
+pub fn error_line(args: &[&str]) -> String {
+    error_line_of(args, lumen(args))
+}
+
+/// As [`error_line`], and the line is not a panic.
+pub fn error_line_no_panic(args: &[&str]) -> String {
+    let stderr = error_line(args);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
