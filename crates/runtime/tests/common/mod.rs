@@ -183,3 +183,74 @@ impl HlirBuilder {
         a
     }
 }
+
+/// The size limits and parallel-branch epilogues of a [`random_program`].
+pub struct RandomProgramShape {
+    /// The batch is in `1..=max_batch`.
+    pub max_batch: usize,
+    /// Every layer's width is in `1..=max_width`.
+    pub max_width: usize,
+    /// A parallel branch's matmul takes the first or the second, at random.
+    pub branch_epilogues: [Epilogue; 2],
+}
+
+/// A random program from `seed`: 1 to 4 MLP layers, fused or not, parallel branches from one
+/// input, residual adds, several outputs declared in random order. Returns it with a one-line
+/// description for failure messages (it names every epilogue).
+pub fn random_program(seed: u64, shape: &RandomProgramShape) -> (CompiledProgram, String) {
+    let mut rng = Rng(seed);
+    let mut h = HlirBuilder::default();
+    let batch = 1 + rng.below(shape.max_batch);
+    let mut width = 1 + rng.below(shape.max_width);
+    let mut desc = format!("x[{batch},{width}]");
+    let mut cur = h.input("x", &[batch, width]);
+    let mut tensors: Vec<NodeIndex> = Vec::new();
+    let depth = 1 + rng.below(4);
+    for l in 1..=depth {
+        let out_w = if rng.below(3) == 0 { width } else { 1 + rng.below(shape.max_width) };
+        let w = h.weight(&format!("w{l}"), &[width, out_w]);
+        let b = h.weight(&format!("b{l}"), &[out_w]);
+        let act = rng.below(3);
+        let mut t = if rng.below(2) == 0 {
+            let epilogue = [Epilogue::Bias, Epilogue::ReluBias, Epilogue::GeluBias][act];
+            desc += &format!(" L{l}:{}", epilogue.name());
+            h.matmul(cur, w, Some(b), epilogue)
+        } else {
+            desc += &format!(" L{l}:mm+b{}", ["", "+relu", "+gelu"][act]);
+            let mm = h.matmul(cur, w, None, Epilogue::Default);
+            let t = h.add_op(mm, b);
+            match act {
+                1 => h.relu(t),
+                2 => h.gelu(t),
+                _ => t,
+            }
+        };
+        if rng.below(3) == 0 {
+            // A parallel branch from the same input: its matmul may run before or after the
+            // main one, so the planner must keep both outputs apart.
+            let v = h.weight(&format!("v{l}"), &[width, out_w]);
+            let epilogue = shape.branch_epilogues[rng.below(2)];
+            let p = h.matmul(cur, v, None, epilogue);
+            t = h.add_op(t, p);
+            desc += &format!("+branch:{}", epilogue.name());
+        }
+        if out_w == width && rng.below(2) == 0 {
+            t = h.add_op(t, cur);
+            desc += "+residual";
+        }
+        tensors.push(t);
+        cur = t;
+        width = out_w;
+    }
+    // The last tensor and a random subset of the others are outputs, declared in random order.
+    let mut outs: Vec<usize> = (0..tensors.len() - 1).filter(|_| rng.below(3) == 0).collect();
+    outs.push(tensors.len() - 1);
+    for i in (1..outs.len()).rev() {
+        outs.swap(i, rng.below(i + 1));
+    }
+    for &i in &outs {
+        h.output(tensors[i], &format!("y{i}"));
+    }
+    desc += &format!(" outputs {outs:?}");
+    (compile_fused(&h.hlir, &format!("random-{seed}")), desc)
+}
