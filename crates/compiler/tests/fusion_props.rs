@@ -3,91 +3,20 @@
 //! or DRAM bytes, and the fused text does not depend on the order ops were declared in.
 
 mod fusion_common;
+mod random_program;
 
 use fusion_common::{assert_same_outputs, eval};
+use lumen_compiler::CompileOptions;
 use lumen_compiler::dump::{llir_text, plan_text};
 use lumen_compiler::fusion::cost::{CostModel, ExtractionCost};
 use lumen_compiler::fusion::{self, FusionConfig, RuleSet};
-use lumen_compiler::{CompileOptions, Graph, Tensor};
 use proptest::prelude::*;
-
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Matmul(usize),
-    /// `v + b`, or `b + v` when the flag is set.
-    Bias(usize, bool),
-    Add(usize, usize),
-    Relu(usize),
-    Gelu(usize),
-}
-
-impl Op {
-    fn operands(&self) -> Vec<usize> {
-        match *self {
-            Op::Matmul(a) | Op::Bias(a, _) | Op::Relu(a) | Op::Gelu(a) => vec![a],
-            Op::Add(a, c) => vec![a, c],
-        }
-    }
-}
+use random_program::{Draw, Op, build};
 
 /// Up to 10 ops over value 0 (the input x [4, 8]) and earlier op results, all [4, 8]; matmuls
-/// are weighted up so that fusable chains are common.
+/// are weighted up so that fusable chains are common, and a bias may come on either side.
 fn program() -> impl Strategy<Value = (Vec<Op>, Vec<bool>, Vec<u32>)> {
-    (1usize..=10).prop_flat_map(|n| {
-        let ops: Vec<BoxedStrategy<Op>> = (0..n)
-            .map(|i| {
-                let v = 0..=i;
-                prop_oneof![
-                    3 => v.clone().prop_map(Op::Matmul),
-                    3 => (v.clone(), any::<bool>()).prop_map(|(a, l)| Op::Bias(a, l)),
-                    1 => (v.clone(), v.clone()).prop_map(|(a, c)| Op::Add(a, c)),
-                    2 => v.clone().prop_map(Op::Relu),
-                    1 => v.prop_map(Op::Gelu),
-                ]
-                .boxed()
-            })
-            .collect();
-        (
-            ops,
-            proptest::collection::vec(any::<bool>(), n),
-            proptest::collection::vec(any::<u32>(), n),
-        )
-    })
-}
-
-/// Builds the program, declaring ops in the topological order `priority` picks.
-fn build(ops: &[Op], outputs: &[bool], priority: &[u32]) -> Graph {
-    let n = ops.len();
-    let mut cx = Graph::new();
-    let x = cx.input("x", [4, 8]);
-    let w = cx.weight("w", [8, 8]);
-    let b = cx.weight("b", [8]);
-    let mut values: Vec<Option<Tensor>> = vec![Some(x)];
-    values.resize(n + 1, None);
-    let mut done = vec![false; n];
-    for _ in 0..n {
-        let Some(next) = (0..n)
-            .filter(|&i| !done[i] && ops[i].operands().iter().all(|&v| values[v].is_some()))
-            .min_by_key(|&i| (priority[i], i))
-        else {
-            break;
-        };
-        done[next] = true;
-        let get = |v: usize| values[v].clone().unwrap();
-        let t = match ops[next] {
-            Op::Matmul(a) => get(a).matmul(&w),
-            Op::Bias(a, false) => get(a) + &b,
-            Op::Bias(a, true) => &b + get(a),
-            Op::Add(a, c) => get(a) + get(c),
-            Op::Relu(a) => get(a).relu(),
-            Op::Gelu(a) => get(a).gelu(),
-        };
-        if outputs[next] || next == n - 1 {
-            t.output(format!("y{next}"));
-        }
-        values[next + 1] = Some(t);
-    }
-    cx
+    random_program::program(Draw { max_ops: 10, weights: [3, 3, 1, 2, 1], bias_either_side: true })
 }
 
 fn options() -> CompileOptions {

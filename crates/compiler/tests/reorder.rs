@@ -1,8 +1,11 @@
 //! Canonical text: the same program, declared in another op order, dumps byte-identically.
 
+mod random_program;
+
 use lumen_compiler::dump::{compiled_json, llir_dot, llir_text, plan_text};
 use lumen_compiler::{CompileOptions, Graph, Tensor};
 use proptest::prelude::*;
+use random_program::{Draw, Op, build};
 
 fn options() -> CompileOptions {
     CompileOptions { name: "two-heads".into(), fuse: false, ..Default::default() }
@@ -64,80 +67,9 @@ fn the_signature_order_is_kept() {
     assert_eq!(uploaded, ["x", "w1", "b1", "w2", "b2"]);
 }
 
-/// One op of a random program; operands index earlier values (0..3 are x, w, b).
-#[derive(Debug, Clone)]
-enum Op {
-    Matmul(usize),
-    Bias(usize),
-    Add(usize, usize),
-    Relu(usize),
-    Gelu(usize),
-}
-
-impl Op {
-    fn operands(&self) -> Vec<usize> {
-        match *self {
-            Op::Matmul(a) | Op::Bias(a) | Op::Relu(a) | Op::Gelu(a) => vec![a],
-            Op::Add(a, b) => vec![a, b],
-        }
-    }
-}
-
-/// Random programs over x [4, 8], w [8, 8], b [8]: every value is [4, 8] so every op is valid.
-/// Value 0 is x; op `i` makes value `i + 1`.
+/// Random programs of up to 11 ops, every op equally likely (a bias always on the right).
 fn program() -> impl Strategy<Value = (Vec<Op>, Vec<bool>, Vec<u32>)> {
-    (1usize..12).prop_flat_map(|n| {
-        let ops: Vec<BoxedStrategy<Op>> = (0..n)
-            .map(|i| {
-                let v = 0..=i; // values available to op i
-                prop_oneof![
-                    v.clone().prop_map(Op::Matmul),
-                    v.clone().prop_map(Op::Bias),
-                    (v.clone(), v.clone()).prop_map(|(a, b)| Op::Add(a, b)),
-                    v.clone().prop_map(Op::Relu),
-                    v.prop_map(Op::Gelu),
-                ]
-                .boxed()
-            })
-            .collect();
-        (
-            ops,
-            proptest::collection::vec(any::<bool>(), n),
-            proptest::collection::vec(any::<u32>(), n),
-        )
-    })
-}
-
-/// Builds the program declaring ops in the topological order that `priority` picks.
-fn build(ops: &[Op], outputs: &[bool], priority: &[u32]) -> Graph {
-    let n = ops.len();
-    let mut cx = Graph::new();
-    let x = cx.input("x", [4, 8]);
-    let w = cx.weight("w", [8, 8]);
-    let b = cx.weight("b", [8]);
-    let mut values: Vec<Option<Tensor>> = vec![Some(x)];
-    values.resize(n + 1, None);
-    let mut done = vec![false; n];
-    for _ in 0..n {
-        let next = (0..n)
-            .filter(|&i| !done[i] && ops[i].operands().iter().all(|&v| values[v].is_some()))
-            .min_by_key(|&i| (priority[i], i))
-            .unwrap();
-        done[next] = true;
-        let get = |v: usize| values[v].clone().unwrap();
-        let t = match ops[next] {
-            Op::Matmul(a) => get(a).matmul(&w),
-            Op::Bias(a) => get(a) + &b,
-            Op::Add(a, c) => get(a) + get(c),
-            Op::Relu(a) => get(a).relu(),
-            Op::Gelu(a) => get(a).gelu(),
-        };
-        if outputs[next] || next == n - 1 {
-            t.output(format!("y{next}"));
-        }
-        values[next + 1] = Some(t);
-    }
-    cx
+    random_program::program(Draw { max_ops: 11, weights: [1; 5], bias_either_side: false })
 }
 
 proptest! {
