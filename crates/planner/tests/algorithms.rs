@@ -2,8 +2,11 @@
 //! matches the SPEC's description run naively, the compressed closure matches a DFS, and the
 //! greedy baselines reproduce the MiniMalloc README's reference heights.
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::{Case, random_case};
 use lumen_planner::{
     Dag, PlanError, Reachability, SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, SlabProblem,
     lower_bound, plan_slab, reserved_bytes, verify,
@@ -67,58 +70,9 @@ fn dfs_closure(dag: &Dag) -> Vec<Vec<bool>> {
     out
 }
 
-/// A random DAG as (nodes, edges, buffers, alignment): a hidden topological order (node ids
-/// shuffled), each forward pair an edge with probability `density`, uses of 1 to 3 nodes.
-#[derive(Debug, Clone)]
-struct Case {
-    nodes: usize,
-    edges: Vec<(usize, usize)>,
-    buffers: Vec<(usize, Vec<usize>)>,
-    alignment: usize,
-}
-
-impl Case {
-    fn build(&self) -> (Dag, Vec<SlabBuffer>) {
-        let mut dag: Dag = Dag::new();
-        let ids: Vec<NodeIndex> = (0..self.nodes).map(|_| dag.add_node(())).collect();
-        for &(a, b) in &self.edges {
-            dag.add_edge(ids[a], ids[b], ());
-        }
-        let bufs = self
-            .buffers
-            .iter()
-            .enumerate()
-            .map(|(k, (bytes, uses))| {
-                SlabBuffer::new(format!("b{k}"), *bytes, uses.iter().map(|&u| ids[u]))
-            })
-            .collect();
-        (dag, bufs)
-    }
-}
-
+/// A random DAG: edge density drawn from 0.05..0.7, sizes up to 4 KiB or up to 1 MiB.
 fn dag_case(max_nodes: usize, max_buffers: usize) -> impl Strategy<Value = Case> {
-    (1..=max_nodes, 0.05f64..0.7).prop_flat_map(move |(n, density)| {
-        let order = Just((0..n).collect::<Vec<usize>>()).prop_shuffle();
-        let flags = prop::collection::vec(prop::bool::weighted(density), n * (n - 1) / 2);
-        let bufs = prop::collection::vec(
-            (prop_oneof![0usize..=4096, 0usize..=1 << 20], prop::collection::vec(0..n, 1..=3)),
-            0..=max_buffers,
-        );
-        let align = prop_oneof![Just(1usize), Just(64), Just(256)];
-        (Just(n), order, flags, bufs, align).prop_map(|(n, order, flags, buffers, alignment)| {
-            let mut edges = Vec::new();
-            let mut k = 0;
-            for a in 0..n {
-                for b in a + 1..n {
-                    if flags[k] {
-                        edges.push((order[a], order[b]));
-                    }
-                    k += 1;
-                }
-            }
-            Case { nodes: n, edges, buffers, alignment }
-        })
-    })
+    random_case(max_nodes, max_buffers, 0.05f64..0.7, prop_oneof![0usize..=4096, 0usize..=1 << 20])
 }
 
 /// Random intervals on a chain DAG of `steps` nodes: (first step, last step, bytes).

@@ -1,82 +1,19 @@
 //! Property tests on random DAGs whose node ids are not in topological order: uses of 1 to 3
 //! nodes, sizes 0 to 1 MiB, alignments 1, 64 and 256.
 
+mod common;
+
+use common::{Case, random_case};
 use lumen_planner::{
-    BufferOrder, Dag, PlanError, Reachability, SlabBuffer, SlabOptions, max_weight_antichain,
-    plan_slab, reserved_bytes, verify,
+    BufferOrder, PlanError, Reachability, max_weight_antichain, plan_slab, reserved_bytes, verify,
 };
 use petgraph::graph::NodeIndex;
 use proptest::prelude::*;
 
-/// A random DAG and requests, in a form that can be rebuilt under another node numbering.
-#[derive(Debug, Clone)]
-struct Case {
-    nodes: usize,
-    /// Edges as (from, to) node ids; acyclic by construction.
-    edges: Vec<(usize, usize)>,
-    /// (bytes, uses) per request.
-    buffers: Vec<(usize, Vec<usize>)>,
-    alignment: usize,
-}
-
-impl Case {
-    /// The DAG with node `i` of the case inserted as node `relabel[i]`, edges in the given order.
-    fn build(&self, relabel: &[usize], reverse_edges: bool) -> (Dag, Vec<SlabBuffer>) {
-        let mut dag: Dag = Dag::new();
-        let ids: Vec<NodeIndex> = (0..self.nodes).map(|_| dag.add_node(())).collect();
-        let map = |i: usize| ids[relabel[i]];
-        let mut edges = self.edges.clone();
-        if reverse_edges {
-            edges.reverse();
-        }
-        for (a, b) in edges {
-            dag.add_edge(map(a), map(b), ());
-        }
-        let bufs = self
-            .buffers
-            .iter()
-            .enumerate()
-            .map(|(k, (bytes, uses))| {
-                SlabBuffer::new(format!("b{k}"), *bytes, uses.iter().map(|&u| map(u)))
-            })
-            .collect();
-        (dag, bufs)
-    }
-
-    fn identity(&self) -> Vec<usize> {
-        (0..self.nodes).collect()
-    }
-
-    fn options(&self) -> SlabOptions {
-        SlabOptions { alignment: self.alignment, ..SlabOptions::default() }
-    }
-}
-
-/// `nodes` in 1..=max_nodes, a hidden topological order (a shuffle, so ids are not sorted),
-/// each forward pair of that order an edge with probability `density`.
+/// A random DAG of up to `max_nodes` nodes, each forward pair an edge with probability
+/// `density`; sizes up to 1 MiB.
 fn case(max_nodes: usize, max_buffers: usize, density: f64) -> impl Strategy<Value = Case> {
-    (1..=max_nodes).prop_flat_map(move |n| {
-        let order = Just((0..n).collect::<Vec<usize>>()).prop_shuffle();
-        let flags = prop::collection::vec(prop::bool::weighted(density), n * (n - 1) / 2);
-        let bufs = prop::collection::vec(
-            (0usize..=1 << 20, prop::collection::vec(0..n, 1..=3)),
-            0..=max_buffers,
-        );
-        let align = prop_oneof![Just(1usize), Just(64), Just(256)];
-        (Just(n), order, flags, bufs, align).prop_map(|(n, order, flags, buffers, alignment)| {
-            let mut edges = Vec::new();
-            let mut k = 0;
-            for a in 0..n {
-                for b in a + 1..n {
-                    if flags[k] {
-                        edges.push((order[a], order[b]));
-                    }
-                    k += 1;
-                }
-            }
-            Case { nodes: n, edges, buffers, alignment }
-        })
-    })
+    random_case(max_nodes, max_buffers, Just(density), 0usize..=1 << 20)
 }
 
 /// Reachability by plain DFS: `naive[a][b]` iff a path of one or more edges leads a -> b.
@@ -103,7 +40,7 @@ proptest! {
 
     #[test]
     fn plans_verify_and_respect_bounds(case in case(24, 40, 0.15)) {
-        let (dag, bufs) = case.build(&case.identity(), false);
+        let (dag, bufs) = case.build();
         let o = case.options();
         let plan = plan_slab(&dag, &bufs, &o).unwrap();
         verify(&dag, &bufs, &plan, &o).unwrap();
@@ -117,7 +54,7 @@ proptest! {
 
     #[test]
     fn lower_bound_is_the_brute_force_maximum(case in case(8, 11, 0.3)) {
-        let (dag, bufs) = case.build(&case.identity(), false);
+        let (dag, bufs) = case.build();
         let reach = naive_reach(&case);
         let n = bufs.len();
         let w: Vec<usize> =
@@ -150,7 +87,7 @@ proptest! {
 
     #[test]
     fn closure_and_order_match_plain_dfs(case in case(20, 16, 0.2)) {
-        let (dag, bufs) = case.build(&case.identity(), false);
+        let (dag, bufs) = case.build();
         let naive = naive_reach(&case);
         let reach = Reachability::new(&dag).unwrap();
         for (a, row) in naive.iter().enumerate() {
@@ -181,7 +118,7 @@ proptest! {
         case in case(32, 16, 0.12),
         keep in prop::collection::vec(prop::bool::weighted(0.3), 32),
     ) {
-        let (dag, bufs) = case.build(&case.identity(), false);
+        let (dag, bufs) = case.build();
         let naive = naive_reach(&case);
         let nodes: Vec<NodeIndex> =
             (0..case.nodes).filter(|&i| keep[i]).map(NodeIndex::new).collect();
@@ -216,7 +153,7 @@ proptest! {
         case in case(16, 24, 0.2),
         seed in any::<u64>(),
     ) {
-        let (dag, bufs) = case.build(&case.identity(), false);
+        let (dag, bufs) = case.build();
         // Another numbering of the same DAG: a seeded shuffle of node ids, edges reversed.
         let mut relabel = case.identity();
         let mut state = seed | 1;
@@ -226,7 +163,7 @@ proptest! {
             state ^= state << 17;
             relabel.swap(i, (state % (i as u64 + 1)) as usize);
         }
-        let (dag2, bufs2) = case.build(&relabel, true);
+        let (dag2, bufs2) = case.build_relabelled(&relabel, true);
         let o = case.options();
         let a = plan_slab(&dag, &bufs, &o).unwrap();
         let b = plan_slab(&dag2, &bufs2, &o).unwrap();
@@ -237,7 +174,7 @@ proptest! {
 
     #[test]
     fn capacity_only_cuts_first_fit_short(case in case(12, 20, 0.2)) {
-        let (dag, bufs) = case.build(&case.identity(), false);
+        let (dag, bufs) = case.build();
         let mut o = case.options();
         let free = plan_slab(&dag, &bufs, &o).unwrap();
         o.capacity = Some(free.slab_bytes);
