@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
-use lumen_compiler::fusion::report::group;
+use lumen_planner::svg::group;
 use lumen_planner::{
     ProblemError, SlabAlgorithm, SlabOptions, SlabPlan, SlabProblem, layout_svg_with_names,
     plan_slab, verify,

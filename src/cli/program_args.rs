@@ -1,7 +1,7 @@
 //! The built-in program and its sizes, shared by `lumen compile` and `lumen compare`.
 
 use lumen_compiler::Graph;
-use lumen_compiler::programs::{self, BuiltinArgs, SizeOption};
+use lumen_compiler::programs::{self, BuiltinArgs};
 
 /// Which built-in program to build, with its sizes (`--m --k --n` for linear-relu,
 /// `--layers --batch` for the mlp). A size left out takes the program's default (shown by
@@ -47,16 +47,15 @@ impl ProgramArgs {
     /// An unknown program name, a size of the other program (`--layers applies to mlp, not
     /// linear-relu`), a malformed `--layers` list, or sizes the program refuses.
     pub fn graph(&self) -> anyhow::Result<Graph> {
-        let given: Vec<SizeOption> = [
-            (SizeOption::M, self.m.is_some()),
-            (SizeOption::K, self.k.is_some()),
-            (SizeOption::N, self.n.is_some()),
-            (SizeOption::Layers, self.layers.is_some()),
-            (SizeOption::Batch, self.batch.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(o, given)| given.then_some(o))
-        .collect();
+        // Only which flags were given matters here, so --layers' text is not parsed yet.
+        let given = BuiltinArgs {
+            m: self.m,
+            k: self.k,
+            n: self.n,
+            layers: self.layers.as_ref().map(|_| Vec::new()),
+            batch: self.batch,
+        }
+        .given();
         // Before parsing --layers: `linear-relu --layers x` is about the flag, not its text.
         programs::check_applicable(&self.program, &given)?;
         let sizes = BuiltinArgs {

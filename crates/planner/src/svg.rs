@@ -257,8 +257,9 @@ fn nice_step(top: usize) -> usize {
         .unwrap_or(pow.saturating_mul(10))
 }
 
-/// `1196288` -> `1,196,288`.
-fn group(v: usize) -> String {
+/// A byte count (or any count) with its digits grouped by thousands for reports:
+/// `1196288` -> `1,196,288`. Shared by every readable table lumen prints.
+pub fn group(v: usize) -> String {
     let digits = v.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

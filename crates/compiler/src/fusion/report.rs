@@ -160,18 +160,9 @@ pub fn epilogues(c: &Candidate) -> String {
     words.join(", ")
 }
 
-/// `1196288` -> `1,196,288`.
-pub fn group(v: usize) -> String {
-    let digits = v.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// Digit grouping for the tables (`1196288` -> `1,196,288`): the planner's, so every table
+/// lumen prints groups numbers the same way.
+pub use lumen_planner::svg::group;
 
 /// The readable report: a header with the e-graph's size, one row per candidate (nodes,
 /// launches, buffers, slab_bytes, naive_bytes, lower_bound, dram_bytes in bytes, cost in
