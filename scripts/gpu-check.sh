@@ -23,7 +23,7 @@ build() {
     cp target/release/lumen "$OUT/bin/"
     # The test executables' paths come from cargo's JSON messages (hash-suffixed names).
     local json
-    json=$(cargo test --release -p lumen-runtime --features cuda --test cuda --test cuda_golden \
+    json=$(cargo test --release -p lumen-runtime --features cuda --lib --test cuda --test cuda_golden \
         --no-run --message-format=json)
     echo "$json" | python3 -c '
 import json, shutil, sys
@@ -33,7 +33,8 @@ for line in sys.stdin:
         m = json.loads(line)
     except ValueError:
         continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+    # Test harnesses only: the integration tests and the library's unit tests.
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         name = m["target"]["name"]
         exe = m["executable"]
         shutil.copy(exe, "%s/tests/%s" % (out, name))
@@ -94,6 +95,8 @@ run() {
     export LUMEN_DATA_DIR="$root/data"
     local status=0
     echo "== CUDA tests"
+    # The library's CUDA unit tests first: host-only cuBLASLt descriptor checks, mappings.
+    "$root/tests/lumen_runtime" cuda:: --test-threads=1 --nocapture || status=1
     "$root/tests/cuda" --test-threads=1 --nocapture || status=1
     "$root/tests/cuda_golden" || status=1
     echo "== lumen run data/digits_mlp.safetensors --runtime cuda --json"

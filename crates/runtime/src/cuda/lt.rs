@@ -491,4 +491,118 @@ mod tests {
         assert_eq!(ComputeMode::Fp32.cublas() as u32, 68);
         assert_eq!(ComputeMode::Tf32.cublas() as u32, 77);
     }
+
+    /// Reads one attribute of `T` back through a cuBLASLt `*GetAttribute` function.
+    fn read_back<T: Copy, H: Copy, A>(
+        get: unsafe fn(H, A, *mut c_void, usize, *mut usize) -> lt_sys::cublasStatus_t,
+        handle: H,
+        attr: A,
+        zero: T,
+    ) -> T {
+        let mut value = zero;
+        let mut written = 0usize;
+        // SAFETY: `value` has room for `size_of::<T>()` bytes; the caller names T as the
+        // attribute's C type.
+        let status = unsafe {
+            get(handle, attr, (&mut value as *mut T).cast::<c_void>(), size_of::<T>(), &mut written)
+        };
+        assert_eq!(status, lt_sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS);
+        assert_eq!(written, size_of::<T>(), "attribute size");
+        value
+    }
+
+    /// Host-only half of the cuBLASLt path against the real library, no GPU needed: every
+    /// descriptor, layout and preference lumen builds is accepted, and reading each attribute
+    /// back gives what was set, at the size cuBLASLt's header gives it. Catches a wrong
+    /// attribute type or size, an enum value this library version refuses, and an empty-matrix
+    /// layout it rejects, before any GPU time is spent. Skips, saying why, without libcublasLt.
+    #[test]
+    fn descriptors_layouts_and_preferences_against_the_real_library() {
+        use super::super::device::CUBLASLT;
+        use lt_sys::cublasLtMatmulDescAttributes_t as D;
+        use lt_sys::cublasLtMatrixLayoutAttribute_t as L;
+        if let Some(why) = CUBLASLT.problem(&CUBLASLT.probe()) {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        // SAFETY: a plain query of the loaded library.
+        let version = unsafe { lt_sys::cublasLtGetVersion() };
+        eprintln!("cuBLASLt {version} (host-only descriptor checks)");
+        let desc_get = |desc: &Desc, attr: D, zero: u64| -> u64 {
+            read_back(lt_sys::cublasLtMatmulDescGetAttribute as _, desc.0, attr, zero)
+        };
+        for mode in [ComputeMode::Fp32, ComputeMode::Tf32] {
+            for epilogue in [
+                Epilogue::Default,
+                Epilogue::Bias,
+                Epilogue::Relu,
+                Epilogue::ReluBias,
+                Epilogue::Gelu,
+                Epilogue::GeluBias,
+            ] {
+                // A made-up, 256-aligned device address: the descriptor stores it, never reads it.
+                let bias = epilogue.has_bias().then_some(0x7f00_0000_0100u64);
+                let desc = matmul_desc(mode, epilogue, bias).unwrap();
+                let get32 = |attr: D| -> u32 {
+                    read_back(lt_sys::cublasLtMatmulDescGetAttribute as _, desc.0, attr, 0u32)
+                };
+                assert_eq!(get32(D::CUBLASLT_MATMUL_DESC_COMPUTE_TYPE), mode.cublas() as u32);
+                assert_eq!(
+                    get32(D::CUBLASLT_MATMUL_DESC_SCALE_TYPE),
+                    lt_sys::cudaDataType::CUDA_R_32F as u32
+                );
+                assert_eq!(get32(D::CUBLASLT_MATMUL_DESC_TRANSA), 0);
+                assert_eq!(get32(D::CUBLASLT_MATMUL_DESC_TRANSB), 0);
+                assert_eq!(
+                    get32(D::CUBLASLT_MATMUL_DESC_EPILOGUE),
+                    cublaslt_epilogue(epilogue) as u32,
+                    "{} {}",
+                    mode.name(),
+                    epilogue.name()
+                );
+                let stored = desc_get(&desc, D::CUBLASLT_MATMUL_DESC_BIAS_POINTER, 0);
+                assert_eq!(stored, bias.unwrap_or(0), "{}", epilogue.name());
+            }
+        }
+        // Layouts of the shapes the GPU tests run, K = 0 and single rows/columns included.
+        for (m, k, n) in [(1, 1, 1), (1, 64, 1), (3, 0, 4), (655_360, 10, 10), (4096, 4096, 4096)] {
+            let cm = column_major(m, k, n).unwrap();
+            for (rows, cols, ld) in [cm.a, cm.b, cm.d] {
+                let layout = Layout::new((rows, cols, ld)).unwrap();
+                let get64 = |attr: L| -> u64 {
+                    read_back(lt_sys::cublasLtMatrixLayoutGetAttribute as _, layout.0, attr, 0u64)
+                };
+                assert_eq!(get64(L::CUBLASLT_MATRIX_LAYOUT_ROWS), rows, "{m}x{k}x{n}");
+                assert_eq!(get64(L::CUBLASLT_MATRIX_LAYOUT_COLS), cols, "{m}x{k}x{n}");
+                assert_eq!(get64(L::CUBLASLT_MATRIX_LAYOUT_LD) as i64, ld, "{m}x{k}x{n}");
+                let order: i32 = read_back(
+                    lt_sys::cublasLtMatrixLayoutGetAttribute as _,
+                    layout.0,
+                    L::CUBLASLT_MATRIX_LAYOUT_ORDER,
+                    -1i32,
+                );
+                assert_eq!(order, lt_sys::cublasLtOrder_t::CUBLASLT_ORDER_COL as i32);
+            }
+        }
+        // The workspace cap the heuristic is asked with.
+        let pref = Pref(lt_result::create_matmul_pref().unwrap());
+        let max_ws: u64 = 4 << 20;
+        // SAFETY: MAX_WORKSPACE_BYTES is a uint64_t attribute.
+        unsafe {
+            lt_result::set_matmul_pref_attribute(
+                pref.0,
+                lt_sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                (&max_ws as *const u64).cast::<c_void>(),
+                size_of::<u64>(),
+            )
+        }
+        .unwrap();
+        let stored: u64 = read_back(
+            lt_sys::cublasLtMatmulPreferenceGetAttribute as _,
+            pref.0,
+            lt_sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            0u64,
+        );
+        assert_eq!(stored, max_ws);
+    }
 }
