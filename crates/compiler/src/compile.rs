@@ -230,7 +230,8 @@ pub fn plan_hlir(
 }
 
 /// Plans an already lowered `llir` ([`lower_with_options`]) with `options`' capacity,
-/// alignment and algorithm, labelled `label`: the second half of [`plan_hlir`], for callers
+/// alignment and algorithm, labelled `label`, recording `options` in the program
+/// ([`crate::program::ProgramOptions`]): the second half of [`plan_hlir`], for callers
 /// that lowered first (the fusion candidates, deduplicated by LLIR before they are planned).
 /// Does not check `options` ([`CompileOptions::validate`]).
 ///
@@ -256,7 +257,14 @@ pub(crate) fn plan_llir(
         lower_bound: plan.lower_bound,
         ..llir_figures(&llir)
     };
-    Ok(CompiledProgram { label: label.to_string(), llir, dag, plan, figures })
+    Ok(CompiledProgram {
+        label: label.to_string(),
+        llir,
+        dag,
+        plan,
+        figures,
+        options: options.into(),
+    })
 }
 
 /// The figures `llir` has before it is planned: nodes, launches, DRAM bytes and FLOPs, with

@@ -21,4 +21,4 @@ pub use dsl::{Graph, Tensor};
 pub use error::{CompileError, ShapeText, SourceLocation};
 pub use hlir::{Hlir, HlirNode, HlirOp, Shape};
 pub use llir::{BufferId, BufferRole, Epilogue, Llir, LlirBuffer, LlirNode, LlirOp, NodeId};
-pub use program::{CompiledProgram, Figures};
+pub use program::{CompiledProgram, Figures, ProgramOptions};

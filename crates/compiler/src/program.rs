@@ -1,8 +1,9 @@
 //! A compiled program: the LLIR, its lifetime DAG and its slab plan, with the figures users compare.
 
-use lumen_planner::{Dag, SlabPlan};
+use lumen_planner::{Dag, SlabAlgorithm, SlabPlan};
 use serde::Serialize;
 
+use crate::compile::CompileOptions;
 use crate::llir::Llir;
 
 /// What `compile` produces and a runtime prepares.
@@ -21,6 +22,44 @@ pub struct CompiledProgram {
     pub plan: SlabPlan,
     /// Summary figures.
     pub figures: Figures,
+    /// The options `plan` was made with ([`ProgramOptions`]): a verifier checks the plan
+    /// against these instead of guessing them from the offsets.
+    pub options: ProgramOptions,
+}
+
+/// The [`CompileOptions`] a [`CompiledProgram`] was lowered and planned with, as recorded by
+/// `compile`: what a verifier or a report needs to know about how the LLIR and the plan were
+/// made (Luminal keeps its compile settings beside the graph for the same reason).
+///
+/// Left out: `name` (the program's label carries it), `dump_dir` (where dumps went, not what
+/// was compiled) and `fuse` (a pipeline switch: every candidate of a fusion exploration,
+/// the unfused one included, is planned under the same options; the label and the LLIR's
+/// epilogues say what was fused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ProgramOptions {
+    /// Slab alignment, bytes: every offset and reserved size of the plan is a multiple of it.
+    pub alignment: usize,
+    /// Largest slab the planner was allowed, bytes; `None` = unbounded.
+    pub capacity: Option<usize>,
+    /// The planner's placement algorithm.
+    pub algorithm: SlabAlgorithm,
+    /// cuBLASLt workspace per `lt_matmul`, bytes.
+    pub workspace_bytes: usize,
+    /// Whether every weight's uses reach the readback node
+    /// ([`CompileOptions::resident_weights`]).
+    pub resident_weights: bool,
+}
+
+impl From<&CompileOptions> for ProgramOptions {
+    fn from(o: &CompileOptions) -> Self {
+        Self {
+            alignment: o.alignment,
+            capacity: o.capacity,
+            algorithm: o.algorithm,
+            workspace_bytes: o.workspace_bytes,
+            resident_weights: o.resident_weights,
+        }
+    }
 }
 
 /// Figures of one compiled program.
@@ -40,4 +79,43 @@ pub struct Figures {
     pub dram_bytes: usize,
     /// Floating-point operations of one execute (see [`crate::llir::LlirOp::flops`]).
     pub flops: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use lumen_planner::SlabAlgorithm;
+
+    use super::ProgramOptions;
+    use crate::fusion;
+    use crate::{CompileOptions, programs};
+
+    #[test]
+    fn compile_records_its_options() {
+        let options = CompileOptions {
+            fuse: false,
+            workspace_bytes: 4096,
+            alignment: 64,
+            capacity: Some(1 << 24),
+            algorithm: SlabAlgorithm::Best,
+            name: "rec".to_string(),
+            dump_dir: None,
+            resident_weights: true,
+        };
+        let want = ProgramOptions {
+            alignment: 64,
+            capacity: Some(1 << 24),
+            algorithm: SlabAlgorithm::Best,
+            workspace_bytes: 4096,
+            resident_weights: true,
+        };
+        let graph = programs::linear_relu(8, 16, 4).unwrap();
+        assert_eq!(graph.compile(&options).unwrap().options, want);
+        let fused = CompileOptions { fuse: true, ..options.clone() };
+        assert_eq!(graph.compile(&fused).unwrap().options, want);
+        // Every candidate of an exploration records the options it was planned under.
+        for c in fusion::candidates(&graph.hlir(), &fused).unwrap() {
+            assert_eq!(c.program.options, want, "{}", c.label);
+        }
+        assert_eq!(ProgramOptions::from(&CompileOptions::default()).alignment, 256);
+    }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use lumen_compiler::{BufferId, BufferRole, CompiledProgram, LlirBuffer, LlirOp, NodeId};
-use lumen_planner::{SlabOptions, VerifyError, reserved_bytes};
+use lumen_planner::{SlabOptions, VerifyError};
 
 use crate::RuntimeError;
 use crate::tensor::element_count;
@@ -377,13 +377,11 @@ pub fn check_program(program: &CompiledProgram) -> Result<(), RuntimeError> {
 /// operands of one node, or two buffers of parallel branches, on the same bytes pass it and
 /// silently corrupt results.
 ///
-/// A compiled program does not record the options it was planned with, so the alignment is
-/// recovered from the plan: the largest power of two that gives every buffer its reserved
-/// size (`round_up(max(bytes, 1), alignment)`) and divides every offset (256 for plans made
-/// with the default), else the smallest that gives the reserved sizes (verify then names the
-/// misaligned buffer), else 1 (verify then names a buffer whose reserved size is wrong). The
-/// capacity is not checked (unknown here; the layout checks every buffer against
-/// `slab_bytes`). Overlapping pairs are reported before a wrong `slab_bytes`. This is the check `LUMINAL_CUDA_MEMORY_DEBUG=1` runs at prepare (see
+/// The plan is checked against the options the program records it was planned with
+/// ([`lumen_compiler::ProgramOptions`]): its alignment (so an offset the planner never gave,
+/// such as 128 in a 256-aligned plan, is named even though a smaller alignment would explain
+/// it) and its capacity. Overlapping pairs are reported before a wrong `slab_bytes`. This is
+/// the check `LUMINAL_CUDA_MEMORY_DEBUG=1` runs at prepare (see
 /// [`SlabLayout::for_runtime`]); it costs one transitive closure and one min-flow lower bound.
 ///
 /// # Errors
@@ -397,7 +395,13 @@ pub fn verify_plan(program: &CompiledProgram) -> Result<(), RuntimeError> {
             format!("memory debug: the plan fails verification: {e}"),
         )
     };
-    let options = SlabOptions { alignment: plan_alignment(program), ..SlabOptions::default() };
+    let recorded = &program.options;
+    let options = SlabOptions {
+        alignment: recorded.alignment,
+        capacity: recorded.capacity,
+        algorithm: recorded.algorithm,
+        ..SlabOptions::default()
+    };
     // verify checks the totals before the pairs, but a buffer moved onto another often moves
     // the highest end too: check the pairs against the slab the offsets give first, so the
     // error names the overlap that corrupts results rather than a harmless over-allocation.
@@ -420,24 +424,6 @@ pub fn verify_plan(program: &CompiledProgram) -> Result<(), RuntimeError> {
         }));
     }
     Ok(())
-}
-
-/// The alignment `program.plan` was made with, as far as the plan shows it (see
-/// [`verify_plan`]).
-fn plan_alignment(program: &CompiledProgram) -> usize {
-    let buffers = &program.llir.buffers;
-    let plan = &program.plan;
-    let gives_reserved = |a: usize| {
-        buffers.len() == plan.reserved.len()
-            && buffers.iter().zip(&plan.reserved).all(|(b, &r)| reserved_bytes(b.bytes, a) == Ok(r))
-    };
-    let divides_offsets = |a: usize| plan.offsets.iter().all(|&o| o % a == 0);
-    let powers = || (0..usize::BITS).map(|s| 1usize << s);
-    powers()
-        .rev()
-        .find(|&a| gives_reserved(a) && divides_offsets(a))
-        .or_else(|| powers().find(|&a| gives_reserved(a)))
-        .unwrap_or(1)
 }
 
 /// The first pair of buffers (in buffer order of the second) that share an id, as the reason
@@ -523,15 +509,37 @@ mod tests {
     }
 
     #[test]
-    fn the_alignment_is_recovered_from_the_plan() {
+    fn the_plan_is_verified_against_its_recorded_alignment_and_capacity() {
         let unfused = CompileOptions { fuse: false, ..CompileOptions::default() };
-        // The golden program: every offset a multiple of 256 (b ends at 131,328).
-        assert_eq!(plan_alignment(&linear_relu(64, 256, 64, &unfused)), 256);
-        // 4x3x5 at alignment 4: w's 60 bytes would reserve 64 at any larger alignment.
+        let program = linear_relu(4, 3, 5, &unfused);
+        assert_eq!(program.options.alignment, 256);
+        assert_eq!(verify_plan(&program), Ok(()));
+        // y (80 bytes, reserved 256) moved from 256 to 128: no overlap, every reserved size
+        // right, and 128 divides every offset, so an alignment guessed from the plan would
+        // pass it; the recorded 256 names it.
+        let y = program.llir.buffers.iter().position(|b| b.id == "y").unwrap();
+        assert_eq!(program.plan.offsets[y], 256);
+        let mut p = program.clone();
+        p.plan.offsets[y] = 128;
+        assert_eq!(
+            verify_plan(&p).unwrap_err().to_string(),
+            "invalid program `program-unfused`: memory debug: the plan fails verification: \
+             buffer y at offset 128 is not aligned to 256 bytes"
+        );
+        // A plan made at 4 bytes passes against its own alignment, not against 256.
         let four = CompileOptions { alignment: 4, ..unfused.clone() };
-        assert_eq!(plan_alignment(&linear_relu(4, 3, 5, &four)), 4);
-        let sixty_four = CompileOptions { alignment: 64, ..unfused.clone() };
-        assert_eq!(plan_alignment(&linear_relu(4, 3, 5, &sixty_four)), 64);
+        let p = linear_relu(4, 3, 5, &four);
+        assert_eq!(p.options.alignment, 4);
+        assert_eq!(verify_plan(&p), Ok(()));
+        let mut claims_256 = p.clone();
+        claims_256.options.alignment = 256;
+        assert!(verify_plan(&claims_256).is_err());
+        // The recorded capacity is checked too: the golden slab does not fit in 1 MiB.
+        let mut p = linear_relu(64, 256, 64, &unfused);
+        assert_eq!(verify_plan(&p), Ok(()));
+        p.options.capacity = Some(1 << 20);
+        let err = verify_plan(&p).unwrap_err().to_string();
+        assert!(err.contains("past the limit of 1048576 bytes"), "{err}");
     }
 
     #[test]
