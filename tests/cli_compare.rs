@@ -182,6 +182,23 @@ fn when_nothing_fits_every_candidate_is_listed_then_one_error_line() {
         v["refused"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(labels, ["unfused", "bias", "fused"]);
     assert!(v["refused"][2]["error"].as_str().unwrap().contains("slab capacity 1000 exceeded"));
+    // The refusals come from the one exploration: each candidate's own request and size.
+    assert!(
+        text.contains(
+            "\nfused: refused by the planner: planning failed: slab capacity 1000 exceeded while \
+             placing request 0 (65536 bytes)\n"
+        ),
+        "{text}"
+    );
+    // A refusal no capacity explains is the error alone, with no list of refusals.
+    let alignment = ["compare", "linear-relu", "--capacity", "1000", "--alignment", "0"];
+    let out = lumen(&alignment);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "");
+    assert_eq!(
+        error_line(&alignment).trim_end(),
+        "error: planning failed: slab alignment must be positive"
+    );
     // --profile has nothing to measure: the same report and error, no measurement.
     let out = lumen(&[&args[..], &["--profile"]].concat());
     assert_eq!(out.status.code(), Some(1));

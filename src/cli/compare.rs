@@ -12,7 +12,8 @@
 use std::path::PathBuf;
 
 use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
-use lumen_compiler::{BufferRole, CompileError, CompileOptions, Hlir, dump, plan_hlir};
+use lumen_compiler::{BufferRole, CompileError, CompileOptions, dump};
+use lumen_planner::PlanError;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
@@ -84,13 +85,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let hlir = graph.hlir();
     let config = FusionConfig::default();
-    let exploration = match fusion::explore(&hlir, &name, &options, &config) {
-        Ok(e) => e,
-        Err(err @ CompileError::Plan(_)) if options.capacity.is_some() => {
-            all_refused(&hlir, &options, &config, err)?
-        }
-        Err(err) => return Err(err.into()),
-    };
+    // One exploration: when nothing plans, its refusals are the report (and the error).
+    let mut exploration = fusion::explore_all(&hlir, &name, &options, &config)?;
+    if exploration.candidates.is_empty() && !refused_for_capacity(&exploration) {
+        let first = exploration.refused.drain(..).next().map(|(_, err)| err);
+        return Err(first.unwrap_or(CompileError::NoOutputs).into());
+    }
     if let Some(dir) = options.resolved_dump_dir() {
         for c in &exploration.candidates {
             dump::write_dumps(&dir, &c.program)?;
@@ -137,31 +137,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The exploration to report when the planner refused every candidate at `options.capacity`
-/// (`explore` then fails with `refusal`): the candidates explored without the capacity, each
-/// planned again with it to get its own refusal, and none left. `refusal` itself when even the
-/// unbounded exploration fails or a candidate plans after all.
-fn all_refused(
-    hlir: &Hlir,
-    options: &CompileOptions,
-    config: &FusionConfig,
-    refusal: CompileError,
-) -> anyhow::Result<Exploration> {
-    let unbounded = CompileOptions { capacity: None, ..options.clone() };
-    let Ok(mut e) = fusion::explore(hlir, &options.name, &unbounded, config) else {
-        return Err(refusal.into());
-    };
-    let mut refused = Vec::with_capacity(e.candidates.len());
-    for c in &e.candidates {
-        match plan_hlir(&c.hlir, &c.program.label, options) {
-            Err(err) => refused.push((c.label.clone(), err)),
-            // The capacity is not what failed: report the original error.
-            Ok(_) => return Err(refusal.into()),
-        }
-    }
-    e.candidates.clear();
-    e.refused = refused;
-    Ok(e)
+/// Whether the planner refused a candidate of `e` for the capacity: then every refused
+/// candidate is listed in the report. Other refusals (alignment 0, a size that overflows) are
+/// the same for every candidate and no capacity changes them: the first is the error alone.
+fn refused_for_capacity(e: &Exploration) -> bool {
+    e.refused
+        .iter()
+        .any(|(_, err)| matches!(err, CompileError::Plan(PlanError::CapacityExceeded { .. })))
 }
 
 /// Searches the candidates on `--runtime` (no dumps: compare writes its own).

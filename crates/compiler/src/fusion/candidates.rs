@@ -259,10 +259,30 @@ fn lower_policies(
 /// list with their error instead.
 ///
 /// # Errors
-/// [`CompileOptions::validate`]'s errors first; the first candidate's error when no candidate
-/// plans; [`CompileError::Fusion`] when an extraction does not convert back to a valid HLIR (a
-/// bug in a rule), and every error of lowering the unfused program.
+/// As [`enumerate_all`], and the first candidate's error when no candidate plans.
 pub fn enumerate(
+    original: &Hlir,
+    loaded: &Loaded,
+    name: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<(Vec<Candidate>, Refusals), CompileError> {
+    let (found, refused) = enumerate_all(original, loaded, name, options, config)?;
+    if found.is_empty() {
+        return Err(refused.into_iter().next().map(|(_, e)| e).unwrap_or(CompileError::NoOutputs));
+    }
+    Ok((found, refused))
+}
+
+/// [`enumerate`], except that a program whose every candidate the planner refuses is not an
+/// error: the first list is then empty and the second holds every candidate with its own
+/// refusal (what `lumen compare` reports when nothing fits its `--capacity`).
+///
+/// # Errors
+/// [`CompileOptions::validate`]'s errors first; [`CompileError::Fusion`] when an extraction
+/// does not convert back to a valid HLIR (a bug in a rule), and every error of lowering the
+/// unfused program.
+pub fn enumerate_all(
     original: &Hlir,
     loaded: &Loaded,
     name: &str,
@@ -286,12 +306,8 @@ pub fn enumerate(
             Err(err) => refused.push((label.to_string(), err)),
         }
     }
-    if found.is_empty() {
-        return Err(refused.into_iter().next().map(|(_, e)| e).unwrap_or(CompileError::NoOutputs));
-    }
-    let pick =
-        found.iter().enumerate().min_by_key(|(i, c)| (c.cost, *i)).map(|(i, _)| i).unwrap_or(0);
-    if let Some(c) = found.get_mut(pick) {
+    let pick = found.iter().enumerate().min_by_key(|(i, c)| (c.cost, *i)).map(|(i, _)| i);
+    if let Some(c) = pick.and_then(|i| found.get_mut(i)) {
         c.picked = true;
     }
     Ok((found, refused))

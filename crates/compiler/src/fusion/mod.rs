@@ -163,7 +163,8 @@ pub fn saturate(
 pub struct Exploration {
     /// The program name (labels are `{name}-{candidate}`).
     pub name: String,
-    /// The distinct candidates, in [`candidates::POLICIES`] order; at least one.
+    /// The distinct candidates, in [`candidates::POLICIES`] order; at least one, except from
+    /// [`explore_all`] when the planner refused them all.
     pub candidates: Vec<Candidate>,
     /// Index of the cost model's pick in `candidates`.
     pub pick: usize,
@@ -200,8 +201,29 @@ pub fn explore(
     options: &CompileOptions,
     config: &FusionConfig,
 ) -> Result<Exploration, CompileError> {
+    let mut e = explore_all(hlir, name, options, config)?;
+    if e.candidates.is_empty() {
+        return Err(e.refused.drain(..).next().map(|(_, e)| e).unwrap_or(CompileError::NoOutputs));
+    }
+    Ok(e)
+}
+
+/// [`explore`], except that a program whose every candidate the planner refuses (e.g. over
+/// `options.capacity`) is not an error: the exploration then has no candidates, `pick` 0, and
+/// lists every candidate in `refused` with its own error. The e-graph is saturated and every
+/// candidate lowered and planned once either way (`lumen compare` reports what was refused
+/// without exploring again).
+///
+/// # Errors
+/// As [`explore`], without the planner errors of refused candidates.
+pub fn explore_all(
+    hlir: &Hlir,
+    name: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<Exploration, CompileError> {
     let (loaded, saturation) = saturated(hlir, name, options, config)?;
-    let (candidates, refused) = candidates::enumerate(hlir, &loaded, name, options, config)?;
+    let (candidates, refused) = candidates::enumerate_all(hlir, &loaded, name, options, config)?;
     let pick = candidates.iter().position(|c| c.picked).unwrap_or(0);
     Ok(Exploration { name: name.to_string(), candidates, pick, refused, saturation })
 }
