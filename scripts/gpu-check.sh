@@ -33,7 +33,7 @@ for line in sys.stdin:
         m = json.loads(line)
     except ValueError:
         continue
-    # Test harnesses only: the integration tests and the library's unit tests.
+    # Test harnesses only: the integration tests and the library unit tests.
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
         name = m["target"]["name"]
         exe = m["executable"]
@@ -88,7 +88,7 @@ run() {
             continue
         fi
         echo "$name: found $lib"
-        libdirs="$libdirs:$(dirname "$lib")"
+        case ":$libdirs:" in *":$(dirname "$lib"):"*) ;; *) libdirs="$libdirs:$(dirname "$lib")" ;; esac
     done
     export LD_LIBRARY_PATH="${libdirs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
