@@ -4,6 +4,8 @@
 //! with a buffer on one in 100), and on every MiniMalloc file
 //! in ../shared/benchmarks/minimalloc (skipped when absent). Before timing, prints each
 //! MiniMalloc file's slab / lower_bound: the baseline better planners are measured against.
+//! Last, `lower_bound` and `verify` alone on MiniMalloc-like interval CSVs of 10,000 and
+//! 100,000 buffers (group `intervals`).
 //!
 //! `cargo bench -p lumen-planner --bench plan_slab` (add `-- --quick` for a fast pass).
 
@@ -11,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use lumen_planner::{Dag, SlabBuffer, SlabOptions, SlabProblem, lower_bound, plan_slab};
+use lumen_planner::{Dag, SlabBuffer, SlabOptions, SlabProblem, lower_bound, plan_slab, verify};
 use petgraph::graph::NodeIndex;
 
 /// xorshift64*: a fixed stream so every run plans the same DAGs.
@@ -187,5 +189,48 @@ fn minimalloc(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, random_dags, unused_nodes, minimalloc);
+/// A MiniMalloc-style CSV of `n` buffers over about `n` time units: most live 1 to 64 units,
+/// one in 100 up to `n / 50`; sizes log-uniform from 1 B to 1 MiB. About 40 buffers are live
+/// at any time, so the conflicting pairs grow linearly while all pairs grow as `n^2`.
+fn interval_csv(n: usize, seed: u64) -> String {
+    let mut rng = Rng(seed | 1);
+    let mut text = String::from("id,lower,upper,size\n");
+    for i in 0..n {
+        let lower = rng.below(n);
+        let len = if rng.below(100) == 0 { 1 + rng.below(n / 50 + 1) } else { 1 + rng.below(64) };
+        let scale = 1usize << rng.below(21);
+        let size = 1 + rng.below(scale);
+        text.push_str(&format!("{i},{lower},{},{size}\n", lower + len));
+    }
+    text
+}
+
+/// The sweeps of `lower_bound` and `verify` on interval problems, against a first-fit plan.
+fn intervals(c: &mut Criterion) {
+    let mut group = c.benchmark_group("intervals");
+    group.sample_size(10);
+    for n in [10_000usize, 100_000] {
+        let p = match SlabProblem::from_csv_str(&interval_csv(n, 0x1A7E + n as u64)) {
+            Ok(p) => p,
+            Err(e) => panic!("generated CSV: {e}"),
+        };
+        let plan = match p.plan() {
+            Ok(plan) => plan,
+            Err(e) => panic!("interval problem: {e}"),
+        };
+        println!(
+            "intervals {n}: slab {} lower_bound {} naive {}",
+            plan.slab_bytes, plan.lower_bound, plan.naive_bytes
+        );
+        group.bench_with_input(BenchmarkId::new("lower_bound", n), &n, |b, _| {
+            b.iter(|| lower_bound(&p.dag, &p.buffers, p.options.alignment))
+        });
+        group.bench_with_input(BenchmarkId::new("verify", n), &n, |b, _| {
+            b.iter(|| verify(&p.dag, &p.buffers, &plan, &p.options))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, random_dags, unused_nodes, minimalloc, intervals);
 criterion_main!(benches);
