@@ -483,6 +483,13 @@ fn nan_inputs_fail_the_run() {
         ),
         "{err}"
     );
+    // Searched, the NaN row is NaN in every candidate alike: they agree (NaN with NaN), the
+    // search picks one, and the run fails on its check as without a search.
+    let (text, err) = failed_check(&["run", &nan, "--runs", "1", "--trials", "1", "--json"]);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let list = v["candidates"].as_array().unwrap();
+    assert!(list.iter().all(|c| c["status"] == "measured" && c["max_abs_diff"] == 0.0), "{text}");
+    assert!(err.starts_with("error: check failed: NaN in outputs: 10 NaN"), "{err}");
 }
 
 #[test]

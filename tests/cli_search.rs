@@ -65,9 +65,16 @@ fn digits_run_searches_by_default() {
     assert!(list.iter().all(|c| c["trials_ms"].as_array().unwrap().len() == 3));
     let launches: Vec<u64> = list.iter().map(|c| c["launches"].as_u64().unwrap()).collect();
     assert_eq!(launches, [8, 5, 3]);
-    // Whatever wins computes the same MLP.
+    // Whatever wins computes the same MLP: every candidate within the search's tolerance of
+    // the unfused reference, which is lumen run's own default budget.
     assert_eq!(v["correct"], 439);
     assert!(f(&v["max_abs_err"]) <= 1e-4);
+    let references: Vec<bool> = list.iter().map(|c| c["reference"] == true).collect();
+    assert_eq!(references, [true, false, false]);
+    assert_eq!(list[0]["max_abs_diff"], 0.0);
+    assert!(list.iter().all(|c| f(&c["max_abs_diff"]) <= 1e-4), "{list:?}");
+    assert_eq!(v["search_tolerance"], serde_json::json!({"abs": 1e-4, "rel": 1e-4}));
+    assert_eq!(lumen_runtime::search::DEFAULT_TOLERANCE.abs, lumen::model::DEFAULT_TOLERANCE);
 
     // Phases: the search is its own phase, with the search time.
     let phases = v["phases"].as_object().unwrap();
@@ -96,12 +103,13 @@ fn digits_text_shows_candidates_and_break_even() {
     let text = String::from_utf8(out.stdout).unwrap();
     let header = text
         .lines()
-        .position(|l| l == "candidate  median_ms  slab_bytes  launches  status")
+        .position(|l| l == "candidate  median_ms  slab_bytes  launches  max_abs_diff  status")
         .unwrap_or_else(|| panic!("no candidate table: {text}"));
     let rows: Vec<&str> = text.lines().skip(header + 1).take(3).collect();
     for (row, label) in rows.iter().zip(["unfused", "bias", "fused"]) {
         assert!(row.starts_with(label) && row.contains("  measured"), "{row}");
     }
+    assert!(rows[0].contains("  measured  reference"), "{text}");
     assert_eq!(rows.iter().filter(|r| r.contains("selected")).count(), 1, "{text}");
     assert!(text.lines().any(|l| l.starts_with("search ")
         && l.contains(" ms on cpu: 3 of 3 candidates measured, 2 trials each")));
@@ -309,6 +317,13 @@ fn compare_profile_adds_measured_times() {
         assert_eq!(v["measured"]["fastest"], list[chosen[0]]["label"]);
         assert_eq!(v["measured"]["runtime"], "cpu");
         assert!(f(&v["measured"]["search_ms"]) > 0.0);
+        // Measured against the unfused reference: the same values on the CPU.
+        assert_eq!(v["measured"]["reference"], "unfused");
+        assert_eq!(v["measured"]["tolerance"], serde_json::json!({"abs": 1e-4, "rel": 1e-4}));
+        for c in list {
+            assert_eq!(c["measured_status"], "measured", "{c}");
+            assert!(f(&c["max_abs_diff"]) <= 1e-4, "{c}");
+        }
     }
     // Without --profile nothing is measured; --trials needs --profile.
     let v = json(&["compare", "linear-relu", "--json"]);

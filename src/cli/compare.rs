@@ -167,8 +167,10 @@ fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<SearchReport>
     )?)
 }
 
-/// Adds `median_ms`, `trials_ms` and `selected` to each candidate of the compare JSON, and
-/// `measured` (`runtime`, `trials`, `fastest`, `search_ms`, `break_even`) at the top.
+/// Adds `median_ms`, `trials_ms`, `selected`, `max_abs_diff` (from the reference candidate's
+/// outputs) and `measured_status` (`measured`, `mismatch`, ...) with its `measured_detail` to
+/// each candidate of the compare JSON, and `measured` (`runtime`, `trials`, `fastest`,
+/// `reference`, `tolerance`, `search_ms`, `break_even`) at the top.
 fn add_measurements(value: &mut serde_json::Value, m: &SearchReport) {
     if let Some(list) = value.get_mut("candidates").and_then(|c| c.as_array_mut()) {
         for (obj, c) in list.iter_mut().zip(&m.candidates) {
@@ -176,6 +178,12 @@ fn add_measurements(value: &mut serde_json::Value, m: &SearchReport) {
                 obj.insert("median_ms".into(), serde_json::json!(c.median_ms));
                 obj.insert("trials_ms".into(), serde_json::json!(c.trials_ms));
                 obj.insert("selected".into(), serde_json::json!(c.index == m.selected));
+                obj.insert("max_abs_diff".into(), serde_json::json!(c.max_abs_diff));
+                obj.insert("measured_status".into(), serde_json::json!(c.status.word()));
+                obj.insert(
+                    "measured_detail".into(),
+                    serde_json::json!(c.status.describe(c.slab_bytes)),
+                );
             }
         }
     }
@@ -186,6 +194,8 @@ fn add_measurements(value: &mut serde_json::Value, m: &SearchReport) {
                 "runtime": m.runtime,
                 "trials": m.trials,
                 "fastest": m.winner().map(|w| w.label.clone()),
+                "reference": m.candidates.get(m.reference).map(|r| r.label.clone()),
+                "tolerance": m.tolerance,
                 "search_ms": m.search_ms,
                 "break_even": m.break_even,
             }),

@@ -4,7 +4,8 @@
 //! the phase table and the achieved FLOP/s.
 //!
 //! By default the program run is the one the search (SPEC section 5) measured fastest among
-//! the fusion candidates on the chosen runtime; `--no-search` runs the cost model's pick, and
+//! the fusion candidates on the chosen runtime whose outputs agree with the reference
+//! candidate's (the unfused one, within the search's default tolerance); `--no-search` runs the cost model's pick, and
 //! `--fuse` / `--no-fuse` choose the program directly (no search).
 //!
 //! The report is printed in full first; then, when a check failed (NaN or infinity in the
@@ -418,6 +419,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "searched": o.search.is_some(),
         "candidates": o.search.as_ref().map(candidates_json),
         "search_ms": o.search.as_ref().map(|r| r.search_ms),
+        "search_tolerance": o.search.as_ref().map(|r| r.tolerance),
         "break_even": o.search.as_ref().map(|r| r.break_even),
     });
     // The checks in a second object: one json! of every key passes the macro recursion limit.
@@ -440,8 +442,9 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
 }
 
 /// One object per candidate: `label`, `median_ms` (null when not measured), `slab_bytes`,
-/// `launches`, `selected`, and what the search did (`status`, `trials_ms`, `prepare_ms`,
-/// `cost_model_pick`).
+/// `launches`, `selected`, what the search did (`status`, `detail`, `trials_ms`, `prepare_ms`,
+/// `cost_model_pick`), and how its outputs compare with the reference candidate's
+/// (`max_abs_diff`, null when it did not run or its outputs do not pair up; `reference`).
 pub(super) fn candidates_json(report: &SearchReport) -> serde_json::Value {
     report
         .candidates
@@ -460,6 +463,8 @@ pub(super) fn candidates_json(report: &SearchReport) -> serde_json::Value {
                 "prepare_ms": c.prepare_ms,
                 "warmup_runs": c.warmup_runs,
                 "trials_ms": c.trials_ms,
+                "max_abs_diff": c.max_abs_diff,
+                "reference": c.index == report.reference,
             })
         })
         .collect()

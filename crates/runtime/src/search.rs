@@ -11,6 +11,16 @@
 //! earlier, less fused candidate) wins, so equal timings never make the choice depend on noise
 //! in the tie-break.
 //!
+//! A faster candidate is only worth having if it computes the same thing. The first candidate
+//! whose first execute succeeds (the unfused program, unless it was skipped or failed) is the
+//! reference: every measured candidate's outputs of its first execute, on the same inputs and
+//! weights, are compared with the reference's element by element within
+//! [`SearchOptions::tolerance`] ([`compare_outputs`]). A candidate that disagrees is marked
+//! [`CandidateStatus::Mismatch`], is not timed and can never be selected; the rest are still
+//! measured. Each row reports its largest absolute difference from the reference. The idea is
+//! XLA's GPU autotuner (every candidate algorithm's output buffer is compared with the first
+//! one's before its time counts) and AutoTVM's `check_correctness` measure option.
+//!
 //! The search costs time, so the report says when it pays: the break-even is the number of
 //! executions whose savings against the unfused candidate repay the search time,
 //! `search_ms / (unfused_ms - winner_ms)` ([`break_even`]).
@@ -34,20 +44,241 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::tensor::element_count;
-use crate::{HostTensor, Runtime, RuntimeEnv, RuntimeError, Tensors};
+use crate::{HostTensor, PreparedProgram, Runtime, RuntimeEnv, RuntimeError, Tensors};
 
 /// The label of the unfused candidate, the break-even's baseline.
 pub fn unfused_label() -> &'static str {
     POLICIES[0].0
 }
 
+/// How far a candidate's output element may be from the reference's and still agree:
+/// `|got - reference| <= abs + rel * |reference|` (numpy's `allclose` form, elementwise, in
+/// f64 of the f32 values). Equal values agree (the same infinity included), as do two NaNs
+/// (NaN propagated the same way); any other non-finite pair disagrees.
+///
+/// The default ([`DEFAULT_TOLERANCE`]) holds every relu and bias candidate of the CPU runtime
+/// (they agree exactly) and of cuBLASLt's exact epilogues. cuBLASLt's GELU epilogues may
+/// evaluate tanh with the hardware approximation (about 2e-3 from the exact form on outputs
+/// of a few units, where the NVRTC kernel of the unfused candidate is exact): a GELU program
+/// searched on CUDA needs a looser bound, such as `abs: 3e-3`, or its fused candidates are
+/// reported as mismatches.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Tolerance {
+    /// Absolute part, in the outputs' units.
+    pub abs: f64,
+    /// Relative part, a fraction of `|reference|`.
+    pub rel: f64,
+}
+
+/// The search's default [`Tolerance`]: 1e-4 absolute, the default budget `lumen run` checks
+/// its logits against (`lumen::model::DEFAULT_TOLERANCE`), plus 1e-4 relative so outputs of a
+/// few hundred or more do not fail on f32 rounding alone (a fused epilogue may round once
+/// where separate kernels round twice, and a device library may pick another reduction order
+/// per epilogue).
+pub const DEFAULT_TOLERANCE: Tolerance = Tolerance { abs: 1e-4, rel: 1e-4 };
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        DEFAULT_TOLERANCE
+    }
+}
+
+impl Tolerance {
+    /// Whether `got` agrees with the reference value `want` (see [`Tolerance`]).
+    ///
+    /// ```
+    /// use lumen_runtime::search::Tolerance;
+    /// let t = Tolerance { abs: 1e-4, rel: 1e-4 };
+    /// assert!(t.allows(1000.05, 1000.0)); // 0.05 <= 1e-4 + 0.1
+    /// assert!(!t.allows(0.001, 0.0));
+    /// assert!(t.allows(f32::NAN, f32::NAN) && !t.allows(f32::INFINITY, 1.0));
+    /// ```
+    pub fn allows(&self, got: f32, want: f32) -> bool {
+        if got == want || (got.is_nan() && want.is_nan()) {
+            return true;
+        }
+        if !got.is_finite() || !want.is_finite() {
+            return false;
+        }
+        let (g, w) = (f64::from(got), f64::from(want));
+        (g - w).abs() <= self.abs + self.rel * w.abs()
+    }
+
+    /// Whether both parts are finite and non-negative.
+    pub fn is_valid(&self) -> bool {
+        self.abs.is_finite() && self.abs >= 0.0 && self.rel.is_finite() && self.rel >= 0.0
+    }
+}
+
+impl fmt::Display for Tolerance {
+    /// `1e-4 + 1e-4 x |reference|`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:e} + {:e} x |reference|", self.abs, self.rel)
+    }
+}
+
+/// Why a candidate's outputs do not agree with the reference's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Disagreement {
+    /// The candidate returns other output names than the reference (each list sorted).
+    Outputs {
+        /// The candidate's output names.
+        got: Vec<String>,
+        /// The reference's output names.
+        want: Vec<String>,
+    },
+    /// An output has another shape than the reference's.
+    Shape {
+        /// The output's name.
+        output: String,
+        /// The candidate's shape.
+        got: Vec<usize>,
+        /// The reference's shape.
+        want: Vec<usize>,
+    },
+    /// An element is out of tolerance: the one with the largest absolute difference among
+    /// those out of tolerance (NaN counts as the largest; the first on a tie, outputs in the
+    /// candidate's order, elements row-major).
+    Value {
+        /// The output's name.
+        output: String,
+        /// The element's row-major index, one entry per axis.
+        index: Vec<usize>,
+        /// The candidate's value.
+        got: f32,
+        /// The reference's value.
+        want: f32,
+        /// `|got - want|` in f64 (NaN when one of them is NaN).
+        abs_diff: f64,
+    },
+}
+
+impl fmt::Display for Disagreement {
+    /// `y[12, 4] is 1.2340e0, the reference 1.2030e0 (abs diff 3.100e-2)`, `output y has shape
+    /// [4, 3], the reference [4, 2]`, `outputs [y, z], the reference [y]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Disagreement::Outputs { got, want } => {
+                write!(f, "outputs [{}], the reference [{}]", got.join(", "), want.join(", "))
+            }
+            Disagreement::Shape { output, got, want } => {
+                write!(f, "output {output} has shape {got:?}, the reference {want:?}")
+            }
+            Disagreement::Value { output, index, got, want, abs_diff } => {
+                let index: Vec<String> = index.iter().map(ToString::to_string).collect();
+                write!(
+                    f,
+                    "{output}[{}] is {got:.4e}, the reference {want:.4e} (abs diff {abs_diff:.3e})",
+                    index.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// How one candidate's outputs compare with the reference's ([`compare_outputs`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OutputComparison {
+    /// The largest `|got - want|` over every element of every output (f64 of the f32 values;
+    /// 0 for equal values and for two NaNs; NaN when one side is NaN and the other is not);
+    /// `None` when the output names or shapes differ, so no element pairs up.
+    pub max_abs_diff: Option<f64>,
+    /// Why they disagree; `None` when every element is within the tolerance.
+    pub disagreement: Option<Disagreement>,
+}
+
+/// Compares a candidate's `got` outputs with the reference's `want`, by name (candidates may
+/// return their outputs in different orders: the order is each LLIR's canonical one), shape,
+/// then element by element within `tolerance`.
+///
+/// ```
+/// use lumen_runtime::search::{Tolerance, compare_outputs};
+/// use lumen_runtime::{HostTensor, Tensors};
+/// let t = |v: Vec<f32>| -> Tensors {
+///     [("y".to_string(), HostTensor::new([2, 2], v).unwrap())].into_iter().collect()
+/// };
+/// let c = compare_outputs(&t(vec![1.0, 2.0, 3.0, 4.5]), &t(vec![1.0, 2.0, 3.0, 4.0]),
+///                         Tolerance::default());
+/// assert_eq!(c.max_abs_diff, Some(0.5));
+/// assert_eq!(c.disagreement.unwrap().to_string(),
+///            "y[1, 1] is 4.5000e0, the reference 4.0000e0 (abs diff 5.000e-1)");
+/// ```
+pub fn compare_outputs(got: &Tensors, want: &Tensors, tolerance: Tolerance) -> OutputComparison {
+    let names = |t: &Tensors| -> Vec<String> {
+        let mut v: Vec<String> = t.keys().cloned().collect();
+        v.sort();
+        v
+    };
+    let (got_names, want_names) = (names(got), names(want));
+    if got_names != want_names {
+        return OutputComparison {
+            max_abs_diff: None,
+            disagreement: Some(Disagreement::Outputs { got: got_names, want: want_names }),
+        };
+    }
+    let mut max_abs_diff = 0.0f64;
+    // (abs diff, output, flat index, got, want) of the worst element out of tolerance.
+    let mut worst: Option<(f64, &str, usize, f32, f32)> = None;
+    for (name, g) in got {
+        let Some(w) = want.get(name) else { continue };
+        if g.shape() != w.shape() || g.data().len() != w.data().len() {
+            return OutputComparison {
+                max_abs_diff: None,
+                disagreement: Some(Disagreement::Shape {
+                    output: name.clone(),
+                    got: g.shape().to_vec(),
+                    want: w.shape().to_vec(),
+                }),
+            };
+        }
+        for (i, (&a, &b)) in g.data().iter().zip(w.data()).enumerate() {
+            let d = if a == b || (a.is_nan() && b.is_nan()) {
+                0.0
+            } else {
+                (f64::from(a) - f64::from(b)).abs()
+            };
+            if d.is_nan() || d > max_abs_diff {
+                // NaN sticks: f64::max would drop it.
+                max_abs_diff = if max_abs_diff.is_nan() { max_abs_diff } else { d };
+            }
+            if !tolerance.allows(a, b)
+                && worst.is_none_or(|(wd, ..)| !wd.is_nan() && (d.is_nan() || d > wd))
+            {
+                worst = Some((d, name.as_str(), i, a, b));
+            }
+        }
+    }
+    let disagreement = worst.map(|(abs_diff, output, flat, a, b)| Disagreement::Value {
+        output: output.to_string(),
+        index: unravel(flat, got.get(output).map_or(&[], HostTensor::shape)),
+        got: a,
+        want: b,
+        abs_diff,
+    });
+    OutputComparison { max_abs_diff: Some(max_abs_diff), disagreement }
+}
+
+/// The row-major index, one entry per axis, of element `flat` of a tensor of `shape`.
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; shape.len()];
+    for (slot, &dim) in index.iter_mut().zip(shape).rev() {
+        if dim > 0 {
+            *slot = flat % dim;
+            flat /= dim;
+        }
+    }
+    index
+}
+
 /// How the search runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SearchOptions {
     /// Timed executes per candidate; the median is kept. At least 1 (default 5).
     pub trials: usize,
     /// Untimed executes per candidate before the trials (default 1): first-touch page faults,
-    /// cold caches, lazy kernel setup.
+    /// cold caches, lazy kernel setup. The first, whose outputs are compared with the
+    /// reference's, always runs, so 0 means 1.
     pub warmup: usize,
     /// The warm-up also lasts at least this long (default 10 ms), however many executes that
     /// takes: on the CPU the first fraction of a millisecond of a small program runs ~3x slower
@@ -68,6 +299,9 @@ pub struct SearchOptions {
     pub log_llir: bool,
     /// Write the selected candidate's dumps here (`LLIR_DUMP_DIR`).
     pub dump_dir: Option<PathBuf>,
+    /// How far each candidate's outputs may be from the reference candidate's and still
+    /// agree (default [`DEFAULT_TOLERANCE`]); both parts finite and non-negative.
+    pub tolerance: Tolerance,
 }
 
 impl Default for SearchOptions {
@@ -81,6 +315,7 @@ impl Default for SearchOptions {
             memory_budget: None,
             log_llir: false,
             dump_dir: None,
+            tolerance: DEFAULT_TOLERANCE,
         }
     }
 }
@@ -120,7 +355,7 @@ pub enum SearchLimit {
 }
 
 /// What the search did with one candidate.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum CandidateStatus {
     /// Prepared, warmed up and timed.
@@ -140,21 +375,33 @@ pub enum CandidateStatus {
         /// The runtime's error message.
         error: String,
     },
+    /// Its first execute's outputs disagree with the reference candidate's: not timed, never
+    /// selected.
+    Mismatch {
+        /// The reference candidate's label.
+        reference: String,
+        /// The tolerance it was compared with.
+        tolerance: Tolerance,
+        /// What disagrees.
+        disagreement: Disagreement,
+    },
 }
 
 impl CandidateStatus {
-    /// A short word for tables: `measured`, `over budget`, `skipped`, `failed`.
+    /// A short word for tables: `measured`, `over budget`, `skipped`, `failed`, `mismatch`.
     pub fn word(&self) -> &'static str {
         match self {
             CandidateStatus::Measured => "measured",
             CandidateStatus::OverBudget { .. } => "over budget",
             CandidateStatus::Skipped { .. } => "skipped",
             CandidateStatus::Failed { .. } => "failed",
+            CandidateStatus::Mismatch { .. } => "mismatch",
         }
     }
 
     /// One line of explanation: `measured`, `skipped: slab 1,196,288 bytes over the memory
-    /// budget of 1,000,000 bytes`, ...
+    /// budget of 1,000,000 bytes`, `mismatch against unfused (tolerance 1e-4 + 1e-4 x
+    /// |reference|): y[12, 4] is 1.2340e0, the reference 1.2030e0 (abs diff 3.100e-2)`, ...
     pub fn describe(&self, slab_bytes: usize) -> String {
         match self {
             CandidateStatus::Measured => "measured".to_string(),
@@ -170,6 +417,9 @@ impl CandidateStatus {
                 format!("skipped: time limit of {:.3} ms reached", d.as_secs_f64() * 1e3)
             }
             CandidateStatus::Failed { error } => format!("failed: {error}"),
+            CandidateStatus::Mismatch { reference, tolerance, disagreement } => {
+                format!("mismatch against {reference} (tolerance {tolerance}): {disagreement}")
+            }
         }
     }
 }
@@ -200,6 +450,10 @@ pub struct CandidateTiming {
     pub trials_ms: Vec<f64>,
     /// Median of `trials_ms`, ms; `None` when not measured.
     pub median_ms: Option<f64>,
+    /// Largest absolute difference between its first execute's outputs and the reference
+    /// candidate's ([`OutputComparison::max_abs_diff`]; 0 for the reference itself); `None`
+    /// when it never executed or its outputs do not pair up with the reference's.
+    pub max_abs_diff: Option<f64>,
     /// What the search did with it.
     pub status: CandidateStatus,
 }
@@ -307,7 +561,13 @@ pub struct SearchReport {
     pub warmup_time_ms: f64,
     /// One row per candidate, in candidate order.
     pub candidates: Vec<CandidateTiming>,
-    /// Index of the winner in `candidates`: the lowest median (lower index on a tie).
+    /// Index in `candidates` of the reference: the first candidate whose first execute
+    /// succeeded, whose outputs every other candidate's are compared with.
+    pub reference: usize,
+    /// The tolerance of that comparison.
+    pub tolerance: Tolerance,
+    /// Index of the winner in `candidates`: the lowest median among the candidates that agree
+    /// with the reference (lower index on a tie).
     pub selected: usize,
     /// Wall time of the whole search, ms (every prepare, warm-up and trial, and the logging).
     pub search_ms: f64,
@@ -354,22 +614,27 @@ impl SearchReport {
 }
 
 impl fmt::Display for SearchReport {
-    /// The candidate table, then the search time and the break-even:
+    /// The candidate table, then the search time and the break-even. A candidate's
+    /// `max_abs_diff` is its largest absolute difference from the reference's outputs (`-`
+    /// when it has none):
     ///
     /// ```text
-    /// candidate  median_ms  slab_bytes  launches  status
-    /// unfused       0.2110   1,693,696         8  measured
-    /// bias          0.2084   1,463,296         5  measured
-    /// fused         0.2026   1,463,296         3  measured  selected, cost model's pick
+    /// candidate  median_ms  slab_bytes  launches  max_abs_diff  status
+    /// unfused       0.2110   1,693,696         8         0.0e0  measured  reference
+    /// bias          0.2084   1,463,296         5         0.0e0  measured
+    /// fused         0.2026   1,463,296         3         0.0e0  measured  selected, cost model's pick
     /// search     35.740 ms on cpu: 3 of 3 candidates measured, 5 trials each after a warm-up of >= 1 run and 10 ms
     /// break-even: 4,255 executions (search 35.740 ms / 0.00840 ms saved per execute against unfused)
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let rows: Vec<[String; 5]> = self
+        let rows: Vec<[String; 6]> = self
             .candidates
             .iter()
             .map(|c| {
                 let mut notes = Vec::new();
+                if c.index == self.reference {
+                    notes.push("reference");
+                }
                 if c.index == self.selected {
                     notes.push("selected");
                 }
@@ -385,11 +650,12 @@ impl fmt::Display for SearchReport {
                     c.median_ms.map_or_else(|| "-".to_string(), |m| format!("{m:.4}")),
                     group(c.slab_bytes),
                     c.launches.to_string(),
+                    c.max_abs_diff.map_or_else(|| "-".to_string(), |d| format!("{d:.1e}")),
                     status,
                 ]
             })
             .collect();
-        let header = ["candidate", "median_ms", "slab_bytes", "launches", "status"];
+        let header = ["candidate", "median_ms", "slab_bytes", "launches", "max_abs_diff", "status"];
         let mut width: Vec<usize> = header.iter().map(|h| h.len()).collect();
         for row in &rows {
             for (w, cell) in width.iter_mut().zip(row) {
@@ -401,7 +667,7 @@ impl fmt::Display for SearchReport {
             for (i, (cell, w)) in cells.iter().zip(&width).enumerate() {
                 let piece = match i {
                     0 => format!("{cell:<w$}"),
-                    4 => format!("  {cell}"),
+                    5 => format!("  {cell}"),
                     _ => format!("  {cell:>w$}"),
                 };
                 l.push_str(&piece);
@@ -439,7 +705,8 @@ pub enum SearchError {
     /// The candidate list is empty.
     #[error("search needs at least one candidate")]
     NoCandidates,
-    /// An option is out of range (`trials` 0, `max_candidates` 0).
+    /// An option is out of range (`trials` 0, `max_candidates` 0, a negative or non-finite
+    /// tolerance).
     #[error("invalid search option: {0}")]
     InvalidOption(String),
     /// Every candidate's slab exceeds the memory budget.
@@ -460,6 +727,21 @@ pub enum SearchError {
         /// Its error.
         #[source]
         source: RuntimeError,
+    },
+    /// Candidates ran, but none that finished its trials agrees with the reference's outputs
+    /// (the reference itself failed after its first execute, and every other candidate that
+    /// ran disagrees with that execute's outputs).
+    #[error(
+        "no candidate agrees with the reference {reference}, which did not finish its trials: \
+         {mismatched} disagree (first: {first})"
+    )]
+    NoAgreement {
+        /// The reference candidate's label.
+        reference: String,
+        /// How many candidates disagree with it.
+        mismatched: usize,
+        /// The first of them: `label: mismatch against ...`.
+        first: String,
     },
     /// The selected candidate's dumps could not be written.
     #[error(transparent)]
@@ -535,31 +817,92 @@ fn progress_bar(progress: Progress, len: usize) -> Option<ProgressBar> {
     Some(bar)
 }
 
-/// Prepares one candidate and times it: untimed executes until both `warmup` runs and
-/// `warmup_time` are done, then `trials` timed ones (wall time of `execute`, ms). Returns
-/// prepare ms, the warm-up runs and the trial times.
-fn measure(
+/// A candidate prepared and executed once, ready to be compared and timed.
+struct FirstRun {
+    prepared: Box<dyn PreparedProgram>,
+    /// Milliseconds of `prepare`.
+    prepare_ms: f64,
+    /// When the warm-up began (just before the first execute).
+    warm: Instant,
+    /// The first execute's outputs.
+    outputs: Tensors,
+}
+
+/// Prepares one candidate and executes it once (the first warm-up run).
+fn first_run(
     runtime: &dyn Runtime,
     program: &CompiledProgram,
     weights: &Tensors,
     inputs: &Tensors,
-    options: &SearchOptions,
-) -> Result<(f64, usize, Vec<f64>), RuntimeError> {
+) -> Result<FirstRun, RuntimeError> {
     let mut prepared = runtime.prepare(program, weights)?;
     let prepare_ms = prepared.prepare_seconds() * 1e3;
     let warm = Instant::now();
-    let mut runs = 0usize;
-    while runs < options.warmup || warm.elapsed() < options.warmup_time {
-        prepared.execute(inputs)?;
+    let outputs = prepared.execute(inputs)?;
+    Ok(FirstRun { prepared, prepare_ms, warm, outputs })
+}
+
+/// Times a candidate after its first run: untimed executes until both `warmup` runs (the first
+/// run counts) and `warmup_time` since `run.warm` are done, then `trials` timed ones (wall time
+/// of `execute`, ms). Returns the warm-up runs and the trial times.
+fn time_trials(
+    run: &mut FirstRun,
+    inputs: &Tensors,
+    options: &SearchOptions,
+) -> Result<(usize, Vec<f64>), RuntimeError> {
+    let mut runs = 1usize;
+    while runs < options.warmup || run.warm.elapsed() < options.warmup_time {
+        run.prepared.execute(inputs)?;
         runs += 1;
     }
     let mut trials = Vec::with_capacity(options.trials);
     for _ in 0..options.trials {
         let start = Instant::now();
-        prepared.execute(inputs)?;
+        run.prepared.execute(inputs)?;
         trials.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    Ok((prepare_ms, runs, trials))
+    Ok((runs, trials))
+}
+
+/// Measures candidate `c` into `row`: its first run, the comparison of its outputs with the
+/// `reference` (which it becomes when there is none yet), then, when it agrees, its warm-up
+/// and trials. A disagreement sets `row.status` to [`CandidateStatus::Mismatch`] and returns
+/// `Ok`; a runtime error is returned (the row keeps what was measured before it).
+fn measure_agreeing(
+    runtime: &dyn Runtime,
+    c: &Candidate,
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+    reference: &mut Option<(usize, String, Tensors)>,
+    row: &mut CandidateTiming,
+) -> Result<(), RuntimeError> {
+    let mut run = first_run(runtime, &c.program, weights, inputs)?;
+    row.prepare_ms = Some(run.prepare_ms);
+    row.warmup_runs = 1;
+    match reference {
+        Some((_, label, want)) => {
+            let comparison = compare_outputs(&run.outputs, want, options.tolerance);
+            row.max_abs_diff = comparison.max_abs_diff;
+            if let Some(disagreement) = comparison.disagreement {
+                row.status = CandidateStatus::Mismatch {
+                    reference: label.clone(),
+                    tolerance: options.tolerance,
+                    disagreement,
+                };
+                return Ok(());
+            }
+        }
+        None => {
+            row.max_abs_diff = Some(0.0);
+            *reference = Some((row.index, c.label.clone(), std::mem::take(&mut run.outputs)));
+        }
+    }
+    let (runs, trials) = time_trials(&mut run, inputs, options)?;
+    row.warmup_runs = runs;
+    row.median_ms = median(&trials);
+    row.trials_ms = trials;
+    Ok(())
 }
 
 /// Profiles `candidates` on `runtime` and returns the report with the fastest selected.
@@ -568,19 +911,26 @@ fn measure(
 /// [`SearchOptions::memory_budget`] or a limit ([`SearchOptions::max_candidates`],
 /// [`SearchOptions::time_limit`]) is reached; otherwise prepared with `weights`, warmed up
 /// (at least `warmup` runs and `warmup_time`), then executed `trials` times with `inputs`
-/// (host tensors by name, the programs' declared shapes) and given the median trial time. A candidate the runtime refuses is
-/// reported as failed and the search goes on. The winner has the lowest median (lower index on
-/// a tie). Prepared programs are dropped as soon as they are timed, so at most one slab is
+/// (host tensors by name, the programs' declared shapes) and given the median trial time. A
+/// candidate the runtime refuses is reported as failed and the search goes on.
+///
+/// The first candidate whose first execute succeeds is the reference; every later candidate's
+/// first-execute outputs are compared with the reference's ([`compare_outputs`] within
+/// [`SearchOptions::tolerance`]) before it is timed, and one that disagrees is reported as
+/// [`CandidateStatus::Mismatch`], not timed, and never selected; the search goes on. The
+/// winner has the lowest median among the candidates that agree (lower index on a tie). Prepared programs are dropped as soon as they are timed, so at most one slab is
 /// alive at a time. With [`SearchOptions::log_llir`], each new fastest candidate's
 /// [`llir_best_block`] goes to stderr; with [`SearchOptions::dump_dir`], the winner's dumps
 /// are written there.
 ///
 /// # Errors
 /// [`SearchError::NoCandidates`], [`SearchError::InvalidOption`] (`trials` 0,
-/// `max_candidates` 0), [`SearchError::OverBudget`] when no candidate fits the budget,
-/// [`SearchError::NothingRan`] with the first runtime error when none could run (e.g. missing
-/// or misshapen weights or inputs), [`SearchError::Dump`] when the winner's dumps cannot be
-/// written.
+/// `max_candidates` 0, a tolerance that is negative or not finite),
+/// [`SearchError::OverBudget`] when no candidate fits the budget,
+/// [`SearchError::NoAgreement`] when candidates ran but none that finished agrees with the
+/// reference, [`SearchError::NothingRan`] with the first runtime error when none could run
+/// (e.g. missing or misshapen weights or inputs), [`SearchError::Dump`] when the winner's
+/// dumps cannot be written.
 pub fn search(
     runtime: &dyn Runtime,
     candidates: &[Candidate],
@@ -598,12 +948,21 @@ pub fn search(
     if options.max_candidates == Some(0) {
         return Err(SearchError::InvalidOption("max_candidates must be at least 1".to_string()));
     }
+    if !options.tolerance.is_valid() {
+        return Err(SearchError::InvalidOption(format!(
+            "tolerance must be finite and non-negative, not abs {} rel {}",
+            options.tolerance.abs, options.tolerance.rel
+        )));
+    }
     let start = Instant::now();
     let bar = progress_bar(progress, candidates.len());
     let mut rows = Vec::with_capacity(candidates.len());
     let mut best: Option<(usize, f64)> = None;
     let mut attempted = 0usize;
     let mut first_error: Option<(String, RuntimeError)> = None;
+    // (index, label, first-execute outputs) of the reference candidate.
+    let mut reference: Option<(usize, String, Tensors)> = None;
+    let mut mismatched: Vec<String> = Vec::new();
     for (index, c) in candidates.iter().enumerate() {
         let figures = &c.program.figures;
         if let Some(bar) = &bar {
@@ -637,20 +996,23 @@ pub fn search(
             warmup_runs: 0,
             trials_ms: Vec::new(),
             median_ms: None,
+            max_abs_diff: None,
             status: CandidateStatus::Measured,
         };
         if let Some(status) = status {
             row.status = status;
         } else {
             attempted += 1;
-            match measure(runtime, &c.program, weights, inputs, options) {
-                Ok((prepare_ms, warmup_runs, trials)) => {
-                    let med = median(&trials);
-                    row.prepare_ms = Some(prepare_ms);
-                    row.warmup_runs = warmup_runs;
-                    row.trials_ms = trials;
-                    row.median_ms = med;
-                    if let Some(m) = med
+            match measure_agreeing(runtime, c, weights, inputs, options, &mut reference, &mut row) {
+                Ok(()) if row.status != CandidateStatus::Measured => {
+                    mismatched.push(format!(
+                        "{}: {}",
+                        c.label,
+                        row.status.describe(row.slab_bytes)
+                    ));
+                }
+                Ok(()) => {
+                    if let Some(m) = row.median_ms
                         && best.is_none_or(|(_, b)| m < b)
                     {
                         best = Some((index, m));
@@ -678,6 +1040,13 @@ pub fn search(
     }
     let search_ms = start.elapsed().as_secs_f64() * 1e3;
     let Some((selected, winner_ms)) = best else {
+        if let (Some((_, label, _)), Some(first)) = (reference, mismatched.first()) {
+            return Err(SearchError::NoAgreement {
+                reference: label,
+                mismatched: mismatched.len(),
+                first: first.clone(),
+            });
+        }
         if let Some((label, source)) = first_error {
             return Err(SearchError::NothingRan { label, source });
         }
@@ -693,6 +1062,9 @@ pub fn search(
         warmup: options.warmup,
         warmup_time_ms: options.warmup_time.as_secs_f64() * 1e3,
         candidates: rows,
+        // A winner agreed with a reference, so there is one.
+        reference: reference.map_or(selected, |(i, ..)| i),
+        tolerance: options.tolerance,
         selected,
         search_ms,
         break_even: break_even(search_ms, unfused_ms, winner_ms, winner_is_unfused),
@@ -790,6 +1162,7 @@ mod tests {
             warmup_runs: 1,
             trials_ms: vec![median_ms],
             median_ms: Some(median_ms),
+            max_abs_diff: Some(0.0),
             status: CandidateStatus::Measured,
         }
     }
@@ -802,6 +1175,8 @@ mod tests {
             warmup: 1,
             warmup_time_ms: 10.0,
             candidates: vec![row(0, "unfused", 0.01234), row(1, "fused", 0.01230)],
+            reference: 0,
+            tolerance: DEFAULT_TOLERANCE,
             selected: 1,
             search_ms: 20.0,
             break_even: break_even(20.0, Some(0.01234), 0.01230, false),
@@ -823,6 +1198,111 @@ mod tests {
             ..report
         };
         assert!(one.to_string().contains(": 1 of 1 candidate measured, 1 trial each"));
+    }
+
+    fn tensors(list: &[(&str, &[usize], &[f32])]) -> Tensors {
+        list.iter()
+            .map(|(name, shape, data)| {
+                (name.to_string(), HostTensor::new(shape.to_vec(), data.to_vec()).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tolerances_are_abs_plus_rel() {
+        let t = Tolerance { abs: 1e-4, rel: 1e-3 };
+        assert!(t.allows(1.0001, 1.0)); // 1e-4 <= 1e-4 + 1e-3
+        assert!(t.allows(101.0, 100.9)); // 0.1 <= 1e-4 + 0.1009
+        assert!(!t.allows(101.2, 100.9));
+        assert!(!t.allows(0.0002, 0.0));
+        assert!(t.allows(-0.0, 0.0));
+        // Non-finite values agree only with the same value; NaN with NaN.
+        assert!(t.allows(f32::NAN, f32::NAN));
+        assert!(!t.allows(f32::NAN, 1.0) && !t.allows(1.0, f32::NAN));
+        assert!(t.allows(f32::INFINITY, f32::INFINITY));
+        assert!(!t.allows(f32::INFINITY, f32::NEG_INFINITY));
+        // rel x |inf| would cover any finite value: refused explicitly.
+        assert!(!t.allows(1.0, f32::INFINITY));
+        let exact = Tolerance { abs: 0.0, rel: 0.0 };
+        assert!(exact.allows(0.5, 0.5) && !exact.allows(0.5, 0.5 + f32::EPSILON));
+        assert_eq!(DEFAULT_TOLERANCE.to_string(), "1e-4 + 1e-4 x |reference|");
+        assert!(DEFAULT_TOLERANCE.is_valid());
+        assert!(!Tolerance { abs: -0.1, rel: 0.0 }.is_valid());
+    }
+
+    #[test]
+    fn outputs_compare_by_name_shape_then_value() {
+        let t = DEFAULT_TOLERANCE;
+        let want = tensors(&[("y", &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0]), ("z", &[1], &[7.0])]);
+        // Same values in another output order: agreement, difference 0.
+        let reordered =
+            tensors(&[("z", &[1], &[7.0]), ("y", &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0])]);
+        assert_eq!(
+            compare_outputs(&reordered, &want, t),
+            OutputComparison { max_abs_diff: Some(0.0), disagreement: None }
+        );
+        // Within tolerance: the difference is reported, no disagreement.
+        let close =
+            tensors(&[("y", &[2, 3], &[0.0, 1.0, 2.0, 3.0, 4.0, 5.00005]), ("z", &[1], &[7.0])]);
+        let c = compare_outputs(&close, &want, t);
+        assert!(c.disagreement.is_none());
+        assert!((c.max_abs_diff.unwrap() - 5e-5).abs() < 1e-6);
+        // The worst element out of tolerance, with its row-major index.
+        let off = tensors(&[("y", &[2, 3], &[0.0, 1.5, 2.0, 3.0, 4.0, 3.0]), ("z", &[1], &[7.0])]);
+        let c = compare_outputs(&off, &want, t);
+        assert_eq!(c.max_abs_diff, Some(2.0));
+        assert_eq!(
+            c.disagreement,
+            Some(Disagreement::Value {
+                output: "y".into(),
+                index: vec![1, 2],
+                got: 3.0,
+                want: 5.0,
+                abs_diff: 2.0
+            })
+        );
+        assert_eq!(
+            c.disagreement.unwrap().to_string(),
+            "y[1, 2] is 3.0000e0, the reference 5.0000e0 (abs diff 2.000e0)"
+        );
+        // NaN against a number is the worst, and sticks in the maximum.
+        let nan =
+            tensors(&[("y", &[2, 3], &[0.0, 9.0, 2.0, f32::NAN, 4.0, 5.0]), ("z", &[1], &[7.0])]);
+        let c = compare_outputs(&nan, &want, t);
+        assert!(c.max_abs_diff.unwrap().is_nan());
+        assert!(
+            matches!(c.disagreement, Some(Disagreement::Value { ref index, .. }) if index == &[1, 0])
+        );
+        // NaN where the reference has NaN agrees.
+        assert_eq!(compare_outputs(&nan, &nan, t).disagreement, None);
+        assert_eq!(compare_outputs(&nan, &nan, t).max_abs_diff, Some(0.0));
+        // Other names, other shapes: nothing pairs up.
+        let renamed = tensors(&[("y", &[2, 3], &[0.0; 6]), ("w", &[1], &[7.0])]);
+        let c = compare_outputs(&renamed, &want, t);
+        assert_eq!(c.max_abs_diff, None);
+        assert_eq!(c.disagreement.unwrap().to_string(), "outputs [w, y], the reference [y, z]");
+        let reshaped = tensors(&[("y", &[3, 2], &[0.0; 6]), ("z", &[1], &[7.0])]);
+        let c = compare_outputs(&reshaped, &want, t);
+        assert_eq!(c.max_abs_diff, None);
+        assert_eq!(
+            c.disagreement.unwrap().to_string(),
+            "output y has shape [3, 2], the reference [2, 3]"
+        );
+        // A scalar and an empty tensor.
+        let a = tensors(&[("s", &[], &[1.0]), ("e", &[0, 4], &[])]);
+        let b = tensors(&[("s", &[], &[2.0]), ("e", &[0, 4], &[])]);
+        let c = compare_outputs(&a, &b, t);
+        assert!(
+            matches!(c.disagreement, Some(Disagreement::Value { ref index, .. }) if index.is_empty())
+        );
+    }
+
+    #[test]
+    fn unravel_is_row_major() {
+        assert_eq!(unravel(0, &[2, 3]), [0, 0]);
+        assert_eq!(unravel(5, &[2, 3]), [1, 2]);
+        assert_eq!(unravel(7, &[2, 3, 4]), [0, 1, 3]);
+        assert_eq!(unravel(0, &[]), Vec::<usize>::new());
     }
 
     #[test]
@@ -848,5 +1328,22 @@ mod tests {
             "skipped: time limit of 20.000 ms reached"
         );
         assert_eq!(CandidateStatus::Measured.word(), "measured");
+        let mismatch = CandidateStatus::Mismatch {
+            reference: "unfused".into(),
+            tolerance: DEFAULT_TOLERANCE,
+            disagreement: Disagreement::Value {
+                output: "y".into(),
+                index: vec![12, 4],
+                got: 1.234,
+                want: 1.203,
+                abs_diff: 0.031,
+            },
+        };
+        assert_eq!(mismatch.word(), "mismatch");
+        assert_eq!(
+            mismatch.describe(0),
+            "mismatch against unfused (tolerance 1e-4 + 1e-4 x |reference|): y[12, 4] is \
+             1.2340e0, the reference 1.2030e0 (abs diff 3.100e-2)"
+        );
     }
 }

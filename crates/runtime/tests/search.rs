@@ -1,17 +1,21 @@
 //! The search (SPEC section 5) on the CPU runtime: every candidate of the e-graph is prepared
 //! and timed, the winner has the lowest median, limits and the memory budget skip candidates
 //! and say so, the break-even follows the report's own figures, and the LLIR_BEST block and the
-//! winner's dumps are the canonical text. No wall-clock limit is asserted anywhere.
+//! winner's dumps are the canonical text. Every candidate's outputs are compared with the
+//! reference's: one fed in from another program disagrees, says where, and is never selected.
+//! No wall-clock limit is asserted anywhere.
 
 use std::time::Duration;
 
 use lumen_compiler::fusion::{self, Candidate};
-use lumen_compiler::{BufferRole, CompileOptions, dump, programs};
+use lumen_compiler::{BufferRole, CompileOptions, CompiledProgram, Graph, dump, programs};
 use lumen_runtime::search::{
-    self, BreakEven, CandidateStatus, Progress, SearchError, SearchLimit, SearchOptions,
-    SearchReport, llir_best_block, random_tensors,
+    self, BreakEven, CandidateStatus, DEFAULT_TOLERANCE, Disagreement, Progress, SearchError,
+    SearchLimit, SearchOptions, SearchReport, Tolerance, llir_best_block, random_tensors,
 };
-use lumen_runtime::{CpuRuntime, RuntimeError, Tensors};
+use lumen_runtime::{
+    CpuRuntime, ExecProfile, Peak, PreparedProgram, Runtime, RuntimeError, Tensors,
+};
 
 /// The candidates of a built-in program compiled under the name `name`.
 fn candidates(graph: lumen_compiler::Graph, name: &str) -> Vec<Candidate> {
@@ -48,6 +52,9 @@ fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
         assert_eq!(row.launches, cand.program.figures.launches);
         assert_eq!(row.cost_model_pick, cand.picked);
         if row.status == CandidateStatus::Measured {
+            // Compared with the reference before it was timed, and in tolerance of it.
+            let diff = row.max_abs_diff.expect("a measured row was compared");
+            assert!(diff.is_finite() && diff >= 0.0, "{}: {diff}", row.label);
             assert_eq!(row.trials_ms.len(), trials);
             assert!(row.trials_ms.iter().all(|t| t.is_finite() && *t >= 0.0));
             assert_eq!(row.median_ms, search::median(&row.trials_ms));
@@ -57,8 +64,14 @@ fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
             assert!(row.median_ms.is_none() && row.trials_ms.is_empty());
         }
     }
+    // The reference is the first row that ran: 0 from itself.
+    let reference = &report.candidates[report.reference];
+    assert_eq!(reference.max_abs_diff, Some(0.0));
+    assert!(report.candidates[..report.reference].iter().all(|r| r.max_abs_diff.is_none()));
+    assert_eq!(report.tolerance, DEFAULT_TOLERANCE);
     // The winner is measured and has the minimum median; earlier rows are strictly slower.
     let winner = report.winner().expect("winner");
+    assert_eq!(winner.status, CandidateStatus::Measured);
     let best = winner.median_ms.expect("winner measured");
     for row in report.measured() {
         let m = row.median_ms.expect("measured");
@@ -90,8 +103,18 @@ fn linear_relu_64x256x64_measures_three_candidates() {
     assert_eq!(slabs, [1_196_288; 3]);
     let launches: Vec<usize> = report.candidates.iter().map(|r| r.launches).collect();
     assert_eq!(launches, [3, 2, 1]);
+    // The three compute the same thing: the unfused reference, then within 1e-4 of it (on
+    // the CPU the epilogue rounds as the separate kernels do).
+    assert_eq!(report.reference, 0);
+    for row in &report.candidates {
+        assert!(row.max_abs_diff.unwrap() <= DEFAULT_TOLERANCE.abs, "{}", row.label);
+    }
     let text = report.to_string();
-    assert!(text.starts_with("candidate  median_ms  slab_bytes  launches  status\n"), "{text}");
+    assert!(
+        text.starts_with("candidate  median_ms  slab_bytes  launches  max_abs_diff  status\n"),
+        "{text}"
+    );
+    assert_eq!(text.lines().nth(1).map(|l| l.ends_with("  measured  reference")), Some(true));
     assert!(
         text.contains(
             " ms on cpu: 3 of 3 candidates measured, 5 trials each after a warm-up of >= 1 run and 10 ms\n"
@@ -281,4 +304,219 @@ fn random_tensors_are_seeded_and_shaped() {
     assert!(w.values().flat_map(|t| t.data()).all(|v| (-1.0..1.0).contains(v)));
     let x = random_tensors(p, BufferRole::Input, 7).unwrap();
     assert_eq!(x.keys().collect::<Vec<_>>(), ["x"]);
+}
+
+/// `relu(x @ w + b)` with `relu` replaced by `gelu`: the same inputs, weights and output as
+/// linear-relu, other values.
+fn linear_gelu(m: usize, k: usize, n: usize) -> CompiledProgram {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [m, k]);
+    let w = cx.weight("w", [k, n]);
+    let b = cx.weight("b", [n]);
+    (x.matmul(w) + b).gelu().output("y");
+    let options = CompileOptions { name: "linear-gelu".to_string(), ..CompileOptions::default() };
+    cx.compile(&options).expect("linear-gelu")
+}
+
+/// `c` with its program replaced by `program` (label, cost and pick kept): what a buggy
+/// rewrite would hand the search.
+fn impostor(c: &Candidate, program: CompiledProgram) -> Candidate {
+    Candidate { program, ..c.clone() }
+}
+
+#[test]
+fn a_candidate_that_computes_something_else_is_never_selected() {
+    let (m, k, n) = (64, 256, 64);
+    let mut c = candidates(programs::linear_relu(m, k, n).unwrap(), "linear-relu");
+    let gelu = linear_gelu(m, k, n);
+    // The impostor is the fused slot: the fewest launches, so the likeliest to be fastest.
+    c[2] = impostor(&c[2], gelu.clone());
+    c[2].picked = true;
+    let report = run(&c, &options(2)).unwrap();
+    check_report(&report, &c, 2);
+    assert_eq!(report.reference, 0);
+    assert_ne!(report.selected, 2);
+    assert_eq!(report.measured().count(), 2);
+    let row = &report.candidates[2];
+    assert!(row.median_ms.is_none() && row.trials_ms.is_empty(), "not timed: {row:?}");
+    assert_eq!(row.warmup_runs, 1);
+    let CandidateStatus::Mismatch { reference, tolerance, disagreement } = &row.status else {
+        panic!("{:?}", row.status)
+    };
+    assert_eq!((reference.as_str(), *tolerance), ("unfused", DEFAULT_TOLERANCE));
+    let Disagreement::Value { output, index, got, want, abs_diff } = disagreement else {
+        panic!("{disagreement:?}")
+    };
+    // The worst element is the largest difference overall, and the values are the two
+    // programs' own outputs there.
+    assert_eq!(Some(*abs_diff), row.max_abs_diff);
+    assert!(*abs_diff > 1e-3, "gelu and relu differ by more than rounding: {abs_diff}");
+    let (w, x) = data(&c);
+    let cpu = CpuRuntime::default();
+    let out = |p: &CompiledProgram| cpu.prepare(p, &w).unwrap().execute(&x).unwrap();
+    let (relu_y, gelu_y) = (out(&c[0].program), out(&gelu));
+    assert_eq!(output, "y");
+    let flat = index[0] * n + index[1];
+    assert_eq!((*got, *want), (gelu_y["y"].data()[flat], relu_y["y"].data()[flat]));
+    assert_eq!(*abs_diff, (f64::from(*got) - f64::from(*want)).abs());
+    let largest = gelu_y["y"]
+        .data()
+        .iter()
+        .zip(relu_y["y"].data())
+        .map(|(a, b)| (f64::from(*a) - f64::from(*b)).abs())
+        .fold(0.0, f64::max);
+    assert_eq!(*abs_diff, largest);
+    // The status and the table say why.
+    let detail = row.status.describe(row.slab_bytes);
+    let want_detail = format!(
+        "mismatch against unfused (tolerance 1e-4 + 1e-4 x |reference|): y[{}, {}] is {got:.4e}, \
+         the reference {want:.4e} (abs diff {abs_diff:.3e})",
+        index[0], index[1]
+    );
+    assert_eq!(detail, want_detail);
+    let text = report.to_string();
+    let line = text.lines().find(|l| l.starts_with("fused ")).unwrap();
+    assert!(line.ends_with(&format!("  {detail}  cost model's pick")), "{line}");
+    assert!(line.contains(&format!("  {:.1e}  mismatch", abs_diff)), "{line}");
+    assert!(text.contains(": 2 of 3 candidates measured, "), "{text}");
+
+    // A tolerance wide enough for gelu against relu lets it through.
+    let loose = SearchOptions { tolerance: Tolerance { abs: 1.0, rel: 0.0 }, ..options(1) };
+    let report = run(&c, &loose).unwrap();
+    assert_eq!(report.candidates[2].status, CandidateStatus::Measured);
+    assert_eq!(report.candidates[2].max_abs_diff, Some(largest));
+}
+
+#[test]
+fn bad_tolerances_are_refused() {
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    for tolerance in [
+        Tolerance { abs: -1e-4, rel: 0.0 },
+        Tolerance { abs: 0.0, rel: f64::NAN },
+        Tolerance { abs: f64::INFINITY, rel: 0.0 },
+    ] {
+        let opts = SearchOptions { tolerance, ..options(1) };
+        assert!(matches!(run(&c, &opts), Err(SearchError::InvalidOption(_))), "{tolerance:?}");
+    }
+    // Zero tolerance is exact agreement, which the CPU candidates of linear-relu have.
+    let opts = SearchOptions { tolerance: Tolerance { abs: 0.0, rel: 0.0 }, ..options(1) };
+    let report = run(&c, &opts).unwrap();
+    assert_eq!(report.measured().count(), 3);
+}
+
+/// The CPU runtime, except that the program labelled `label` fails every execute after its
+/// first `ok` ones (0: it never runs; 1: a reference whose outputs exist but that never
+/// finishes its trials).
+struct FailsAfter {
+    cpu: CpuRuntime,
+    label: String,
+    ok: usize,
+}
+
+struct Flaky {
+    inner: Box<dyn PreparedProgram>,
+    ok: usize,
+    runs: usize,
+}
+
+impl Runtime for FailsAfter {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn peak(&self) -> Peak {
+        self.cpu.peak()
+    }
+
+    fn prepare(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
+        let inner = self.cpu.prepare(program, weights)?;
+        if program.label != self.label {
+            return Ok(inner);
+        }
+        Ok(Box::new(Flaky { inner, ok: self.ok, runs: 0 }))
+    }
+}
+
+impl PreparedProgram for Flaky {
+    fn label(&self) -> &str {
+        self.inner.label()
+    }
+
+    fn slab_bytes(&self) -> usize {
+        self.inner.slab_bytes()
+    }
+
+    fn prepare_seconds(&self) -> f64 {
+        self.inner.prepare_seconds()
+    }
+
+    fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
+        self.runs += 1;
+        if self.runs > self.ok {
+            return Err(RuntimeError::Kernel { kernel: "flaky", reason: "second execute".into() });
+        }
+        self.inner.execute(inputs)
+    }
+
+    fn last_profile(&self) -> Option<&ExecProfile> {
+        self.inner.last_profile()
+    }
+}
+
+#[test]
+fn a_reference_that_fails_its_trials_still_judges_the_rest() {
+    let (m, k, n) = (8, 16, 4);
+    let c = candidates(programs::linear_relu(m, k, n).unwrap(), "small");
+    let (w, x) = data(&c);
+    let runtime = FailsAfter { cpu: CpuRuntime::default(), label: "small-unfused".into(), ok: 1 };
+    // The bias candidate agrees with the failed reference and wins; the impostor does not.
+    let mut mixed = c.clone();
+    mixed[2] = impostor(&c[2], linear_gelu(m, k, n));
+    let report = search::search(&runtime, &mixed, &w, &x, &options(1), Progress::Hidden).unwrap();
+    assert_eq!((report.reference, report.selected), (0, 1));
+    assert_eq!(report.candidates[0].status.word(), "failed");
+    assert_eq!(report.candidates[0].max_abs_diff, Some(0.0));
+    assert_eq!(report.candidates[2].status.word(), "mismatch");
+    // Nothing else agrees: a typed error naming the reference and the first disagreement.
+    let mut none = mixed.clone();
+    none[1] = impostor(&c[1], linear_gelu(m, k, n));
+    let err = search::search(&runtime, &none, &w, &x, &options(1), Progress::Hidden).unwrap_err();
+    let SearchError::NoAgreement { reference, mismatched, first } = &err else { panic!("{err:?}") };
+    assert_eq!((reference.as_str(), *mismatched), ("unfused", 2));
+    assert!(first.starts_with("bias: mismatch against unfused (tolerance "), "{first}");
+    assert!(
+        err.to_string().starts_with(
+            "no candidate agrees with the reference unfused, which did not finish its trials: 2 \
+             disagree (first: bias: mismatch against unfused"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_first_candidate_that_runs_is_the_reference() {
+    let (m, k, n) = (8, 16, 4);
+    let c = candidates(programs::linear_relu(m, k, n).unwrap(), "small");
+    let (w, x) = data(&c);
+    // The unfused program never executes: the bias candidate is the reference, and the
+    // impostor in the fused slot is compared with it.
+    let runtime = FailsAfter { cpu: CpuRuntime::default(), label: "small-unfused".into(), ok: 0 };
+    let mut mixed = c.clone();
+    mixed[2] = impostor(&c[2], linear_gelu(m, k, n));
+    let report = search::search(&runtime, &mixed, &w, &x, &options(1), Progress::Hidden).unwrap();
+    assert_eq!((report.reference, report.selected), (1, 1));
+    assert_eq!(report.candidates[0].status.word(), "failed");
+    assert_eq!(report.candidates[0].max_abs_diff, None);
+    let CandidateStatus::Mismatch { reference, .. } = &report.candidates[2].status else {
+        panic!("{:?}", report.candidates[2].status)
+    };
+    assert_eq!(reference, "bias");
+    let text = report.to_string();
+    let row = |label: &str| text.lines().find(|l| l.starts_with(label)).unwrap().to_string();
+    assert!(row("unfused ").contains("  -  failed: kernel flaky: second execute"), "{text}");
+    assert!(row("bias ").ends_with("  0.0e0  measured  reference, selected"), "{text}");
 }
