@@ -20,6 +20,8 @@ pub mod problem;
 pub mod reach;
 pub mod slab;
 pub mod svg;
+#[cfg(test)]
+mod sweep_tests;
 pub mod verify;
 
 pub use error::{PlanError, VerifyError};

@@ -13,12 +13,18 @@
 //! With only cover pairs the network has `O(n + cover pairs)` edges instead of `O(n^2)` for the
 //! full relation. Luminal has no lower bound; this is the textbook reduction (Dilworth 1950;
 //! Ford and Fulkerson's min-flow form) solved with Dinic's algorithm.
+//!
+//! Interval problems (the closure among the used nodes is a total order, as for every
+//! MiniMalloc CSV) skip the order altogether: buffers conflict exactly when their rank intervals
+//! overlap, and pairwise-overlapping intervals share a point (Helly), so the heaviest antichain
+//! is the peak load, found by a sweep over sorted endpoints in `O(n log n)` time and `O(n)`
+//! memory instead of `n^2` bits.
 
 use petgraph::graph::DiGraph;
 
 use crate::flow::{FlowNetwork, INF};
 use crate::order::BufferOrder;
-use crate::{PlanError, SlabBuffer};
+use crate::{PlanError, Reachability, SlabBuffer};
 
 /// Bits per storage word of a `FixedBitSet` (`fixedbitset::Block` is `usize`).
 const BLOCK_BITS: usize = usize::BITS as usize;
@@ -37,6 +43,10 @@ pub struct Antichain {
 /// must be disjoint in any plan, so no planner's slab is smaller. Reserved sizes are
 /// `round_up(max(bytes, 1), alignment)` as in [`crate::plan_slab`].
 ///
+/// Cost: on interval problems (the used nodes lie on one path) a sweep over the buffers'
+/// endpoints, `O(n log n)`; on other DAGs the min-flow of [`antichain_of`] over the materialized
+/// order (`n^2` bits).
+///
 /// # Errors
 /// The input errors of [`crate::plan_slab`] (zero alignment, cycle, duplicate ids, empty uses,
 /// absent nodes), [`PlanError::Overflow`] when a reserved size overflows, and
@@ -46,10 +56,75 @@ pub fn lower_bound<N, E>(
     buffers: &[SlabBuffer],
     alignment: usize,
 ) -> Result<usize, PlanError> {
-    Ok(max_weight_antichain(dag, buffers, alignment)?.weight)
+    let (reach, reserved) = crate::slab::validate(dag, buffers, alignment)?;
+    exact(&reach, buffers, &reserved)
 }
 
-/// Like [`lower_bound`], and also returns the antichain that attains it.
+/// The exact lower bound in bytes of validated `buffers` (reserved sizes `reserved`, request
+/// order) over the projected closure `reach`: the peak load when the closure is a total order,
+/// the min-flow antichain otherwise. What [`crate::plan_slab`], [`lower_bound`] and
+/// [`crate::verify()`] report.
+///
+/// # Errors
+/// [`PlanError::TotalOverflow`] (naming `naive_bytes`) when the reserved sizes sum past
+/// `usize::MAX`.
+pub(crate) fn exact(
+    reach: &Reachability,
+    buffers: &[SlabBuffer],
+    reserved: &[usize],
+) -> Result<usize, PlanError> {
+    if reach.is_total_order() {
+        interval_peak(&interval_spans(reach, buffers), reserved)
+    } else {
+        Ok(antichain_of(&BufferOrder::new(reach, buffers), reserved)?.weight)
+    }
+}
+
+/// Lowest and highest topological rank of each buffer's uses (request order). When the closure
+/// among the used nodes is a total order, buffer `i` is live over the closed interval
+/// `spans[i]`, and two buffers conflict exactly when their intervals overlap.
+pub(crate) fn interval_spans(reach: &Reachability, buffers: &[SlabBuffer]) -> Vec<(u32, u32)> {
+    buffers
+        .iter()
+        .map(|buf| {
+            let ranks = buf.uses.iter().map(|&u| reach.rank(u));
+            (ranks.clone().min().unwrap_or(0), ranks.max().unwrap_or(0))
+        })
+        .collect()
+}
+
+/// Peak load in bytes of closed intervals `spans` weighing `reserved` (bytes, same order;
+/// missing weights count as 0): on intervals the heaviest set of pairwise-overlapping members is
+/// the heaviest point (Helly), so on an interval problem this is the exact lower bound. A sweep
+/// over sorted endpoints, `O(n log n)`.
+///
+/// # Errors
+/// [`PlanError::TotalOverflow`] (naming `naive_bytes`) when the weights sum past `usize::MAX`.
+pub(crate) fn interval_peak(spans: &[(u32, u32)], reserved: &[usize]) -> Result<usize, PlanError> {
+    crate::slab::naive_total(reserved)?;
+    let mut events: Vec<(u32, bool, usize)> = Vec::with_capacity(2 * spans.len());
+    for (&(lo, hi), &r) in spans.iter().zip(reserved) {
+        // Ends sort after starts at the same rank: the interval is closed.
+        events.push((lo, false, r));
+        events.push((hi, true, r));
+    }
+    events.sort_unstable();
+    // The weights sum within usize, so the load never overflows; every end follows its start.
+    let (mut load, mut peak) = (0usize, 0usize);
+    for (_, end, r) in events {
+        if end {
+            load = load.saturating_sub(r);
+        } else {
+            load += r;
+            peak = peak.max(load);
+        }
+    }
+    Ok(peak)
+}
+
+/// Like [`lower_bound`], and also returns the antichain that attains it (always by the min-flow
+/// over the materialized order, `n^2` bits, also on interval problems: the witness is the
+/// minimum cut's).
 ///
 /// # Errors
 /// As [`lower_bound`].

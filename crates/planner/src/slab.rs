@@ -6,7 +6,6 @@ use fixedbitset::FixedBitSet;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::Serialize;
 
-use crate::order::BufferOrder;
 use crate::{PlanError, Reachability};
 
 /// One buffer request: `bytes` of storage live at and between the DAG nodes in `uses` (every
@@ -232,11 +231,7 @@ pub fn plan_slab<N, E>(
     let (reach, reserved) = validate(dag, buffers, options.alignment)?;
     // On a total order (every interval trace) the heaviest antichain is the peak load, found by
     // a sweep; elsewhere by min-flow over the materialized order.
-    let lower_bound = if reach.is_total_order() {
-        crate::algorithms::interval_peak(&reach, buffers, &reserved)?
-    } else {
-        crate::lower_bound::antichain_of(&BufferOrder::new(&reach, buffers), &reserved)?.weight
-    };
+    let lower_bound = crate::lower_bound::exact(&reach, buffers, &reserved)?;
     let offsets = crate::algorithms::place(options, &reach, buffers, &reserved, lower_bound)?;
     finish(reserved, offsets, lower_bound)
 }

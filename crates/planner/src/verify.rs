@@ -4,12 +4,25 @@
 //! it conflicts with (first fit's question), it sweeps the plan's byte ranges in offset order and
 //! asks, for each pair that shares bytes, whether one buffer precedes the other, with the
 //! closure's own `precedes` on use sets.
+//!
+//! On interval problems (the used nodes lie on one path, as in every MiniMalloc CSV) the same
+//! sweep asks a different question: buffers conflict exactly when their rank intervals overlap,
+//! so the open byte ranges are also kept as two Fenwick trees over their interval endpoints, and
+//! each new range counts the open ones whose interval meets its own in `O(log n)` instead of
+//! testing them one by one. The pair is only searched for once a count is positive, so a valid
+//! plan costs `O(n log n)` and a rejected one `O(n)` more, where the general sweep tests every
+//! pair that shares bytes (`O(n^2)` for a plan that reuses bytes well).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use petgraph::graph::DiGraph;
 
-use crate::lower_bound::antichain_of;
+use crate::lower_bound::{antichain_of, interval_peak, interval_spans};
 use crate::order::BufferOrder;
-use crate::{PlanError, SlabBuffer, SlabOptions, SlabPlan, VerifyError, reserved_bytes};
+use crate::{
+    PlanError, Reachability, SlabBuffer, SlabOptions, SlabPlan, VerifyError, reserved_bytes,
+};
 
 /// Checks `plan` against `buffers` and `options`, in this order: the input is valid (as for
 /// [`crate::plan_slab`]); there is one offset and one reserved size per buffer; each reserved
@@ -18,6 +31,9 @@ use crate::{PlanError, SlabBuffer, SlabOptions, SlabPlan, VerifyError, reserved_
 /// match the offsets; no two buffers that conflict (neither precedes the other) share a byte.
 ///
 /// Last, the reported `lower_bound` must equal the exact one ([`crate::lower_bound()`]).
+///
+/// Cost: `O(n log n)` on interval problems (the used nodes lie on one path); on other DAGs the
+/// closure test of every pair of byte-overlapping buffers and the lower bound's `n^2`-bit order.
 ///
 /// # Errors
 /// The first [`VerifyError`] found, naming the offending buffer or pair: [`VerifyError::Plan`]
@@ -30,6 +46,28 @@ pub fn verify<N, E>(
     buffers: &[SlabBuffer],
     plan: &SlabPlan,
     options: &SlabOptions,
+) -> Result<(), VerifyError> {
+    check(dag, buffers, plan, options, Sweep::Auto)
+}
+
+/// Which overlap test and lower bound [`check`] uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sweep {
+    /// The interval sweep when the closure among the used nodes is a total order.
+    Auto,
+    /// Always the general test (pairs by the closure, the min-flow lower bound); the tests
+    /// compare the two.
+    #[cfg_attr(not(test), allow(dead_code))]
+    General,
+}
+
+/// [`verify`], with the overlap test and lower bound chosen by `sweep`.
+pub(crate) fn check<N, E>(
+    dag: &DiGraph<N, E>,
+    buffers: &[SlabBuffer],
+    plan: &SlabPlan,
+    options: &SlabOptions,
+    sweep: Sweep,
 ) -> Result<(), VerifyError> {
     let (reach, _) = crate::slab::validate(dag, buffers, options.alignment)?;
     let n = buffers.len();
@@ -78,12 +116,49 @@ pub fn verify<N, E>(
         });
     }
 
+    let spans =
+        (sweep == Sweep::Auto && reach.is_total_order()).then(|| interval_spans(&reach, buffers));
+    let clash = match &spans {
+        Some(spans) => first_overlap_intervals(spans, &plan.offsets, &ends),
+        None => first_overlap(&reach, buffers, &plan.offsets, &ends),
+    };
+    if let Some((a, b)) = clash {
+        return Err(VerifyError::Overlap {
+            a: buffers[a].id.clone(),
+            a_start: plan.offsets[a],
+            a_end: ends[a],
+            b: buffers[b].id.clone(),
+            b_start: plan.offsets[b],
+            b_end: ends[b],
+        });
+    }
+
+    let exact = match &spans {
+        Some(spans) => interval_peak(spans, &plan.reserved)?,
+        None => antichain_of(&BufferOrder::new(&reach, buffers), &plan.reserved)?.weight,
+    };
+    if plan.lower_bound != exact {
+        return Err(VerifyError::LowerBound { reported: plan.lower_bound, exact });
+    }
+    Ok(())
+}
+
+/// The offending pair `(a, b)`, `a < b` request indices, of two buffers that share bytes and
+/// conflict, or `None`. Byte ranges `offsets[i]..ends[i]` are swept by `(start, index)`; the
+/// pair reported is the lowest among those of the first range, in that order, that meets an
+/// earlier conflicting range still open at its start.
+fn first_overlap(
+    reach: &Reachability,
+    buffers: &[SlabBuffer],
+    offsets: &[usize],
+    ends: &[usize],
+) -> Option<(usize, usize)> {
     // Sweep byte ranges by start; `open` holds the ranges that still cover the current start.
-    let mut by_start: Vec<usize> = (0..n).collect();
-    by_start.sort_by_key(|&i| (plan.offsets[i], i));
+    let mut by_start: Vec<usize> = (0..buffers.len()).collect();
+    by_start.sort_by_key(|&i| (offsets[i], i));
     let mut open: Vec<usize> = Vec::new();
     for &i in &by_start {
-        let start = plan.offsets[i];
+        let start = offsets[i];
         open.retain(|&j| ends[j] > start);
         let mut clash: Option<(usize, usize)> = None;
         for &j in &open {
@@ -92,23 +167,104 @@ pub fn verify<N, E>(
                 clash = Some(clash.map_or(pair, |c| c.min(pair)));
             }
         }
-        if let Some((a, b)) = clash {
-            return Err(VerifyError::Overlap {
-                a: buffers[a].id.clone(),
-                a_start: plan.offsets[a],
-                a_end: ends[a],
-                b: buffers[b].id.clone(),
-                b_start: plan.offsets[b],
-                b_end: ends[b],
-            });
+        if clash.is_some() {
+            return clash;
         }
         open.push(i);
     }
+    None
+}
 
-    let order = BufferOrder::new(&reach, buffers);
-    let exact = antichain_of(&order, &plan.reserved)?.weight;
-    if plan.lower_bound != exact {
-        return Err(VerifyError::LowerBound { reported: plan.lower_bound, exact });
+/// [`first_overlap`] for interval problems, where buffers `i` and `j` conflict exactly when the
+/// closed rank intervals `spans[i]` and `spans[j]` overlap: the same sweep and the same pair.
+///
+/// An open interval `[lo_j, hi_j]` meets `[lo_i, hi_i]` iff `lo_j <= hi_i` and not
+/// `hi_j < lo_i`; the intervals with `hi_j < lo_i` all have `lo_j <= hi_i`, so the open ones
+/// meeting it number `#(lo_j <= hi_i) - #(hi_j < lo_i)`, two prefix sums. Ranges close (leave
+/// both trees) through a heap of ends once the sweep passes them.
+fn first_overlap_intervals(
+    spans: &[(u32, u32)],
+    offsets: &[usize],
+    ends: &[usize],
+) -> Option<(usize, usize)> {
+    let n = spans.len();
+    // Endpoints compressed to their position among the distinct ranks.
+    let mut ranks: Vec<u32> = spans.iter().flat_map(|&(lo, hi)| [lo, hi]).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let at = |r: u32| ranks.partition_point(|&x| x < r);
+    let keys: Vec<(usize, usize)> = spans.iter().map(|&(lo, hi)| (at(lo), at(hi))).collect();
+
+    let mut by_start: Vec<usize> = (0..n).collect();
+    by_start.sort_by_key(|&i| (offsets.get(i).copied().unwrap_or(0), i));
+    let mut open_lo = Fenwick::new(ranks.len());
+    let mut open_hi = Fenwick::new(ranks.len());
+    let mut closing: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
+    for (k, &i) in by_start.iter().enumerate() {
+        let start = offsets.get(i).copied().unwrap_or(0);
+        while let Some(&Reverse((end, j))) = closing.peek() {
+            if end > start {
+                break;
+            }
+            closing.pop();
+            let (lo, hi) = keys[j];
+            open_lo.remove(lo);
+            open_hi.remove(hi);
+        }
+        let (lo, hi) = keys[i];
+        let meeting = open_lo.count_below(hi + 1).saturating_sub(open_hi.count_below(lo));
+        if meeting > 0 {
+            // Rare (once per rejected plan): the open ranges are those swept earlier that end
+            // past this start; keep the lowest pair, as the general sweep does.
+            let (a, b) = spans[i];
+            return by_start[..k]
+                .iter()
+                .filter(|&&j| ends.get(j).is_some_and(|&e| e > start))
+                .filter(|&&j| spans[j].0 <= b && a <= spans[j].1)
+                .map(|&j| (i.min(j), i.max(j)))
+                .min();
+        }
+        open_lo.add(lo);
+        open_hi.add(hi);
+        closing.push(Reverse((ends.get(i).copied().unwrap_or(0), i)));
     }
-    Ok(())
+    None
+}
+
+/// Counts of open intervals per compressed endpoint, with prefix sums in `O(log n)` (Fenwick,
+/// "A new data structure for cumulative frequency tables", 1994).
+struct Fenwick(Vec<usize>);
+
+impl Fenwick {
+    fn new(len: usize) -> Self {
+        Self(vec![0; len + 1])
+    }
+
+    fn add(&mut self, key: usize) {
+        let mut k = key + 1;
+        while let Some(c) = self.0.get_mut(k) {
+            *c += 1;
+            k += k & k.wrapping_neg();
+        }
+    }
+
+    /// Undoes one earlier [`Fenwick::add`] of `key`.
+    fn remove(&mut self, key: usize) {
+        let mut k = key + 1;
+        while let Some(c) = self.0.get_mut(k) {
+            *c = c.saturating_sub(1);
+            k += k & k.wrapping_neg();
+        }
+    }
+
+    /// How many added keys are `< key`.
+    fn count_below(&self, key: usize) -> usize {
+        let mut k = key.min(self.0.len().saturating_sub(1));
+        let mut sum = 0;
+        while k > 0 {
+            sum += self.0[k];
+            k &= k - 1;
+        }
+        sum
+    }
 }

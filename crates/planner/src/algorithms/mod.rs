@@ -74,41 +74,6 @@ pub(crate) fn place(
     }
 }
 
-/// Peak load in bytes of validated buffers over a DAG whose closure is a total order: buffer
-/// `i` is live over the closed rank interval of its uses, and on intervals the heaviest set of
-/// pairwise-overlapping buffers is the heaviest point (Helly), so this is the exact lower
-/// bound, found by a sweep in `O(n log n)`.
-///
-/// # Errors
-/// [`PlanError::TotalOverflow`] when the reserved sizes sum past `usize::MAX`.
-pub(crate) fn interval_peak(
-    reach: &Reachability,
-    buffers: &[SlabBuffer],
-    reserved: &[usize],
-) -> Result<usize, PlanError> {
-    crate::slab::naive_total(reserved)?;
-    let mut events: Vec<(u32, bool, usize)> = Vec::with_capacity(2 * buffers.len());
-    for (buf, &r) in buffers.iter().zip(reserved) {
-        let ranks = buf.uses.iter().map(|&u| reach.rank(u));
-        let lo = ranks.clone().min().unwrap_or(0);
-        let hi = ranks.max().unwrap_or(0);
-        // Ends sort after starts at the same rank: the interval is closed.
-        events.push((lo, false, r));
-        events.push((hi, true, r));
-    }
-    events.sort_unstable();
-    let (mut load, mut peak) = (0usize, 0usize);
-    for (_, end, r) in events {
-        if end {
-            load -= r;
-        } else {
-            load += r;
-            peak = peak.max(load);
-        }
-    }
-    Ok(peak)
-}
-
 /// One greedy pass; a capacity error names the first buffer, in placement order, that passed.
 fn greedy_plan(
     inst: &Instance<'_>,
