@@ -47,12 +47,31 @@ for line in sys.stdin:
     du -sh "$OUT"
 }
 
-# First match of a library among the usual places: the loader cache, /usr/local/cuda*, NVIDIA
-# container mounts, and pip installs (nvidia-* wheels, PyTorch) under any site-packages.
+# Where a library is, among the usual places: LUMEN_CUDA_LIB_DIRS (colon-separated, searched
+# first), the loader cache, NVIDIA container mounts, /usr/local/cuda*, and pip installs (nvidia-*
+# wheels, PyTorch) under any site-packages of python3 or of a venv under /opt. Driver
+# forward-compatibility copies (`compat/`) are never picked: on a machine whose kernel module is
+# older they fail cuInit. For libcuda the loader's own x86-64 `libcuda.so.1` wins; for the CUDA
+# 13 libraries a path of the CUDA 13 wheels (`cu13/`) or toolkit (`cuda-13`) is preferred.
 find_lib() {
-    local pattern=$1 hit
-    hit=$(ldconfig -p 2>/dev/null | awk -v p="$pattern" '$1 ~ p {print $NF}' | sort -r | head -n 1)
-    if [ -n "$hit" ]; then echo "$hit"; return; fi
+    local pattern=$1 hits=() hit d
+    if [ -n "${LUMEN_CUDA_LIB_DIRS:-}" ]; then
+        local extra
+        IFS=: read -r -a extra <<<"$LUMEN_CUDA_LIB_DIRS"
+        for d in "${extra[@]}"; do
+            [ -d "$d" ] || continue
+            hit=$(find -L "$d" -maxdepth 1 -name "$pattern*" ! -name '*builtins*' ! -name '*.alt.*' \
+                2>/dev/null | sort | head -n 1)
+            if [ -n "$hit" ]; then echo "$hit"; return; fi
+        done
+    fi
+    if [ "$pattern" = libcuda.so ]; then
+        hit=$(ldconfig -p 2>/dev/null |
+            awk '$1 == "libcuda.so.1" && /x86-64/ && $NF !~ /compat/ {print $NF; exit}')
+        if [ -n "$hit" ]; then echo "$hit"; return; fi
+    fi
+    while IFS= read -r hit; do hits+=("$hit"); done < <(ldconfig -p 2>/dev/null |
+        awk -v p="$pattern" '$1 ~ "^" p && $NF !~ /compat/ {print $NF}' | sort -r)
     local dirs=(/usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib/wsl/lib)
     dirs+=(/usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib)
     local py
@@ -64,27 +83,67 @@ for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
     print(p)' 2>/dev/null)
         fi
     done
+    dirs+=(/opt/*/.venv/lib/python3*/site-packages /opt/*/lib/python3*/site-packages)
     dirs+=(/opt/conda/lib /usr/local/lib/python3*/dist-packages /usr/lib/python3/dist-packages)
-    local d
     for d in "${dirs[@]}"; do
         [ -d "$d" ] || continue
-        hit=$(find -L "$d" -maxdepth 5 -name "$pattern*" ! -name '*builtins*' ! -name '*.alt.*' \
-            2>/dev/null | sort -r | head -n 1)
-        if [ -n "$hit" ]; then echo "$hit"; return; fi
+        while IFS= read -r hit; do hits+=("$hit"); done < <(find -L "$d" -maxdepth 5 \
+            -name "$pattern*" ! -name '*builtins*' ! -name '*.alt.*' ! -path '*/compat/*' \
+            2>/dev/null | sort -r)
     done
+    [ ${#hits[@]} -gt 0 ] || return 0
+    if [ "$pattern" != libcuda.so ]; then
+        for hit in "${hits[@]}"; do
+            case "$hit" in */cu13/*|*cuda-13*) echo "$hit"; return ;; esac
+        done
+    fi
+    echo "${hits[0]}"
+}
+
+# Runs every test of a test binary in its own process (`--exact`), so a kernel fault that
+# poisons one CUDA context cannot fail the tests after it; `$2` = `--ignored` runs the ignored
+# ones (the benchmark). Returns non-zero when any failed.
+each_test() {
+    local bin=$1 mode=${2:-} all ignored names name failed=0 t
+    # A binary that cannot even list its tests (a missing glibc symbol, say) is a failure.
+    all=$("$bin" --list 2>&1) || { echo "-- FAILED listing $bin: $all"; return 1; }
+    ignored=$("$bin" --list --ignored 2>&1) || { echo "-- FAILED listing $bin: $ignored"; return 1; }
+    all=$(echo "$all" | sed -n 's/: test$//p' | sort)
+    ignored=$(echo "$ignored" | sed -n 's/: test$//p' | sort)
+    if [ "$mode" = --ignored ]; then
+        names=$ignored
+    else
+        names=$(comm -23 <(echo "$all") <(echo "$ignored"))
+    fi
+    for name in $names; do
+        t=$SECONDS
+        if "$bin" --exact "$name" $mode --nocapture --test-threads=1 >"$TMPDIR_RUN/out" 2>&1; then
+            echo "-- ok     $name ($((SECONDS - t)) s)"
+        else
+            echo "-- FAILED $name ($((SECONDS - t)) s)"
+            failed=1
+        fi
+        # The test's own lines (figures, skip reasons, panics), without the harness's.
+        sed -E 's/^test [^ ]+ \.\.\. //' "$TMPDIR_RUN/out" |
+            grep -v -E '^(running [0-9]+ tests?|test result:.*|ok|FAILED|ignored|)$' |
+            sed 's/^/   /' || true
+    done
+    return $failed
 }
 
 run() {
     local root=$OUT
     [ -x "$root/bin/lumen" ] || root=.  # running from inside a copied gpu-build/
     [ -x "$root/bin/lumen" ] || { echo "no $OUT/bin/lumen: run '$0 build' first" >&2; exit 1; }
-    echo "== GPU"
+    TMPDIR_RUN=$(mktemp -d)
+    echo "== machine"
+    echo "$(uname -m), $(ldd --version 2>/dev/null | head -n 1) (the binaries need glibc 2.34+)"
     nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null || echo "(no nvidia-smi)"
     local libdirs="" lib name
     for name in libcuda.so libcublasLt.so libnvrtc.so; do
         lib=$(find_lib "$name")
         if [ -z "$lib" ]; then
-            echo "$name: NOT FOUND (the CUDA tests will skip with the reason)"
+            echo "$name: NOT FOUND (set LUMEN_CUDA_LIB_DIRS to its directory)"
             continue
         fi
         echo "$name: found $lib"
@@ -93,12 +152,17 @@ run() {
     export LD_LIBRARY_PATH="${libdirs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
     export LUMEN_DATA_DIR="$root/data"
+    # Here a GPU is expected: a test that would skip fails instead. cuBLASLt logs its errors
+    # (level 1) with its own reason, e.g. why an algorithm is NOT_SUPPORTED.
+    export LUMEN_REQUIRE_CUDA=1 CUBLASLT_LOG_LEVEL=1
     local status=0
-    echo "== CUDA tests"
-    # The library's CUDA unit tests first: host-only cuBLASLt descriptor checks, mappings.
-    "$root/tests/lumen_runtime" cuda:: --test-threads=1 --nocapture || status=1
-    "$root/tests/cuda" --test-threads=1 --nocapture || status=1
-    "$root/tests/cuda_golden" || status=1
+    echo "== CUDA unit tests (host-only cuBLASLt descriptor checks, mappings)"
+    "$root/tests/lumen_runtime" cuda:: --test-threads=1 --nocapture >"$TMPDIR_RUN/unit" 2>&1 ||
+        status=1
+    grep -E '^(cuBLASLt|test result|skipped)|FAILED|panicked' "$TMPDIR_RUN/unit" || true
+    echo "== CUDA tests, one process each"
+    each_test "$root/tests/cuda" || status=1
+    each_test "$root/tests/cuda_golden" || status=1
     echo "== lumen run data/digits_mlp.safetensors --runtime cuda --json"
     "$root/bin/lumen" run "$root/data/digits_mlp.safetensors" --runtime cuda --json || status=1
     echo "== profile and memory-plan lines (LUMINAL_CUDA_PROFILE_RECAPTURE=1 LUMINAL_CUDA_MEMORY_DEBUG=1)"
@@ -106,7 +170,8 @@ run() {
         "$root/bin/lumen" run "$root/data/digits_mlp.safetensors" --runtime cuda --runs 2 \
         >/dev/null || status=1
     echo "== benchmark: linear-relu fused vs unfused"
-    "$root/tests/cuda" --ignored bench --nocapture --test-threads=1 || status=1
+    each_test "$root/tests/cuda" --ignored || status=1
+    rm -rf "$TMPDIR_RUN"
     echo "== gpu-check: $([ $status = 0 ] && echo PASS || echo FAIL)"
     return $status
 }

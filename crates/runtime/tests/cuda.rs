@@ -5,7 +5,8 @@
 //! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
 //! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
 //! differential test, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
-//! Each GPU test prints `skipped: <reason>` and returns when there is no device.
+//! Each GPU test prints `skipped: <reason>` and returns when there is no device (fails instead
+//! under `LUMEN_REQUIRE_CUDA=1`, as scripts/gpu-check.sh runs them).
 #![cfg(feature = "cuda")]
 
 mod common;
@@ -23,13 +24,25 @@ use lumen_runtime::{
     CpuOptions, HostTensor, Placement, PreparedProgram, Runtime, RuntimeError, Tensors,
 };
 
+/// Set (to 1) where a GPU must be used: scripts/gpu-check.sh sets it, so a test that would
+/// skip there fails instead of passing without having run.
+const REQUIRE_CUDA: &str = "LUMEN_REQUIRE_CUDA";
+
+/// Prints why a test skips, or panics with it under [`REQUIRE_CUDA`].
+fn skip(reason: &str) {
+    if std::env::var_os(REQUIRE_CUDA).is_some_and(|v| v == "1") {
+        panic!("{REQUIRE_CUDA}=1 but the test would skip: {reason}");
+    }
+    println!("skipped: {reason}");
+}
+
 /// The runtime, or `None` after printing why the test skips. Any error but `NoCudaDevice`
 /// fails the test: a machine with a GPU must be able to open it.
 fn gpu(options: CudaOptions) -> Option<CudaRuntime> {
     match CudaRuntime::new(options) {
         Ok(rt) => Some(rt),
         Err(RuntimeError::NoCudaDevice { reason }) => {
-            println!("skipped: {reason}");
+            skip(&reason);
             None
         }
         Err(other) => panic!("opening the CUDA device failed: {other}"),
@@ -104,7 +117,7 @@ fn without_a_device_creation_fails_with_a_reason_and_never_panics() {
 #[test]
 fn nvrtc_compiles_every_kernel_for_sm_90() {
     if !cuda::nvrtc_present() {
-        println!("skipped: libnvrtc not found");
+        skip("libnvrtc not found");
         return;
     }
     let (major, minor) = cuda::nvrtc_version().expect("nvrtcVersion");
@@ -129,7 +142,7 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
 #[test]
 fn nvrtc_reports_a_broken_source_with_its_log() {
     if !cuda::nvrtc_present() {
-        println!("skipped: libnvrtc not found");
+        skip("libnvrtc not found");
         return;
     }
     // A typo of the kind this guards the built-in sources against.

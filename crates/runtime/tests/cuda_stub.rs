@@ -25,6 +25,11 @@ fn stub(dir: &Path, file: &str, symbols: &[&str], ret: i32) -> Option<PathBuf> {
     for s in symbols {
         src.push_str(&format!("int {s}(void) {{ return {ret}; }}\n"));
     }
+    compile_c(dir, file, &src)
+}
+
+/// Builds `dir/file` from the C source `src`; `None` when there is no C compiler.
+fn compile_c(dir: &Path, file: &str, src: &str) -> Option<PathBuf> {
     let c = dir.join(format!("{file}.c"));
     std::fs::write(&c, src).unwrap();
     let out = dir.join(file);
@@ -156,6 +161,24 @@ fn a_complete_driver_that_sees_no_device_fails_at_cu_init() {
     let Some(dir) = stub_dir(DRIVER.symbols) else { return };
     let reason = reason_in_child(dir.path());
     assert_eq!(reason, "cuInit: CUresult 100 (unknown status)");
+}
+
+#[test]
+fn a_driver_older_than_cuda_13_is_named_with_its_version() {
+    // A CUDA 12.8 driver has every symbol lumen calls (cuEventElapsedTime_v2 came in 12.8) and
+    // initializes, but cuBLASLt 13 and NVRTC 13's CUBINs need 13.0: refused by version.
+    let Some(dir) = stub_dir(&[]) else { return };
+    let mut src = String::new();
+    for s in DRIVER.symbols.iter().filter(|s| **s != "cuDriverGetVersion") {
+        src.push_str(&format!("int {s}(void) {{ return 0; }}\n"));
+    }
+    src.push_str("int cuDriverGetVersion(int *v) { *v = 12080; return 0; }\n");
+    compile_c(dir.path(), "libcuda.so", &src).unwrap();
+    let reason = reason_in_child(dir.path());
+    assert_eq!(
+        reason,
+        "the driver supports CUDA 12.8, lumen's CUDA runtime needs 13.0 (R580 or newer)"
+    );
 }
 
 #[test]

@@ -29,6 +29,11 @@ use crate::RuntimeError;
 /// prefers 256; the planner gives 256 to every offset).
 pub const DEVICE_ALIGNMENT: u64 = 256;
 
+/// The oldest driver the CUDA runtime opens, as `cuDriverGetVersion` reports it: 13000 (CUDA
+/// 13.0, driver branch R580), what cudarc's `cuda-13000` bindings, cuBLASLt 13 and NVRTC 13
+/// are built for.
+pub const MIN_DRIVER_VERSION: i32 = 13000;
+
 /// Facts about the device a runtime runs on, read once when it opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceInfo {
@@ -378,8 +383,8 @@ impl Device {
     /// # Errors
     /// [`RuntimeError::NoCudaDevice`] naming what is missing: a library, symbols a library
     /// lacks (an old driver, a partial install), a panic inside cudarc, a driver that fails to
-    /// initialize (`CUDA_ERROR_NO_DEVICE`, `CUDA_ERROR_INSUFFICIENT_DRIVER`, ...), zero devices
-    /// or fewer than `ordinal + 1`. [`RuntimeError::Cuda`] when a later driver call fails.
+    /// initialize (`CUDA_ERROR_NO_DEVICE`, `CUDA_ERROR_INSUFFICIENT_DRIVER`, ...), a driver
+    /// older than [`MIN_DRIVER_VERSION`], zero devices or fewer than `ordinal + 1`. [`RuntimeError::Cuda`] when a later driver call fails.
     pub fn open(ordinal: usize) -> Result<Arc<Self>, RuntimeError> {
         if let Some(reason) = Libraries::probe().missing() {
             return Err(no_device(reason));
@@ -390,6 +395,22 @@ impl Device {
     /// [`Device::open`] after the library checks passed.
     fn open_checked(ordinal: usize) -> Result<Arc<Self>, RuntimeError> {
         result::init().map_err(|e| no_device(driver_reason("cuInit", e)))?;
+        let mut driver_version = 0;
+        // SAFETY: writes one int.
+        unsafe { sys::cuDriverGetVersion(&mut driver_version) }
+            .result()
+            .map_err(|e| no_device(driver_reason("cuDriverGetVersion", e)))?;
+        // The symbol probe proves a CUDA 12.8 driver at least; cuBLASLt 13 and NVRTC 13's
+        // CUBINs need 13.0, and would otherwise fail later without saying the driver is old.
+        if driver_version < MIN_DRIVER_VERSION {
+            return Err(no_device(format!(
+                "the driver supports CUDA {}.{}, lumen's CUDA runtime needs {}.{} (R580 or newer)",
+                driver_version / 1000,
+                driver_version % 1000 / 10,
+                MIN_DRIVER_VERSION / 1000,
+                MIN_DRIVER_VERSION % 1000 / 10
+            )));
+        }
         let count = result::device::get_count()
             .map_err(|e| no_device(driver_reason("cuDeviceGetCount", e)))?;
         let count = usize::try_from(count).unwrap_or(0);
@@ -416,11 +437,6 @@ impl Device {
             .and_then(|k| u32::try_from(k).ok());
         let name = ctx.name().map_err(drv("cuDeviceGetName"))?;
         let total_memory = ctx.total_mem().map_err(drv("cuDeviceTotalMem_v2"))?;
-        let mut driver_version = 0;
-        // SAFETY: writes one int.
-        unsafe { sys::cuDriverGetVersion(&mut driver_version) }
-            .result()
-            .map_err(drv("cuDriverGetVersion"))?;
         let info = DeviceInfo {
             ordinal,
             name,
@@ -492,8 +508,11 @@ impl DeviceAlloc {
 
 impl Drop for DeviceAlloc {
     fn drop(&mut self) {
-        // Errors cannot be returned from drop; a failed free leaks device memory only.
+        // Errors cannot be returned from drop; a failed free leaks device memory only. Work
+        // still queued on the slab (a prepare that failed after its fill and weight copies, or
+        // an execute abandoned mid-way) finishes before the bytes go back to the driver.
         if self.device.bind().is_ok() {
+            let _ = self.device.context().synchronize();
             // SAFETY: allocated by cuMemAlloc in this context, freed once.
             let _ = unsafe { result::free_sync(self.ptr) };
         }

@@ -277,6 +277,16 @@ fn compile_one(
             unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog.raw, &mut size) }
                 .result()
                 .map_err(|e| fail("nvrtcGetCUBINSize", e, String::new()))?;
+            // NVRTC answers size 0 with success for a virtual architecture (`compute_90`):
+            // an empty image would only fail later, in cuModuleLoadData, without the reason.
+            if size == 0 {
+                return Err(CudaError::Nvrtc {
+                    kernel: name.to_string(),
+                    call: "nvrtcGetCUBINSize",
+                    status: format!("no CUBIN for `{target}` (a virtual architecture?)"),
+                    log: String::new(),
+                });
+            }
             let mut bytes = vec![0u8; size];
             unsafe { nvrtc_sys::nvrtcGetCUBIN(prog.raw, bytes.as_mut_ptr().cast::<c_char>()) }
                 .result()

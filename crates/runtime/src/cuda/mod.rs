@@ -36,8 +36,8 @@ use cudarc::driver::sys::{self, CUdeviceptr};
 use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
 
 pub use device::{
-    CUBLASLT, DEVICE_ALIGNMENT, DRIVER, Device, DeviceInfo, Libraries, NVRTC, Probe,
-    RequiredLibrary, check_aligned, guarded,
+    CUBLASLT, DEVICE_ALIGNMENT, DRIVER, Device, DeviceInfo, Libraries, MIN_DRIVER_VERSION, NVRTC,
+    Probe, RequiredLibrary, check_aligned, guarded,
 };
 pub use error::CudaError;
 pub use kernels::{
