@@ -144,6 +144,31 @@ fn alignment_must_be_a_power_of_two_of_at_least_4() {
     assert_eq!(v["buffers"][2]["id"], "b");
     assert_eq!(v["buffers"][2]["reserved"], 256);
     assert_eq!(v["buffers"][1]["offset"], 65_536);
+    // The plan says what it was made under.
+    assert_eq!(
+        v["options"],
+        serde_json::json!({
+            "alignment": 4,
+            "capacity": null,
+            "algorithm": "first-fit",
+            "workspace_bytes": 1_048_576,
+            "resident_weights": false,
+        })
+    );
+    let v = json(&[
+        "compile",
+        "mlp",
+        "--algorithm",
+        "best",
+        "--resident-weights",
+        "--workspace-bytes",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(v["options"]["algorithm"], "best");
+    assert_eq!(v["options"]["resident_weights"], true);
+    assert_eq!(v["options"]["workspace_bytes"], 0);
+    assert_eq!(v["options"]["alignment"], 256);
 }
 
 /// The messages a new user met: positions and limits in words, no lumen source lines.

@@ -193,8 +193,11 @@ pub fn llir_dot(program: &CompiledProgram) -> String {
 /// `{"label", "nodes": [{"id", "op", "epilogue"?, m/k/n/len, "inputs": [node ids],
 /// "reads": [buffer ids], "writes": [...], "workspace"?}], "buffers": [{"id", "dtype",
 /// "shape", "role", "bytes", "reserved", "offset", "end", "uses": [node ids]}], "slab_bytes",
-/// "naive_bytes", "lower_bound", "launches", "dram_bytes", "flops", "node_count"}`. Node ids
-/// are the canonical ids of [`llir_text`]; buffer ids are buffer names; sizes in bytes.
+/// "naive_bytes", "lower_bound", "launches", "dram_bytes", "flops", "node_count", "options":
+/// {"alignment", "capacity" (null = unbounded), "algorithm", "workspace_bytes",
+/// "resident_weights"}}`: the options the plan was made under
+/// ([`crate::ProgramOptions`]). Node ids are the canonical ids of [`llir_text`]; buffer ids
+/// are buffer names; sizes in bytes.
 pub fn compiled_json(program: &CompiledProgram) -> Value {
     let llir = &program.llir;
     let name = |b: &BufferId| llir.buffers.get(*b).map_or(Value::Null, |x| json!(x.id));
@@ -263,6 +266,13 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
         "dram_bytes": f.dram_bytes,
         "flops": f.flops,
         "node_count": f.nodes,
+        "options": {
+            "alignment": program.options.alignment,
+            "capacity": program.options.capacity,
+            "algorithm": program.options.algorithm.name(),
+            "workspace_bytes": program.options.workspace_bytes,
+            "resident_weights": program.options.resident_weights,
+        },
     })
 }
 
