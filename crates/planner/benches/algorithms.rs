@@ -8,9 +8,14 @@
 //! parallel branches, a buffer on one in 100). Each scale case also prints the process's peak
 //! resident memory so far (Linux `VmHWM`). Figures are printed, never asserted.
 //!
+//! Between the two, the layered DAG suite: 18 layered programs (six shapes from 50 x 20 to
+//! 2,500 x 4 layers x width, three seeds each), slab / lower_bound per algorithm with the
+//! geometric mean: the non-interval side of `best`.
+//!
 //! Arguments after `--` filter: `--only NAME` runs one algorithm, `--files A,B` some files,
-//! `--skip-scale` / `--scale-only` pick a section, `--case TEXT` the scale cases whose name
-//! contains TEXT (run one case per process to read its own peak memory).
+//! `--skip-scale` / `--scale-only` / `--skip-dags` / `--dags-only` pick sections, `--case TEXT`
+//! the scale cases whose name contains TEXT (run one case per process to read its own peak
+//! memory).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -30,11 +35,12 @@ struct Cli {
     files: Option<Vec<String>>,
     suite: bool,
     scale: bool,
+    dags: bool,
     case: Option<String>,
 }
 
 fn parse_cli() -> Cli {
-    let mut cli = Cli { only: None, files: None, suite: true, scale: true, case: None };
+    let mut cli = Cli { only: None, files: None, suite: true, scale: true, dags: true, case: None };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -43,7 +49,9 @@ fn parse_cli() -> Cli {
                 cli.files = args.next().map(|f| f.split(',').map(str::to_owned).collect());
             }
             "--skip-scale" => cli.scale = false,
-            "--scale-only" => cli.suite = false,
+            "--scale-only" => (cli.suite, cli.dags) = (false, false),
+            "--skip-dags" => cli.dags = false,
+            "--dags-only" => (cli.suite, cli.scale) = (false, false),
             "--case" => cli.case = args.next(),
             _ => {}
         }
@@ -160,7 +168,12 @@ fn interval_trace(n: usize) -> (Dag<String>, Vec<SlabBuffer>) {
 /// layer (so branches run in parallel and join), one output buffer per op used by the op and
 /// its readers.
 fn layered_dag(layers: usize, width: usize) -> (Dag<String>, Vec<SlabBuffer>) {
-    let mut rng = 0xC0FFEE_u64;
+    layered_dag_seeded(layers, width, 0xC0FFEE)
+}
+
+/// [`layered_dag`] with its random stream started at `seed` (nonzero).
+fn layered_dag_seeded(layers: usize, width: usize, seed: u64) -> (Dag<String>, Vec<SlabBuffer>) {
+    let mut rng = seed;
     let mut next = move || {
         rng ^= rng << 13;
         rng ^= rng >> 7;
@@ -286,7 +299,58 @@ fn main() {
     if cli.suite {
         suite(&cli);
     }
+    if cli.dags {
+        dags(&cli);
+    }
     if cli.scale {
         scale(&cli);
     }
+}
+
+/// The layered DAG suite: slab / lower_bound per algorithm, the geometric mean, the slowest
+/// plan.
+fn dags(cli: &Cli) {
+    let algorithms: Vec<SlabAlgorithm> = match cli.only {
+        Some(a) => vec![a],
+        None => SlabAlgorithm::ALL.to_vec(),
+    };
+    const SHAPES: [(usize, usize); 6] =
+        [(2_500, 4), (1_000, 10), (500, 20), (250, 40), (100, 10), (50, 20)];
+    const SEEDS: [u64; 3] = [0xC0FFEE, 0xBEEF, 0xD1CE];
+    println!();
+    println!("Layered DAG suite (layers x width, seed): slab / lower_bound (time)");
+    print!("{:<18}", "dag");
+    for a in &algorithms {
+        print!(" {:>22}", a.name());
+    }
+    println!();
+    let mut log_sum = vec![0f64; algorithms.len()];
+    let mut max_time = vec![0f64; algorithms.len()];
+    let mut count = 0usize;
+    for (layers, width) in SHAPES {
+        for seed in SEEDS {
+            let (dag, buffers) = layered_dag_seeded(layers, width, seed);
+            print!("{:<18}", format!("{layers}x{width} {seed:x}"));
+            for (k, &algorithm) in algorithms.iter().enumerate() {
+                let opts = SlabOptions { algorithm, ..SlabOptions::default() };
+                let (slab, lb, secs) = run(&dag, &buffers, &opts);
+                let ratio = slab as f64 / lb.max(1) as f64;
+                log_sum[k] += ratio.ln();
+                max_time[k] = max_time[k].max(secs);
+                print!(" {:>12.4} ({:>6.3}s)", ratio, secs);
+            }
+            println!();
+            count += 1;
+        }
+    }
+    print!("{:<18}", "geomean");
+    for s in &log_sum {
+        print!(" {:>12.4}          ", (s / count.max(1) as f64).exp());
+    }
+    println!();
+    print!("{:<18}", "max s");
+    for t in &max_time {
+        print!(" {:>20.3}s", t);
+    }
+    println!();
 }
