@@ -12,11 +12,13 @@
 //! in the tie-break.
 //!
 //! A faster candidate is only worth having if it computes the same thing. The first candidate
-//! whose first execute succeeds (the unfused program, unless it was skipped or failed) is the
-//! reference: every measured candidate's outputs of its first execute, on the same inputs and
-//! weights, are compared with the reference's element by element within
-//! [`SearchOptions::tolerance`] ([`compare_outputs`]). A candidate that disagrees is marked
-//! [`CandidateStatus::Mismatch`], is not timed and can never be selected; the rest are still
+//! whose first execute succeeds with every output finite (the unfused program, unless it was
+//! skipped, failed or produced a NaN or an infinity; the first that succeeds at all when none
+//! is finite everywhere) is the reference: every measured candidate's outputs of its first
+//! execute, on the same inputs and weights, are compared with the reference's element by
+//! element within [`SearchOptions::tolerance`] ([`compare_outputs`]). A candidate that
+//! disagrees is marked [`CandidateStatus::Mismatch`], is not timed (or, if it ran before the
+//! reference was known, timed but not kept) and can never be selected; the rest are still
 //! measured. Each row reports its largest absolute difference from the reference. The idea is
 //! XLA's GPU autotuner (every candidate algorithm's output buffer is compared with the first
 //! one's before its time counts) and AutoTVM's `check_correctness` measure option.
@@ -561,8 +563,9 @@ pub struct SearchReport {
     pub warmup_time_ms: f64,
     /// One row per candidate, in candidate order.
     pub candidates: Vec<CandidateTiming>,
-    /// Index in `candidates` of the reference: the first candidate whose first execute
-    /// succeeded, whose outputs every other candidate's are compared with.
+    /// Index in `candidates` of the reference, whose outputs every other candidate's are
+    /// compared with: the first candidate whose first execute succeeded with every output
+    /// finite, or the first that succeeded when none did.
     pub reference: usize,
     /// The tolerance of that comparison.
     pub tolerance: Tolerance,
@@ -864,10 +867,37 @@ fn time_trials(
     Ok((runs, trials))
 }
 
+/// Whether every element of every output is finite.
+fn all_finite(outputs: &Tensors) -> bool {
+    outputs.values().all(|t| t.data().iter().all(|v| v.is_finite()))
+}
+
+/// Compares the held-back `outputs` of the candidate in `row` with `reference`: records the
+/// largest difference and, when they disagree, marks the row a mismatch and notes it.
+fn judge(
+    row: &mut CandidateTiming,
+    outputs: &Tensors,
+    reference: &(usize, String, Tensors),
+    tolerance: Tolerance,
+    mismatched: &mut Vec<String>,
+) {
+    let comparison = compare_outputs(outputs, &reference.2, tolerance);
+    row.max_abs_diff = comparison.max_abs_diff;
+    if let Some(disagreement) = comparison.disagreement {
+        row.status =
+            CandidateStatus::Mismatch { reference: reference.1.clone(), tolerance, disagreement };
+        mismatched.push(format!("{}: {}", row.label, row.status.describe(row.slab_bytes)));
+    }
+}
+
 /// Measures candidate `c` into `row`: its first run, the comparison of its outputs with the
-/// `reference` (which it becomes when there is none yet), then, when it agrees, its warm-up
-/// and trials. A disagreement sets `row.status` to [`CandidateStatus::Mismatch`] and returns
-/// `Ok`; a runtime error is returned (the row keeps what was measured before it).
+/// `reference`, then, when it agrees, its warm-up and trials. With no reference yet, a
+/// candidate whose outputs are all finite becomes it; one with a NaN or an infinity is timed
+/// and its outputs returned, held back to be judged once a reference exists (a NaN may be the
+/// very bug the comparison is there to catch, so it never sets the standard while a finite
+/// candidate may still come). A disagreement sets `row.status` to
+/// [`CandidateStatus::Mismatch`] and returns `Ok(None)`; a runtime error is returned (the row
+/// keeps what was measured before it).
 fn measure_agreeing(
     runtime: &dyn Runtime,
     c: &Candidate,
@@ -876,10 +906,11 @@ fn measure_agreeing(
     options: &SearchOptions,
     reference: &mut Option<(usize, String, Tensors)>,
     row: &mut CandidateTiming,
-) -> Result<(), RuntimeError> {
+) -> Result<Option<Tensors>, RuntimeError> {
     let mut run = first_run(runtime, &c.program, weights, inputs)?;
     row.prepare_ms = Some(run.prepare_ms);
     row.warmup_runs = 1;
+    let mut held = None;
     match reference {
         Some((_, label, want)) => {
             let comparison = compare_outputs(&run.outputs, want, options.tolerance);
@@ -890,19 +921,20 @@ fn measure_agreeing(
                     tolerance: options.tolerance,
                     disagreement,
                 };
-                return Ok(());
+                return Ok(None);
             }
         }
-        None => {
+        None if all_finite(&run.outputs) => {
             row.max_abs_diff = Some(0.0);
             *reference = Some((row.index, c.label.clone(), std::mem::take(&mut run.outputs)));
         }
+        None => held = Some(std::mem::take(&mut run.outputs)),
     }
     let (runs, trials) = time_trials(&mut run, inputs, options)?;
     row.warmup_runs = runs;
     row.median_ms = median(&trials);
     row.trials_ms = trials;
-    Ok(())
+    Ok(held)
 }
 
 /// Profiles `candidates` on `runtime` and returns the report with the fastest selected.
@@ -914,10 +946,12 @@ fn measure_agreeing(
 /// (host tensors by name, the programs' declared shapes) and given the median trial time. A
 /// candidate the runtime refuses is reported as failed and the search goes on.
 ///
-/// The first candidate whose first execute succeeds is the reference; every later candidate's
-/// first-execute outputs are compared with the reference's ([`compare_outputs`] within
-/// [`SearchOptions::tolerance`]) before it is timed, and one that disagrees is reported as
-/// [`CandidateStatus::Mismatch`], not timed, and never selected; the search goes on. The
+/// The reference is the first candidate whose first execute succeeds with every output finite
+/// (the first that succeeds at all when none is finite everywhere, e.g. NaN inputs); every
+/// other candidate's first-execute outputs are compared with the reference's
+/// ([`compare_outputs`] within [`SearchOptions::tolerance`]), and one that disagrees is
+/// reported as [`CandidateStatus::Mismatch`], not timed (or, if it ran before the reference
+/// was known, timed but not kept), and never selected; the search goes on. The
 /// winner has the lowest median among the candidates that agree (lower index on a tie). Prepared programs are dropped as soon as they are timed, so at most one slab is
 /// alive at a time. With [`SearchOptions::log_llir`], each new fastest candidate's
 /// [`llir_best_block`] goes to stderr; with [`SearchOptions::dump_dir`], the winner's dumps
@@ -962,6 +996,9 @@ pub fn search(
     let mut first_error: Option<(String, RuntimeError)> = None;
     // (index, label, first-execute outputs) of the reference candidate.
     let mut reference: Option<(usize, String, Tensors)> = None;
+    // (index, first-execute outputs) of candidates with a non-finite output that ran before
+    // any reference: timed, judged once there is one.
+    let mut held: Vec<(usize, Tensors)> = Vec::new();
     let mut mismatched: Vec<String> = Vec::new();
     for (index, c) in candidates.iter().enumerate() {
         let figures = &c.program.figures;
@@ -1003,20 +1040,33 @@ pub fn search(
             row.status = status;
         } else {
             attempted += 1;
+            let had_reference = reference.is_some();
             match measure_agreeing(runtime, c, weights, inputs, options, &mut reference, &mut row) {
-                Ok(()) if row.status != CandidateStatus::Measured => {
+                Ok(_) if row.status != CandidateStatus::Measured => {
                     mismatched.push(format!(
                         "{}: {}",
                         c.label,
                         row.status.describe(row.slab_bytes)
                     ));
                 }
-                Ok(()) => {
+                Ok(outputs) => {
+                    let is_held = outputs.is_some();
+                    if let Some(outputs) = outputs {
+                        held.push((index, outputs));
+                    }
+                    if let (false, Some(r)) = (had_reference, &reference) {
+                        // This candidate just became the reference: judge the held ones.
+                        for (i, outputs) in held.drain(..) {
+                            if let Some(prev) = rows.get_mut(i) {
+                                judge(prev, &outputs, r, options.tolerance, &mut mismatched);
+                            }
+                        }
+                    }
                     if let Some(m) = row.median_ms
                         && best.is_none_or(|(_, b)| m < b)
                     {
                         best = Some((index, m));
-                        if options.log_llir {
+                        if options.log_llir && !is_held {
                             let block = llir_best_block(index, m, &c.program, &c.label);
                             // One write per block so concurrent stderr lines never interleave
                             // inside it; a closed stderr is not the search's failure.
@@ -1038,6 +1088,31 @@ pub fn search(
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
+    // No candidate was finite everywhere: the first held one is the reference after all.
+    if reference.is_none() && !held.is_empty() {
+        let (first, outputs) = held.remove(0);
+        if let Some(row) = rows.get_mut(first) {
+            row.max_abs_diff = Some(0.0);
+            reference = Some((first, row.label.clone(), outputs));
+        }
+        if let Some(r) = &reference {
+            for (i, outputs) in held.drain(..) {
+                if let Some(row) = rows.get_mut(i) {
+                    judge(row, &outputs, r, options.tolerance, &mut mismatched);
+                }
+            }
+        }
+    }
+    // Held candidates were timed before they were judged: the winner is chosen among the rows
+    // that stand now (lowest median, lower index on a tie).
+    best = rows
+        .iter()
+        .filter(|r| r.status == CandidateStatus::Measured)
+        .filter_map(|r| r.median_ms.map(|m| (r.index, m)))
+        .fold(None, |acc: Option<(usize, f64)>, (i, m)| match acc {
+            Some((_, b)) if b <= m => acc,
+            _ => Some((i, m)),
+        });
     let search_ms = start.elapsed().as_secs_f64() * 1e3;
     let Some((selected, winner_ms)) = best else {
         if let (Some((_, label, _)), Some(first)) = (reference, mismatched.first()) {

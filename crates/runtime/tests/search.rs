@@ -520,3 +520,109 @@ fn the_first_candidate_that_runs_is_the_reference() {
     assert!(row("unfused ").contains("  -  failed: kernel flaky: second execute"), "{text}");
     assert!(row("bias ").ends_with("  0.0e0  measured  reference, selected"), "{text}");
 }
+
+/// The CPU runtime, except that programs whose label is in `labels` return a NaN as the first
+/// element of every output (a kernel bug the cross-check must not take as the standard).
+struct NanIn {
+    cpu: CpuRuntime,
+    labels: Vec<String>,
+}
+
+struct NanFirst {
+    inner: Box<dyn PreparedProgram>,
+}
+
+impl Runtime for NanIn {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn peak(&self) -> Peak {
+        self.cpu.peak()
+    }
+
+    fn prepare(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
+        let inner = self.cpu.prepare(program, weights)?;
+        if !self.labels.contains(&program.label) {
+            return Ok(inner);
+        }
+        Ok(Box::new(NanFirst { inner }))
+    }
+}
+
+impl PreparedProgram for NanFirst {
+    fn label(&self) -> &str {
+        self.inner.label()
+    }
+
+    fn slab_bytes(&self) -> usize {
+        self.inner.slab_bytes()
+    }
+
+    fn prepare_seconds(&self) -> f64 {
+        self.inner.prepare_seconds()
+    }
+
+    fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
+        let outputs = self.inner.execute(inputs)?;
+        Ok(outputs
+            .into_iter()
+            .map(|(name, t)| {
+                let mut data = t.data().to_vec();
+                if let Some(first) = data.first_mut() {
+                    *first = f32::NAN;
+                }
+                (name, lumen_runtime::HostTensor::new(t.shape().to_vec(), data).unwrap())
+            })
+            .collect())
+    }
+
+    fn last_profile(&self) -> Option<&ExecProfile> {
+        self.inner.last_profile()
+    }
+}
+
+#[test]
+fn a_nan_in_the_first_candidate_does_not_make_it_the_standard() {
+    let (m, k, n) = (8, 16, 4);
+    let c = candidates(programs::linear_relu(m, k, n).unwrap(), "small");
+    let (w, x) = data(&c);
+    // The unfused program runs first but returns a NaN where the others are finite: the bias
+    // candidate, finite everywhere, is the reference; unfused is judged against it once known.
+    let runtime = NanIn { cpu: CpuRuntime::default(), labels: vec!["small-unfused".into()] };
+    let report = search::search(&runtime, &c, &w, &x, &options(1), Progress::Hidden).unwrap();
+    assert_eq!(report.reference, 1);
+    assert_ne!(report.selected, 0, "the NaN candidate is never selected");
+    let CandidateStatus::Mismatch { reference, disagreement, .. } = &report.candidates[0].status
+    else {
+        panic!("{:?}", report.candidates[0].status)
+    };
+    assert_eq!(reference, "bias");
+    assert!(
+        disagreement.to_string().starts_with("y[0, 0] is NaN, the reference "),
+        "{disagreement}"
+    );
+    assert!(report.candidates[0].max_abs_diff.is_some_and(f64::is_nan));
+    assert_eq!(report.candidates[2].status, CandidateStatus::Measured);
+    assert_eq!(report.candidates[2].max_abs_diff, Some(0.0));
+
+    // When every candidate has the NaN (NaN inputs, say), none is finite: the first that ran
+    // is the reference and, NaN meeting NaN, they all agree.
+    let all = c.iter().map(|c| c.program.label.clone()).collect();
+    let runtime = NanIn { cpu: CpuRuntime::default(), labels: all };
+    let report = search::search(&runtime, &c, &w, &x, &options(1), Progress::Hidden).unwrap();
+    assert_eq!(report.reference, 0);
+    assert_eq!(report.measured().count(), 3);
+    assert!(report.candidates.iter().all(|r| r.max_abs_diff == Some(0.0)));
+
+    // A NaN in the last candidate only: it is judged against the finite reference as before.
+    let runtime = NanIn { cpu: CpuRuntime::default(), labels: vec!["small-fused".into()] };
+    let report = search::search(&runtime, &c, &w, &x, &options(1), Progress::Hidden).unwrap();
+    assert_eq!(report.reference, 0);
+    assert_eq!(report.candidates[2].status.word(), "mismatch");
+    assert!(report.candidates[2].trials_ms.is_empty(), "not timed once known to disagree");
+}
