@@ -2,7 +2,10 @@
 //!
 //! Every subcommand prints readable text by default and one JSON object with `--json`. Errors
 //! print one line `error: ...` on stderr and exit with status 1; usage errors (clap) are folded
-//! onto one line too and exit with status 2. `--help` and `--version` print as usual.
+//! onto one line too and exit with status 2. `--help` and `--version` print as usual. A
+//! report whose reader went away (`| head -1`) ends quietly with status 141, like a Unix tool
+//! killed by SIGPIPE; any other failed write to stdout is `error: cannot write to stdout: ...`
+//! and status 1 (see `cli::out`).
 
 mod cli;
 
@@ -17,7 +20,7 @@ fn main() {
         }
         Err(err) if err.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => err.exit(),
         Err(err) => {
-            eprintln!("error: {}", usage_line(&err.to_string()));
+            error_line(&usage_line(&err.to_string()));
             std::process::exit(2);
         }
     };
@@ -31,21 +34,33 @@ fn main() {
             .unwrap_or_else(|| "unknown panic".to_string());
         let at =
             info.location().map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
-        eprintln!(
-            "error: internal error (a bug in lumen, please report it): {}{at}",
+        error_line(&format!(
+            "internal error (a bug in lumen, please report it): {}{at}",
             one_line(&what)
-        );
+        ));
     }));
     let result = std::panic::catch_unwind(|| cli::dispatch(args));
     match result {
         Ok(Ok(())) => {}
         Ok(Err(err)) => {
-            eprintln!("error: {}", chain_line(&err));
+            let stdout = err.chain().find_map(|c| c.downcast_ref::<cli::out::StdoutError>());
+            if stdout.is_some_and(cli::out::StdoutError::is_broken_pipe) {
+                // The reader has all it wanted: no message, the status of a SIGPIPE death.
+                std::process::exit(cli::out::BROKEN_PIPE_STATUS);
+            }
+            error_line(&chain_line(&err));
             std::process::exit(1);
         }
         // The hook already printed the line.
         Err(_) => std::process::exit(101),
     }
+}
+
+/// Prints `error: {line}` on stderr. A stderr that cannot be written is ignored (the exit
+/// status still says it failed); `eprintln!` would panic there, inside the panic hook too.
+fn error_line(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr().lock(), "error: {line}");
 }
 
 /// The error and its causes on one line, `outer: cause: ...`, skipping a cause whose text the

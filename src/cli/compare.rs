@@ -9,6 +9,7 @@
 //! none fits, the report (text or JSON) still lists every candidate as refused, and then the
 //! command fails with one `error: no candidate fits ...` line.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
@@ -17,6 +18,7 @@ use lumen_planner::PlanError;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
+use super::out;
 use super::program_args::ProgramArgs;
 
 /// Arguments of `lumen compare`.
@@ -107,11 +109,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if let Some(m) = &measured {
             add_measurements(&mut value, m);
         }
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        out::print_json(&value)?;
     } else {
-        print!("{}", report::compare_text(&exploration));
+        let mut text = report::compare_text(&exploration);
         if let Some(m) = &measured {
-            println!(
+            let _ = writeln!(
+                text,
                 "\nmeasured on {} with random inputs and weights (seeded), median of {} \
                  trial{}:\n{m}",
                 m.runtime,
@@ -119,9 +122,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 if m.trials == 1 { "" } else { "s" }
             );
             if let Some(w) = m.winner() {
-                println!("measured fastest: {} ({})", w.label, w.program_label);
+                let _ = writeln!(text, "measured fastest: {} ({})", w.label, w.program_label);
             }
         }
+        out::print(&text)?;
     }
     if exploration.candidates.is_empty() {
         let n = exploration.refused.len();

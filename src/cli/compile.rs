@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use lumen_compiler::{CompileOptions, dump};
 
+use super::out;
 use super::program_args::ProgramArgs;
 
 /// Arguments of `lumen compile`.
@@ -56,11 +57,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let program = graph.compile(&options)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&dump::compiled_json(&program))?);
+        out::print_json(&dump::compiled_json(&program))
     } else {
-        print!("{}", dump::llir_text(&program));
-        println!();
-        print!("{}", dump::plan_text(&program));
+        let text = format!("{}\n{}", dump::llir_text(&program), dump::plan_text(&program));
+        Ok(out::print(&text)?)
     }
-    Ok(())
 }

@@ -14,6 +14,8 @@ use lumen_planner::{
 };
 use serde_json::{Map, Value, json};
 
+use super::out;
+
 /// Arguments of `lumen plan-slab`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -108,12 +110,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 
     if args.json {
-        let text = serde_json::to_string_pretty(&json_report(&problem, &plan))?;
-        println!("{text}");
+        out::print_json(&json_report(&problem, &plan))
     } else {
-        print!("{}", table(&file, &problem, &plan));
+        Ok(out::print(&table(&file, &problem, &plan))?)
     }
-    Ok(())
 }
 
 fn load(path: &Path) -> anyhow::Result<SlabProblem> {
@@ -190,11 +190,10 @@ fn compare(args: &Args) -> anyhow::Result<()> {
         }
         let names: Vec<&str> = SlabAlgorithm::ALL.iter().map(|a| a.name()).collect();
         let report = json!({"algorithms": names, "files": files, "geomean": geo});
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        out::print_json(&report)
     } else {
-        print!("{}", compare_table(&rows, &geomeans));
+        Ok(out::print(&compare_table(&rows, &geomeans))?)
     }
-    Ok(())
 }
 
 fn cell_ratio(c: &Cell) -> Option<f64> {

@@ -25,6 +25,8 @@ use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport};
 use lumen_runtime::{HostTensor, Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
 use serde_json::json;
 
+use super::out;
+
 /// Arguments of `lumen run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -111,9 +113,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let outcome = execute(&args, fuse, searching)?;
     let check = model::check_outputs(&outcome.model, &outcome.logits, args.tolerance);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&to_json(&args, &outcome, &check))?);
+        out::print_json(&to_json(&args, &outcome, &check))?;
     } else {
-        print!("{}", to_text(&args, &outcome, &check));
+        out::print(&to_text(&args, &outcome, &check))?;
     }
     let mut failures: Vec<&str> = check.failures();
     // One prepared program must give the same bits every execute (SPEC section 4's slab

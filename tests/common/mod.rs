@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -32,6 +32,27 @@ pub fn lumen_no_cuda_env(args: &[&str]) -> Output {
         .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE")
         .output()
         .expect("run lumen")
+}
+
+/// `lumen args` from the repository root with its stdout sent to `stdout` (a file such as
+/// `/dev/full`), stderr captured, `LLIR_DUMP_DIR` unset.
+pub fn lumen_with_stdout(args: &[&str], stdout: impl Into<Stdio>) -> Output {
+    command(args).current_dir(root()).stdout(stdout).output().expect("run lumen")
+}
+
+/// `lumen args` from the repository root with its stdout a pipe whose read end is closed
+/// before the command can write (a reader such as `head` that has gone away); stderr captured.
+/// The output should exceed the pipe's buffer (64 KiB on Linux), so that the write fails even
+/// if it starts before the read end is closed.
+pub fn lumen_with_closed_stdout(args: &[&str]) -> Output {
+    let mut child = command(args)
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lumen");
+    drop(child.stdout.take());
+    child.wait_with_output().expect("wait for lumen")
 }
 
 /// `lumen plan-slab args`, run from the repository root (the environment left as it is).
