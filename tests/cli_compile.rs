@@ -97,6 +97,75 @@ fn dump_dir_and_env_write_files() {
     assert!(plan.contains("slab_bytes   1142272"), "{plan}");
 }
 
+/// The names in `dir`, sorted.
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_dump_set_that_cannot_be_written_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let dumps = dir.path().join("dumps");
+    std::fs::create_dir(&dumps).unwrap();
+    // An earlier dump, and a directory where the plan text would go.
+    std::fs::write(dumps.join("linear-relu-unfused.llir.txt"), "old").unwrap();
+    std::fs::create_dir(dumps.join("linear-relu-unfused.plan.txt")).unwrap();
+    let args = ["compile", "linear-relu", "--no-fuse", "--dump-dir", dumps.to_str().unwrap()];
+    let e = error_line(&args);
+    assert_eq!(
+        e,
+        format!(
+            "error: cannot write dump {}: is a directory\n",
+            dumps.join("linear-relu-unfused.plan.txt").display()
+        )
+    );
+    // No temporary file left, nothing renamed: the old text is still there.
+    assert_eq!(entries(&dumps), ["linear-relu-unfused.llir.txt", "linear-relu-unfused.plan.txt"]);
+    let old = std::fs::read_to_string(dumps.join("linear-relu-unfused.llir.txt")).unwrap();
+    assert_eq!(old, "old");
+    assert!(!lumen(&args).status.success());
+    assert_eq!(entries(&dumps).len(), 2);
+
+    // The directory gone, the whole set lands.
+    std::fs::remove_dir(dumps.join("linear-relu-unfused.plan.txt")).unwrap();
+    assert!(lumen(&args).status.success());
+    assert_eq!(
+        entries(&dumps),
+        [
+            "linear-relu-unfused.llir.dot",
+            "linear-relu-unfused.llir.txt",
+            "linear-relu-unfused.plan.svg",
+            "linear-relu-unfused.plan.txt"
+        ]
+    );
+    let text = std::fs::read_to_string(dumps.join("linear-relu-unfused.llir.txt")).unwrap();
+    assert!(text.starts_with("# lumen LLIR: linear-relu-unfused\n"), "{text}");
+}
+
+#[test]
+fn a_dump_dir_that_is_a_file_is_not_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dumps");
+    std::fs::write(&file, "a file").unwrap();
+    let e = error_line(&["compile", "linear-relu", "--dump-dir", file.to_str().unwrap()]);
+    assert_eq!(e, format!("error: cannot write dump {}: not a directory\n", file.display()));
+    // The same through LLIR_DUMP_DIR, and nothing written beside the file.
+    let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(["compile", "linear-relu"])
+        .env("LLIR_DUMP_DIR", &file)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8(out.stderr).unwrap(), e);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(entries(dir.path()), ["dumps"]);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "a file");
+}
+
 #[test]
 fn bad_input_is_one_error_line() {
     let e = error_line(&["compile", "resnet"]);

@@ -295,20 +295,31 @@ pub fn plan_svg(program: &CompiledProgram) -> String {
 }
 
 /// Writes `{label}.llir.txt`, `{label}.llir.dot`, `{label}.plan.txt` and `{label}.plan.svg`
-/// into `dir`, creating it. Each file is written to a temporary
-/// name in `dir` and renamed, so a reader never sees half a dump. Returns the paths written.
+/// into `dir`, creating it, as one set (the files of Luminal's `LLIR_DUMP_DIR`): every file is
+/// first written to a temporary name in `dir` (`.{file}.{pid}.{n}.tmp`), and only when all four
+/// are written and no target is a directory are they renamed into place, so a reader never sees
+/// half a file and a failed write (a full disk) leaves the old set untouched and no temporary
+/// file behind. Returns the paths written.
 ///
 /// # Errors
 /// [`CompileError::ProgramName`] when the label is not a plain file-name stem (compiling
 /// refuses such names first; this guards a hand-made label, so no dump lands outside `dir`);
-/// [`CompileError::Dump`] naming the path when the directory or a file cannot be written.
+/// [`CompileError::Dump`] naming the path: `dir` cannot be created (`not a directory` when it
+/// is an existing file), a file cannot be written, a target is a directory (`is a
+/// directory`), or a rename fails. Only a rename failing after every check passed (the
+/// directory changed meanwhile) can leave the earlier files of the set renamed.
 pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>, CompileError> {
     crate::compile::validate_label(&program.label)?;
-    let io = |path: &Path, e: std::io::Error| CompileError::Dump {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    };
-    fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let fail =
+        |path: &Path, message: String| CompileError::Dump { path: path.to_path_buf(), message };
+    if let Err(e) = fs::create_dir_all(dir) {
+        // create_dir_all reports "File exists" for a regular file in the way.
+        let message = match fs::metadata(dir) {
+            Ok(meta) if !meta.is_dir() => "not a directory".to_string(),
+            _ => e.to_string(),
+        };
+        return Err(fail(dir, message));
+    }
     let label = &program.label;
     let files = [
         (format!("{label}.llir.txt"), llir_text(program)),
@@ -316,20 +327,41 @@ pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>
         (format!("{label}.plan.txt"), plan_text(program)),
         (format!("{label}.plan.svg"), plan_svg(program)),
     ];
-    let mut written = Vec::with_capacity(files.len());
+    // (temporary, target) of every file written so far: removed again on any failure.
+    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(files.len());
+    let discard = |staged: &[(PathBuf, PathBuf)]| {
+        for (tmp, _) in staged {
+            let _ = fs::remove_file(tmp);
+        }
+    };
     for (file, text) in files {
         let path = dir.join(&file);
         // Unique per process and call: two threads dumping the same label never share a temp.
         let seq = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
         let tmp = dir.join(format!(".{file}.{}.{seq}.tmp", std::process::id()));
-        fs::write(&tmp, text).map_err(|e| io(&tmp, e))?;
-        if let Err(e) = fs::rename(&tmp, &path) {
+        if let Err(e) = fs::write(&tmp, text) {
+            // A failed write may still have created the file.
             let _ = fs::remove_file(&tmp);
-            return Err(io(&path, e));
+            discard(&staged);
+            return Err(fail(&path, e.to_string()));
         }
-        written.push(path);
+        staged.push((tmp, path));
     }
-    Ok(written)
+    // A directory in a target's place would fail its rename after the earlier ones landed.
+    if let Some((_, path)) =
+        staged.iter().find(|(_, path)| fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()))
+    {
+        let err = fail(path, "is a directory".to_string());
+        discard(&staged);
+        return Err(err);
+    }
+    for (i, (tmp, path)) in staged.iter().enumerate() {
+        if let Err(e) = fs::rename(tmp, path) {
+            discard(staged.get(i..).unwrap_or_default());
+            return Err(fail(path, e.to_string()));
+        }
+    }
+    Ok(staged.into_iter().map(|(_, path)| path).collect())
 }
 
 /// `1 launch`, `3 launches`: a count with its noun, plural when not one.
