@@ -138,6 +138,75 @@ fn digits_text_says_what_it_measured() {
 }
 
 #[test]
+fn the_search_line_and_chosen_by_say_what_chose_the_program() {
+    // (flags, search line, chosen_by, label): --fuse / --no-fuse win over --no-search, in
+    // either order; --fuse --no-fuse is the last one given.
+    let cases: [(&[&str], &str, &str, &str); 6] = [
+        (
+            &["--no-search", "--no-fuse"],
+            "search     not run (--no-fuse): the unfused program, as asked",
+            "--no-fuse",
+            "digits_mlp-unfused",
+        ),
+        (
+            &["--no-fuse", "--no-search"],
+            "search     not run (--no-fuse): the unfused program, as asked",
+            "--no-fuse",
+            "digits_mlp-unfused",
+        ),
+        (
+            &["--no-search", "--fuse"],
+            "search     not run (--fuse): the fused program, as asked",
+            "--fuse",
+            "digits_mlp-fused",
+        ),
+        (
+            &["--fuse", "--no-fuse"],
+            "search     not run (--no-fuse): the unfused program, as asked",
+            "--no-fuse",
+            "digits_mlp-unfused",
+        ),
+        (
+            &["--no-fuse", "--fuse"],
+            "search     not run (--fuse): the fused program, as asked",
+            "--fuse",
+            "digits_mlp-fused",
+        ),
+        (
+            &["--no-search"],
+            "search     not run (--no-search): the cost model's pick among the fusion candidates",
+            "cost_model",
+            "digits_mlp-fused",
+        ),
+    ];
+    for (flags, search_line, chosen_by, label) in cases {
+        let mut args = vec!["run", DIGITS, "--runs", "1"];
+        args.extend_from_slice(flags);
+        let out = lumen(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let line = text.lines().find(|l| l.starts_with("search     ")).unwrap();
+        assert_eq!(line, search_line, "{flags:?}");
+        assert!(text.contains(&format!("program    {label} on cpu")), "{flags:?}: {text}");
+
+        args.push("--json");
+        let v = json(&args);
+        assert_eq!(v["chosen_by"], chosen_by, "{flags:?}");
+        assert_eq!(v["label"], label, "{flags:?}");
+        assert_eq!(v["fused"], label.ends_with("-fused"), "{flags:?}");
+        assert_eq!(v["searched"], false, "{flags:?}");
+        assert_eq!(v["candidates"], Value::Null, "{flags:?}");
+    }
+    let v = json(&["run", DIGITS, "--runs", "1", "--trials", "1", "--json"]);
+    assert_eq!(v["chosen_by"], "search");
+    assert_eq!(v["searched"], true);
+    let selected: Vec<&Value> =
+        v["candidates"].as_array().unwrap().iter().filter(|c| c["selected"] == true).collect();
+    assert_eq!(selected.len(), 1);
+    assert_eq!(selected[0]["program_label"], v["label"]);
+}
+
+#[test]
 fn profile_and_memory_debug_lines() {
     let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
         .args(["run", DIGITS, "--no-fuse", "--runs", "2", "--json"])
@@ -560,12 +629,7 @@ fn one_layer_one_launch_and_the_wording_of_each_choice() {
     let t = text(&["run", p, "--runs", "1", "--fuse"]);
     assert!(t.contains(": MLP 4 -> 1 (one layer, no relu), batch 2\n"), "{t}");
     assert!(t.contains("program    one-fused on cpu: 3 nodes, 1 launch, "), "{t}");
-    assert!(
-        t.contains(
-            "search     not run (--fuse): the cost model's pick among the fusion candidates\n"
-        ),
-        "{t}"
-    );
+    assert!(t.contains("search     not run (--fuse): the fused program, as asked\n"), "{t}");
     assert!(t.contains("repeats    1 execute, "), "{t}");
     assert!(t.contains("accuracy   n/a (the file has no labels y): check skipped\n"), "{t}");
     assert!(t.contains("max error  n/a (the file has no logits): check skipped\n"), "{t}");
@@ -577,12 +641,7 @@ fn one_layer_one_launch_and_the_wording_of_each_choice() {
         "{t}"
     );
     let t = text(&["run", p, "--runs", "1", "--no-fuse"]);
-    assert!(
-        t.contains(
-            "search     not run (--no-fuse): the unfused program, every op its own launch\n"
-        ),
-        "{t}"
-    );
+    assert!(t.contains("search     not run (--no-fuse): the unfused program, as asked\n"), "{t}");
     assert!(t.contains("one-unfused on cpu: 4 nodes, 2 launches, "), "{t}");
     let t = text(&["run", p, "--runs", "1", "--no-search"]);
     assert!(

@@ -5,8 +5,10 @@
 //!
 //! By default the program run is the one the search (SPEC section 5) measured fastest among
 //! the fusion candidates on the chosen runtime whose outputs agree with the reference
-//! candidate's (the unfused one, within the search's default tolerance); `--no-search` runs the cost model's pick, and
-//! `--fuse` / `--no-fuse` choose the program directly (no search).
+//! candidate's (the unfused one, within the search's default tolerance); `--fuse` /
+//! `--no-fuse` choose the program directly (no search), whatever other flags say, and
+//! `--no-search` alone runs the cost model's pick. The report's `search` line and the JSON's
+//! `chosen_by` (`search`, `cost_model`, `--fuse`, `--no-fuse`) say which of these it was.
 //!
 //! The report is printed in full first; then, when a check failed (NaN or infinity in the
 //! outputs, a max abs error over `--tolerance`, an accuracy other than the file's reference),
@@ -36,8 +38,7 @@ pub struct Args {
     /// The runtime to execute on.
     #[arg(long, default_value = "cpu", value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
-    /// Fuse matmul + bias + activation into cuBLASLt epilogues: the cost model's pick, no
-    /// search.
+    /// Fuse matmul + bias + activation into cuBLASLt epilogues (no search).
     #[arg(long, overrides_with = "no_fuse")]
     fuse: bool,
     /// Lower every op to its own launch (no search).
@@ -91,6 +92,52 @@ fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// What chose the program that ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    /// The search: the fastest candidate whose outputs agree with the reference's.
+    Search,
+    /// `--no-search` alone: the cost model's pick among the fusion candidates.
+    CostModel,
+    /// `--fuse` (true) or `--no-fuse` (false): the program asked for, whatever else was given.
+    Asked(bool),
+}
+
+impl Choice {
+    fn of(args: &Args) -> Choice {
+        // clap's overrides_with leaves at most one of the two set: the last one given.
+        if args.fuse || args.no_fuse {
+            Choice::Asked(args.fuse)
+        } else if args.no_search {
+            Choice::CostModel
+        } else {
+            Choice::Search
+        }
+    }
+
+    /// The JSON's `chosen_by`.
+    fn word(self) -> &'static str {
+        match self {
+            Choice::Search => "search",
+            Choice::CostModel => "cost_model",
+            Choice::Asked(true) => "--fuse",
+            Choice::Asked(false) => "--no-fuse",
+        }
+    }
+
+    /// Why no search ran, for the `search` line (`None` when one did).
+    fn why_not_searched(self) -> Option<&'static str> {
+        match self {
+            Choice::Search => None,
+            Choice::CostModel => {
+                Some("--no-search): the cost model's pick among the fusion candidates")
+            }
+            Choice::Asked(true) => Some("--fuse): the fused program, as asked"),
+            Choice::Asked(false) => Some("--no-fuse): the unfused program, as asked"),
+        }
+    }
+}
+
 /// What one run measured.
 struct Outcome {
     model: MlpModel,
@@ -103,14 +150,19 @@ struct Outcome {
     load_seconds: f64,
     /// `None` when the program was chosen without a search.
     search: Option<SearchReport>,
+    /// What chose the program.
+    choice: Choice,
 }
 
 /// Runs `lumen run`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    // Neither flag: the compiler's default.
-    let fuse = if args.fuse || args.no_fuse { args.fuse } else { CompileOptions::default().fuse };
-    let searching = !(args.fuse || args.no_fuse || args.no_search);
-    let outcome = execute(&args, fuse, searching)?;
+    let choice = Choice::of(&args);
+    let fuse = match choice {
+        Choice::Asked(fuse) => fuse,
+        // The search explores every candidate; the cost model's pick is the default compile.
+        Choice::Search | Choice::CostModel => CompileOptions::default().fuse,
+    };
+    let outcome = execute(&args, fuse, choice)?;
     let check = model::check_outputs(&outcome.model, &outcome.logits, args.tolerance);
     if args.json {
         out::print_json(&to_json(&args, &outcome, &check))?;
@@ -129,7 +181,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn execute(args: &Args, fuse: bool, searching: bool) -> anyhow::Result<Outcome> {
+fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
+    let searching = choice == Choice::Search;
     let start = Instant::now();
     let model = model::load_mlp(&args.file)
         .with_context(|| format!("cannot load a model from {}", args.file.display()))?;
@@ -216,6 +269,7 @@ fn execute(args: &Args, fuse: bool, searching: bool) -> anyhow::Result<Outcome> 
         peak,
         load_seconds,
         search: search_report,
+        choice,
     })
 }
 
@@ -292,13 +346,7 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
             let _ = writeln!(s, "\n{report}\n");
         }
         None => {
-            let why = if args.no_search {
-                "--no-search): the cost model's pick among the fusion candidates"
-            } else if args.fuse {
-                "--fuse): the cost model's pick among the fusion candidates"
-            } else {
-                "--no-fuse): the unfused program, every op its own launch"
-            };
+            let why = o.choice.why_not_searched().unwrap_or("no report)");
             let _ = writeln!(s, "search     not run ({why}");
         }
     }
@@ -419,6 +467,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "peak_basis": o.peak.basis,
         "fraction_of_peak": achieved.map(|a| a.fraction_of_peak),
         "searched": o.search.is_some(),
+        "chosen_by": o.choice.word(),
         "candidates": o.search.as_ref().map(candidates_json),
         "search_ms": o.search.as_ref().map(|r| r.search_ms),
         "search_tolerance": o.search.as_ref().map(|r| r.tolerance),
