@@ -65,11 +65,11 @@ fn error_line(line: &str) {
 
 /// The error and its causes on one line, `outer: cause: ...`, skipping a cause whose text the
 /// line already holds (thiserror messages often embed their source, and anyhow's `{:#}` would
-/// print it twice).
+/// print it twice); byte counts grouped as the tables print them (`cli::errors`).
 fn chain_line(err: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in err.chain() {
-        let text = one_line(&cause.to_string());
+        let text = one_line(&cli::errors::message(cause));
         if text.is_empty() || line.contains(&text) {
             continue;
         }

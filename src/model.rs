@@ -438,6 +438,19 @@ pub fn classes(logits: &HostTensor) -> usize {
     }
 }
 
+/// A tolerance (an absolute error budget) as a person writes it: `0`, `1e-4`, `0.5`, `2`,
+/// `1.5e-5`. Plain decimals from 0.001 up to 10,000, the shortest exponent form outside that
+/// range; either way the text parses back to the same f64 (Rust's shortest round-trip digits).
+pub fn tolerance_text(tolerance: f64) -> String {
+    if tolerance == 0.0 {
+        "0".to_string()
+    } else if (1e-3..1e4).contains(&tolerance.abs()) {
+        format!("{tolerance}")
+    } else {
+        format!("{tolerance:e}")
+    }
+}
+
 /// Labels outside `0..classes` as (row, label), in row order: [`accuracy`] can never count
 /// them correct, so an accuracy over them silently drops.
 pub fn labels_out_of_range(labels: &[i64], classes: usize) -> Vec<(usize, i64)> {
@@ -511,7 +524,7 @@ pub fn check_outputs(model: &MlpModel, logits: &HostTensor, tolerance: f64) -> O
         (Some(_), Some(err)) if err <= tolerance => Check {
             name: "max_abs_err",
             status: CheckStatus::Passed,
-            detail: format!("max abs error {err:.3e} within {tolerance:.0e}"),
+            detail: format!("max abs error {err:.3e} within {}", tolerance_text(tolerance)),
         },
         (Some(_), Some(err)) if err.is_nan() => Check {
             name: "max_abs_err",
@@ -521,7 +534,10 @@ pub fn check_outputs(model: &MlpModel, logits: &HostTensor, tolerance: f64) -> O
         (Some(_), Some(err)) => Check {
             name: "max_abs_err",
             status: CheckStatus::Failed,
-            detail: format!("max abs error {err:.3e} over the budget of {tolerance:.0e}"),
+            detail: format!(
+                "max abs error {err:.3e} over the budget of {}",
+                tolerance_text(tolerance)
+            ),
         },
     });
 
@@ -718,6 +734,33 @@ mod tests {
               y[1] = 99); they always count as wrong"]
         );
         assert!(c.passed(), "a warning alone does not fail");
+    }
+
+    #[test]
+    fn tolerances_print_as_written() {
+        let cases = [
+            (0.0, "0"),
+            (1e-4, "1e-4"),
+            (DEFAULT_TOLERANCE, "1e-4"),
+            (0.5, "0.5"),
+            (1.5, "1.5"),
+            (2.0, "2"),
+            (0.001, "0.001"),
+            (1.5e-5, "1.5e-5"),
+            (1e-12, "1e-12"),
+            (1e4, "1e4"),
+            (9999.5, "9999.5"),
+        ];
+        for (tolerance, text) in cases {
+            assert_eq!(tolerance_text(tolerance), text);
+            assert_eq!(text.parse::<f64>().unwrap(), tolerance, "{text} round-trips");
+        }
+        // The check's words use the same form.
+        let m = model(None, Some(t(&[1], &[0.0])), None);
+        let c = check_outputs(&m, &t(&[1], &[0.25]), 0.0);
+        assert_eq!(c.failures(), ["max abs error 2.500e-1 over the budget of 0"]);
+        let c = check_outputs(&m, &t(&[1], &[0.25]), 0.5);
+        assert_eq!(c.checks[1].detail, "max abs error 2.500e-1 within 0.5");
     }
 
     #[test]

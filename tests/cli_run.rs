@@ -534,6 +534,34 @@ fn logits_off_by_one_fail_the_run_after_the_report() {
 }
 
 #[test]
+fn tolerances_and_byte_counts_read_as_the_tables_print_them() {
+    // The digits logits differ from scikit-learn's by 7.6e-6: over a budget of 0.
+    let (text, err) =
+        failed_check(&["run", DIGITS, "--runs", "1", "--no-search", "--tolerance", "0"]);
+    assert!(
+        text.contains("\nmax error  7.629e-6 against the file's logits (EXCEEDS 0)\n"),
+        "{text}"
+    );
+    assert_eq!(err, "error: check failed: max abs error 7.629e-6 over the budget of 0");
+    let out = lumen(&["run", DIGITS, "--runs", "1", "--no-search", "--tolerance", "0.5"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(" against the file's logits (within 0.5)\n"), "{text}");
+    let v = json(&["run", DIGITS, "--runs", "1", "--no-search", "--tolerance", "1.5e-5", "--json"]);
+    assert_eq!(v["checks"]["max_abs_err"]["detail"], "max abs error 7.629e-6 within 1.5e-5");
+
+    // Nothing fits the budget: no report on stdout, the budget error with grouped digits.
+    let args = ["run", DIGITS, "--memory-budget", "0", "--json"];
+    let out = lumen(&args);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        error_line_of(&args, out),
+        "error: every candidate's slab exceeds the memory budget of 0 bytes (smallest: 1,463,296 \
+         bytes)\n"
+    );
+}
+
+#[test]
 fn nan_inputs_fail_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let nan = edited_digits(dir.path(), "nan.safetensors", |t, _| {

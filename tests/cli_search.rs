@@ -177,8 +177,8 @@ fn limits_and_budget() {
     assert!(!out.status.success());
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "error: every candidate's slab exceeds the memory budget of 1000 bytes (smallest: \
-         1463296 bytes)\n"
+        "error: every candidate's slab exceeds the memory budget of 1,000 bytes (smallest: \
+         1,463,296 bytes)\n"
     );
     let v =
         json(&["run", DIGITS, "--json", "--runs", "1", "--trials", "1", "--search-time-ms", "0"]);

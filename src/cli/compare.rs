@@ -18,8 +18,8 @@ use lumen_planner::PlanError;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
-use super::out;
 use super::program_args::ProgramArgs;
+use super::{errors, out};
 
 /// Arguments of `lumen compare`.
 #[derive(Debug, clap::Args)]
@@ -129,8 +129,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if exploration.candidates.is_empty() {
         let n = exploration.refused.len();
-        let first =
-            exploration.refused.first().map(|(label, err)| format!(" (first: {label}: {err})"));
+        let first = exploration
+            .refused
+            .first()
+            .map(|(label, err)| format!(" (first: {label}: {})", errors::message(err)));
         anyhow::bail!(
             "no candidate fits: the planner refused {} candidate{}{}",
             if n == 1 { "the only".to_string() } else { format!("all {n}") },

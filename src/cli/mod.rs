@@ -2,6 +2,7 @@
 
 mod compare;
 mod compile;
+pub mod errors;
 pub mod out;
 mod plan_slab;
 mod program_args;

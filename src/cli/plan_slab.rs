@@ -14,7 +14,7 @@ use lumen_planner::{
 };
 use serde_json::{Map, Value, json};
 
-use super::out;
+use super::{errors, out};
 
 /// Arguments of `lumen plan-slab`.
 #[derive(Debug, clap::Args)]
@@ -99,7 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         problem.options.time_budget = args.time_budget;
     }
-    let plan = problem.plan().map_err(|e| anyhow!("{file}: {e}"))?;
+    let plan = problem.plan().map_err(|e| anyhow!("{file}: {}", errors::message(&e)))?;
 
     if let Some(out) = &args.svg {
         let svg = layout_svg_with_names(&problem.dag, &problem.buffers, &plan, |n| {
@@ -119,7 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn load(path: &Path) -> anyhow::Result<SlabProblem> {
     SlabProblem::load(path).map_err(|e| match e {
         ProblemError::Io { .. } => anyhow!(e),
-        other => anyhow!("{}: {other}", path.display()),
+        other => anyhow!("{}: {}", path.display(), errors::message(&other)),
     })
 }
 
@@ -149,7 +149,7 @@ fn compare(args: &Args) -> anyhow::Result<()> {
                 SlabOptions { algorithm, time_budget: args.time_budget, ..problem.options };
             let start = Instant::now();
             let plan = plan_slab(&problem.dag, &problem.buffers, &options)
-                .map_err(|e| anyhow!("{file}: {algorithm}: {e}"))?;
+                .map_err(|e| anyhow!("{file}: {algorithm}: {}", errors::message(&e)))?;
             let seconds = start.elapsed().as_secs_f64();
             verify(&problem.dag, &problem.buffers, &plan, &options)
                 .map_err(|e| anyhow!("{file}: {algorithm} gave an invalid plan: {e}"))?;

@@ -368,8 +368,11 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     match (&o.model.logits, check.max_abs_err) {
         (Some(_), Some(err)) => {
             let verdict = if err <= tol { "within" } else { "EXCEEDS" };
-            let _ =
-                writeln!(s, "max error  {err:.3e} against the file's logits ({verdict} {tol:.0e})");
+            let _ = writeln!(
+                s,
+                "max error  {err:.3e} against the file's logits ({verdict} {})",
+                model::tolerance_text(tol)
+            );
         }
         (Some(r), None) => {
             let _ = writeln!(
