@@ -51,7 +51,8 @@ pub enum SlabAlgorithm {
     /// topological order first (XLA's temporal sort). The order only guides; conflicts still
     /// come from the DAG.
     Lifetime,
-    /// The best lumen has: every greedy above, then a search that keeps the best plan found.
+    /// The best lumen has: every greedy above and a bottom-left greedy (the buffer whose lowest
+    /// gap starts lowest goes next), then a search that keeps the best plan found.
     /// On interval problems (the DAG's closure is a total order) an exact branch and bound over
     /// canonical bottom-up placements with a binary search on the slab size, in the spirit of
     /// MiniMalloc (Moffitt, ASPLOS 2023); on other DAGs an iterated greedy over placement

@@ -1,12 +1,23 @@
 //! `best`: the smallest plan lumen can find. Every greedy (first fit in request order among
-//! them, so `best` is never worse than Luminal's plan), then a search seeded with the winner:
-//! on interval problems the exact skyline search ([`super::skyline`]) with a binary search on
-//! the slab size, on other DAGs an iterated greedy over placement orders ([`super::local`]).
-//! The search stops early once the plan meets the exact lower bound.
+//! them, so `best` is never worse than Luminal's plan) and the bottom-left greedy
+//! ([`Lowest`]), then a search seeded with the winner: on interval problems the exact skyline
+//! search ([`super::skyline`]) with a binary search on the slab size, on other DAGs an iterated
+//! greedy over placement orders ([`super::local`]), split between the bottom-left order and the
+//! best fixed order when bottom-left won. The search stops early once the plan meets the exact
+//! lower bound.
+//!
+//! Why bottom-left: on dense layered DAGs (each buffer conflicting with a couple of hundred
+//! others) one decode costs millions of neighbour visits, so the iterated greedy affords a
+//! dozen moves and `best` was its seed. A fixed order (size, lifetime, start) places a large
+//! buffer of a late layer before the small ones of early layers and leaves holes under it;
+//! bottom-left fills the slab from offset 0 upward wherever the DAG allows, for about two
+//! decodes. On the layered DAG suite of the `algorithms` bench it moves the geometric mean of
+//! slab / lower bound from 1.100 to 1.084 (500 layers x 20: 1.105 to 1.081); on interval
+//! problems the skyline search decides, and the MiniMalloc results are unchanged.
 
 use std::time::Instant;
 
-use super::greedy::{Fit, Greedy};
+use super::greedy::{Fit, Greedy, Lowest};
 use super::skyline::{Intervals, Outcome};
 use super::{Instance, capacity_error, local, orders};
 use crate::{PlanError, SlabOptions};
@@ -61,11 +72,28 @@ pub(crate) fn best(
         }
     }
 
+    // Bottom-left: the buffer whose lowest gap starts lowest goes next. Its plan is a first-fit
+    // decode of its placement order, so the iterated greedy can start from it.
+    let mut bottom_left: Vec<u32> = Vec::with_capacity(n);
+    let slab =
+        Lowest::default().place(&inst.conflicts, inst.reserved, &mut offsets, &mut bottom_left);
+    let bottom_left_won = slab < incumbent.slab;
+    incumbent.offer(slab, &offsets);
+
     if incumbent.slab > lower_bound {
         if inst.conflicts.is_intervals() {
             interval_search(inst, &mut incumbent, deadline);
+        } else if bottom_left_won {
+            // Two runs, half the budget each: from the bottom-left order, then from the best of
+            // the other orders, whose neighbourhood differs (it sometimes ends lower).
+            let half = deadline.map(|d| {
+                let now = Instant::now();
+                now + d.saturating_duration_since(now) / 2
+            });
+            local::improve(inst, &mut incumbent, &bottom_left, Fit::First, lower_bound, 2, half);
+            local::improve(inst, &mut incumbent, seed.0, seed.1, lower_bound, 2, deadline);
         } else {
-            local::improve(inst, &mut incumbent, seed.0, seed.1, lower_bound, deadline);
+            local::improve(inst, &mut incumbent, seed.0, seed.1, lower_bound, 1, deadline);
         }
     }
 

@@ -20,15 +20,17 @@ pub(crate) const LOCAL_WORK: u64 = 30_000_000;
 /// Most orders tried per buffer, so small programs finish in microseconds.
 const TRIES_PER_BUFFER: usize = 400;
 
-/// Improves `incumbent`, starting from `order` (the best greedy order so far, decoded with
-/// `fit`), until the plan meets `lower_bound` (bytes), the work budget runs out, or the
-/// deadline passes (`deadline` replaces the work budget when given).
+/// Improves `incumbent`, starting from `order` (a greedy order, decoded with `fit`), until the
+/// plan meets `lower_bound` (bytes), this run's share of the work budget runs out (`1 / share`
+/// of [`LOCAL_WORK`] and of the tries per buffer), or the deadline passes (`deadline` replaces
+/// the work budget when given).
 pub(crate) fn improve(
     inst: &Instance<'_>,
     incumbent: &mut Incumbent,
     order: &[u32],
     fit: Fit,
     lower_bound: usize,
+    share: u64,
     deadline: Option<Instant>,
 ) {
     let n = order.len();
@@ -38,7 +40,11 @@ pub(crate) fn improve(
     let decode_cost = 2 * inst.conflicts.pair_count() as u64 + n as u64;
     let tries = match deadline {
         Some(_) => usize::MAX,
-        None => (LOCAL_WORK / decode_cost.max(1)).min((TRIES_PER_BUFFER * n) as u64) as usize,
+        None => {
+            let share = share.max(1);
+            let cap = (TRIES_PER_BUFFER * n) as u64 / share;
+            (LOCAL_WORK / share / decode_cost.max(1)).min(cap) as usize
+        }
     };
     let mut greedy = Greedy::default();
     let mut rng = SplitMix64::new(0x1F0C_A11E_5EED);

@@ -11,7 +11,7 @@
 //! | `first-fit-size` | size descending | lowest | TFLite Micro's greedy planner |
 //! | `best-fit-size` | size descending | smallest | TFLite's arena planner, XLA's heap simulator |
 //! | `lifetime` | lifetime descending | smallest | XLA's temporal sort |
-//! | `best` | several greedy orders, then a search | | lumen |
+//! | `best` | several greedy orders and bottom-left, then a search | | lumen |
 //!
 //! All of them work on [`Conflicts`], the interference graph built once by a sweep.
 

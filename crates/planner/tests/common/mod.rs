@@ -92,3 +92,45 @@ pub fn random_case(
         })
     })
 }
+
+/// A layered program: `layers` layers of `width` ops, each op reading the op in its own column
+/// and a random op of the previous layer (branches run in parallel and join), one output buffer
+/// per op (4 KiB to 512 KiB) used by the op and its readers. The same stream as the
+/// `algorithms` bench's layered DAG suite for the same `seed` (nonzero).
+pub fn layered_program(layers: usize, width: usize, seed: u64) -> (Dag, Vec<SlabBuffer>) {
+    let mut rng = seed;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut dag: Dag = Dag::new();
+    let mut grid: Vec<Vec<NodeIndex>> = Vec::new();
+    let mut readers: Vec<Vec<NodeIndex>> = Vec::new();
+    for l in 0..layers {
+        let row: Vec<NodeIndex> = (0..width).map(|_| dag.add_node(())).collect();
+        readers.extend((0..width).map(|_| Vec::new()));
+        if let Some(prev) = grid.last() {
+            for (k, &v) in row.iter().enumerate() {
+                let picks = [k, (next() as usize) % width];
+                for p in picks {
+                    dag.update_edge(prev[p], v, ());
+                    readers[(l - 1) * width + p].push(v);
+                }
+            }
+        }
+        grid.push(row);
+    }
+    let buffers = grid
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, &v)| {
+            let mut uses = vec![v];
+            uses.extend(&readers[i]);
+            SlabBuffer::new(format!("t{i}"), 4096usize << (next() % 8), uses)
+        })
+        .collect();
+    (dag, buffers)
+}
