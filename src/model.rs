@@ -170,6 +170,9 @@ fn shape_err(name: &str, got: &[usize], expected: String) -> ModelError {
 /// [`ModelError::Format`] for a malformed file; `Missing` (no `x`, no layers), `Layers`
 /// (gaps, a weight without its bias or a bias without its weight), `Dtype` (not f32; labels
 /// not integer) and `Shape` (ranks, widths that do not chain, batch mismatches, zero sizes).
+/// `w1` defines the input width, so an `x` of another width is `x`'s error (`tensor `x` has
+/// shape [16, 5], expected [16, 4] (w1 is [4, 8])`); a later `w{i}` that does not take the
+/// previous layer's width is `w{i}`'s.
 pub fn parse_mlp(bytes: &[u8]) -> Result<MlpModel, ModelError> {
     let st = SafeTensors::deserialize(bytes).map_err(|e| ModelError::Format(e.to_string()))?;
     let metadata = SafeTensors::read_metadata(bytes)
@@ -208,6 +211,12 @@ pub fn parse_mlp(bytes: &[u8]) -> Result<MlpModel, ModelError> {
         let w = f32_tensor(&st, &wn, "a layer weight [in, out]")?;
         let out = match *w.shape() {
             [d_in, d_out] if d_in == width && d_out > 0 => d_out,
+            // The first weight defines the input width: a batch of another width is x's
+            // mismatch, not the layer's.
+            [d_in, d_out] if i == 1 && d_in > 0 && d_out > 0 => {
+                let expected = format!("[{batch}, {d_in}] (w1 is {:?})", w.shape());
+                return Err(shape_err("x", x.shape(), expected));
+            }
             _ => return Err(shape_err(&wn, w.shape(), format!("[{width}, out] with out >= 1"))),
         };
         let b = f32_tensor(&st, &bn, "a layer bias [out]")?;

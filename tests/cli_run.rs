@@ -390,6 +390,25 @@ fn bad_files_are_one_error_line() {
             .ends_with("tensor `w2` has shape [5, 2], expected [4, out] with out >= 1")
     );
 
+    // w1 defines the input width: an x of another width is x's mismatch.
+    let wide_x = f32_tensor("x", &[16, 5], 1);
+    let w1_4x8 = f32_tensor("w1", &[4, 8], 2);
+    let b1_8 = f32_tensor("b1", &[8], 3);
+    let input = p("input.safetensors", &[wide_x, w1_4x8, b1_8]);
+    assert_eq!(
+        error_line(&["run", &input]),
+        format!(
+            "error: cannot load a model from {input}: tensor `x` has shape [16, 5], expected \
+             [16, 4] (w1 is [4, 8])"
+        )
+    );
+    // A w1 that is no matrix is still w1's error.
+    let flat_w1 = p("flat.safetensors", &[x.clone(), f32_tensor("w1", &[12], 2), b1.clone()]);
+    assert!(
+        error_line(&["run", &flat_w1])
+            .ends_with("tensor `w1` has shape [12], expected [3, out] with out >= 1")
+    );
+
     let bad_y = ("y", Dtype::F32, vec![2], f32s(&[0.0, 1.0]));
     let labels = p("labels.safetensors", &[x.clone(), w1.clone(), b1.clone(), bad_y]);
     assert!(
