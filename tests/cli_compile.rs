@@ -288,7 +288,8 @@ fn sizes_of_the_other_program_are_refused() {
 }
 
 /// `--resident-weights`: every weight lives until readback, so no buffer reuses its bytes; the
-/// digits-sized MLP pays 16,384 slab bytes for it, the golden program nothing.
+/// digits-sized MLP pays 16,384 slab bytes for it at the default batch 32, 512 at batch 1 and
+/// nothing at the digits file's batch 450 (the README's figures); the golden program nothing.
 #[test]
 fn resident_weights_flag_keeps_weights_to_themselves() {
     let uses_readback = |v: &Value, id: &str| {
@@ -306,6 +307,13 @@ fn resident_weights_flag_keeps_weights_to_themselves() {
         assert!(uses_readback(&resident, w), "{w}");
     }
     assert!(!uses_readback(&resident, "x"));
+    // (batch, plain slab, resident slab): the cost depends on the sizes.
+    for (batch, plain, resident) in [("1", 1_118_464, 1_118_976), ("450", 1_693_696, 1_693_696)] {
+        let args = ["compile", "mlp", "--no-fuse", "--batch", batch, "--json"];
+        assert_eq!(json(&args)["slab_bytes"], plain, "batch {batch}");
+        let v = json(&[&args[..], &["--resident-weights"]].concat());
+        assert_eq!(v["slab_bytes"], resident, "batch {batch}");
+    }
     // The golden program: unchanged by default, and no bigger resident.
     let golden = json(&["compile", "linear-relu", "--no-fuse", "--json"]);
     assert_eq!(golden["slab_bytes"], 1_196_288);
