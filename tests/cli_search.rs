@@ -347,3 +347,48 @@ fn one_trial_is_singular_and_a_small_saving_keeps_its_digits() {
         assert!(digits.len() >= 3, "{be}");
     }
 }
+
+#[test]
+fn search_tolerance_is_a_flag_of_run_and_compare_profile() {
+    // Zero tolerance: the CPU candidates agree exactly, so all three are still measured.
+    let v = json(&[
+        "run",
+        DIGITS,
+        "--json",
+        "--runs",
+        "1",
+        "--trials",
+        "1",
+        "--search-tolerance",
+        "0,0",
+    ]);
+    assert_eq!(v["search_tolerance"], serde_json::json!({"abs": 0.0, "rel": 0.0}));
+    let list = check_candidates(&v);
+    assert!(list.iter().all(|c| c["status"] == "measured"), "{list:?}");
+    // ABS alone keeps the default relative part.
+    let v = json(&[
+        "compare",
+        "linear-relu",
+        "--profile",
+        "--trials",
+        "1",
+        "--search-tolerance",
+        "3e-3",
+        "--json",
+    ]);
+    assert_eq!(v["measured"]["tolerance"], serde_json::json!({"abs": 3e-3, "rel": 1e-4}));
+    // Bad values and combinations are usage errors (one line, status 2).
+    for args in [
+        &["run", DIGITS, "--search-tolerance=-1"][..],
+        &["run", DIGITS, "--search-tolerance", "1,2,3"],
+        &["run", DIGITS, "--search-tolerance", "nan"],
+        &["run", DIGITS, "--no-search", "--search-tolerance", "1"],
+        &["compare", "linear-relu", "--search-tolerance", "1"],
+    ] {
+        let out = lumen_env(args, &[]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{err}");
+    }
+}

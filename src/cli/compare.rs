@@ -57,6 +57,10 @@ pub struct Args {
     #[arg(long, default_value = "cpu", requires = "profile",
           value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
+    /// With --profile: how far a candidate's outputs may be from the reference candidate's,
+    /// `ABS` or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4).
+    #[arg(long, value_name = "ABS[,REL]", requires = "profile")]
+    search_tolerance: Option<lumen_runtime::search::Tolerance>,
 }
 
 /// Seeds of the random weights and inputs of `--profile` (splitmix64), fixed so two runs
@@ -161,8 +165,12 @@ fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<SearchReport>
     // Every candidate declares the same inputs and weights (fusion only rewrites compute).
     let weights = random_tensors(&first.program, BufferRole::Weight, WEIGHT_SEED)?;
     let inputs = random_tensors(&first.program, BufferRole::Input, INPUT_SEED)?;
-    let options =
-        SearchOptions { trials: args.trials as usize, dump_dir: None, ..SearchOptions::from_env() };
+    let options = SearchOptions {
+        trials: args.trials as usize,
+        dump_dir: None,
+        tolerance: args.search_tolerance.unwrap_or_default(),
+        ..SearchOptions::from_env()
+    };
     Ok(search::search(
         runtime.as_ref(),
         &e.candidates,

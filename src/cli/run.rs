@@ -62,6 +62,11 @@ pub struct Args {
     /// Search: skip candidates whose slab exceeds this many bytes.
     #[arg(long, value_name = "BYTES", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     memory_budget: Option<usize>,
+    /// Search: how far a candidate's outputs may be from the reference candidate's, as `ABS`
+    /// or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4). cuBLASLt's GELU
+    /// epilogues need about 3e-3.
+    #[arg(long, value_name = "ABS[,REL]", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    search_tolerance: Option<search::Tolerance>,
     /// How many times to execute (the execute phase's time is their total; throughput uses
     /// their mean).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
@@ -219,6 +224,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             max_candidates: args.max_candidates.map(|n| n as usize),
             time_limit: args.search_time_ms.map(Duration::from_millis),
             memory_budget: args.memory_budget,
+            tolerance: args.search_tolerance.unwrap_or_default(),
             ..SearchOptions::from_env()
         };
         let report = search::search(

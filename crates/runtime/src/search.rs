@@ -62,8 +62,8 @@ pub fn unfused_label() -> &'static str {
 /// (they agree exactly) and of cuBLASLt's exact epilogues. cuBLASLt's GELU epilogues may
 /// evaluate tanh with the hardware approximation (about 2e-3 from the exact form on outputs
 /// of a few units, where the NVRTC kernel of the unfused candidate is exact): a GELU program
-/// searched on CUDA needs a looser bound, such as `abs: 3e-3`, or its fused candidates are
-/// reported as mismatches.
+/// searched on CUDA needs a looser bound, such as `abs: 3e-3` (`--search-tolerance 3e-3` on
+/// the CLI), or its fused candidates are reported as mismatches.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Tolerance {
     /// Absolute part, in the outputs' units.
@@ -109,6 +109,31 @@ impl Tolerance {
     /// Whether both parts are finite and non-negative.
     pub fn is_valid(&self) -> bool {
         self.abs.is_finite() && self.abs >= 0.0 && self.rel.is_finite() && self.rel >= 0.0
+    }
+}
+
+impl std::str::FromStr for Tolerance {
+    type Err = String;
+
+    /// `ABS` (relative part kept at [`DEFAULT_TOLERANCE`]'s) or `ABS,REL`, each a finite,
+    /// non-negative number: the form of the CLI's `--search-tolerance`.
+    ///
+    /// ```
+    /// use lumen_runtime::search::Tolerance;
+    /// assert_eq!("3e-3".parse::<Tolerance>().unwrap(), Tolerance { abs: 3e-3, rel: 1e-4 });
+    /// assert_eq!("0,0".parse::<Tolerance>().unwrap(), Tolerance { abs: 0.0, rel: 0.0 });
+    /// assert!("-1".parse::<Tolerance>().is_err() && "1,2,3".parse::<Tolerance>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let part = |p: &str| match p.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(format!("`{s}` is not ABS or ABS,REL of finite, non-negative numbers")),
+        };
+        match s.split(',').collect::<Vec<_>>().as_slice() {
+            [abs] => Ok(Tolerance { abs: part(abs)?, rel: DEFAULT_TOLERANCE.rel }),
+            [abs, rel] => Ok(Tolerance { abs: part(abs)?, rel: part(rel)? }),
+            _ => Err(format!("`{s}` is not ABS or ABS,REL of finite, non-negative numbers")),
+        }
     }
 }
 
