@@ -404,22 +404,41 @@ fn bad_tolerances_are_refused() {
     assert_eq!(report.measured().count(), 3);
 }
 
-/// The CPU runtime, except that the program labelled `label` fails every execute after its
-/// first `ok` ones (0: it never runs; 1: a reference whose outputs exist but that never
-/// finishes its trials).
-struct FailsAfter {
-    cpu: CpuRuntime,
-    label: String,
-    ok: usize,
+/// What a [`Faulty`] runtime does wrong to the programs it names.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Every execute after the first `n` fails (0: it never runs; 1: a reference whose
+    /// outputs exist but that never finishes its trials).
+    FailAfter(usize),
+    /// The first element of every output is NaN (a kernel bug the cross-check must not take
+    /// as the standard).
+    NanFirst,
 }
 
-struct Flaky {
+/// The CPU runtime, except that programs whose label is in `labels` suffer `fault`.
+struct Faulty {
+    cpu: CpuRuntime,
+    labels: Vec<String>,
+    fault: Fault,
+}
+
+impl Faulty {
+    fn new(labels: &[&str], fault: Fault) -> Self {
+        Self {
+            cpu: CpuRuntime::default(),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            fault,
+        }
+    }
+}
+
+struct FaultyRun {
     inner: Box<dyn PreparedProgram>,
-    ok: usize,
+    fault: Fault,
     runs: usize,
 }
 
-impl Runtime for FailsAfter {
+impl Runtime for Faulty {
     fn name(&self) -> &'static str {
         "cpu"
     }
@@ -434,14 +453,14 @@ impl Runtime for FailsAfter {
         weights: &Tensors,
     ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
         let inner = self.cpu.prepare(program, weights)?;
-        if program.label != self.label {
+        if !self.labels.contains(&program.label) {
             return Ok(inner);
         }
-        Ok(Box::new(Flaky { inner, ok: self.ok, runs: 0 }))
+        Ok(Box::new(FaultyRun { inner, fault: self.fault, runs: 0 }))
     }
 }
 
-impl PreparedProgram for Flaky {
+impl PreparedProgram for FaultyRun {
     fn label(&self) -> &str {
         self.inner.label()
     }
@@ -456,10 +475,24 @@ impl PreparedProgram for Flaky {
 
     fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
         self.runs += 1;
-        if self.runs > self.ok {
-            return Err(RuntimeError::Kernel { kernel: "flaky", reason: "second execute".into() });
+        match self.fault {
+            Fault::FailAfter(ok) if self.runs > ok => {
+                Err(RuntimeError::Kernel { kernel: "flaky", reason: "second execute".into() })
+            }
+            Fault::FailAfter(_) => self.inner.execute(inputs),
+            Fault::NanFirst => Ok(self
+                .inner
+                .execute(inputs)?
+                .into_iter()
+                .map(|(name, t)| {
+                    let mut data = t.data().to_vec();
+                    if let Some(first) = data.first_mut() {
+                        *first = f32::NAN;
+                    }
+                    (name, lumen_runtime::HostTensor::new(t.shape().to_vec(), data).unwrap())
+                })
+                .collect()),
         }
-        self.inner.execute(inputs)
     }
 
     fn last_profile(&self) -> Option<&ExecProfile> {
@@ -472,7 +505,7 @@ fn a_reference_that_fails_its_trials_still_judges_the_rest() {
     let (m, k, n) = (8, 16, 4);
     let c = candidates(programs::linear_relu(m, k, n).unwrap(), "small");
     let (w, x) = data(&c);
-    let runtime = FailsAfter { cpu: CpuRuntime::default(), label: "small-unfused".into(), ok: 1 };
+    let runtime = Faulty::new(&["small-unfused"], Fault::FailAfter(1));
     // The bias candidate agrees with the failed reference and wins; the impostor does not.
     let mut mixed = c.clone();
     mixed[2] = impostor(&c[2], linear_gelu(m, k, n));
@@ -504,7 +537,7 @@ fn the_first_candidate_that_runs_is_the_reference() {
     let (w, x) = data(&c);
     // The unfused program never executes: the bias candidate is the reference, and the
     // impostor in the fused slot is compared with it.
-    let runtime = FailsAfter { cpu: CpuRuntime::default(), label: "small-unfused".into(), ok: 0 };
+    let runtime = Faulty::new(&["small-unfused"], Fault::FailAfter(0));
     let mut mixed = c.clone();
     mixed[2] = impostor(&c[2], linear_gelu(m, k, n));
     let report = search::search(&runtime, &mixed, &w, &x, &options(1), Progress::Hidden).unwrap();
@@ -521,71 +554,6 @@ fn the_first_candidate_that_runs_is_the_reference() {
     assert!(row("bias ").ends_with("  0.0e0  measured  reference, selected"), "{text}");
 }
 
-/// The CPU runtime, except that programs whose label is in `labels` return a NaN as the first
-/// element of every output (a kernel bug the cross-check must not take as the standard).
-struct NanIn {
-    cpu: CpuRuntime,
-    labels: Vec<String>,
-}
-
-struct NanFirst {
-    inner: Box<dyn PreparedProgram>,
-}
-
-impl Runtime for NanIn {
-    fn name(&self) -> &'static str {
-        "cpu"
-    }
-
-    fn peak(&self) -> Peak {
-        self.cpu.peak()
-    }
-
-    fn prepare(
-        &self,
-        program: &CompiledProgram,
-        weights: &Tensors,
-    ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
-        let inner = self.cpu.prepare(program, weights)?;
-        if !self.labels.contains(&program.label) {
-            return Ok(inner);
-        }
-        Ok(Box::new(NanFirst { inner }))
-    }
-}
-
-impl PreparedProgram for NanFirst {
-    fn label(&self) -> &str {
-        self.inner.label()
-    }
-
-    fn slab_bytes(&self) -> usize {
-        self.inner.slab_bytes()
-    }
-
-    fn prepare_seconds(&self) -> f64 {
-        self.inner.prepare_seconds()
-    }
-
-    fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
-        let outputs = self.inner.execute(inputs)?;
-        Ok(outputs
-            .into_iter()
-            .map(|(name, t)| {
-                let mut data = t.data().to_vec();
-                if let Some(first) = data.first_mut() {
-                    *first = f32::NAN;
-                }
-                (name, lumen_runtime::HostTensor::new(t.shape().to_vec(), data).unwrap())
-            })
-            .collect())
-    }
-
-    fn last_profile(&self) -> Option<&ExecProfile> {
-        self.inner.last_profile()
-    }
-}
-
 #[test]
 fn a_nan_in_the_first_candidate_does_not_make_it_the_standard() {
     let (m, k, n) = (8, 16, 4);
@@ -593,7 +561,7 @@ fn a_nan_in_the_first_candidate_does_not_make_it_the_standard() {
     let (w, x) = data(&c);
     // The unfused program runs first but returns a NaN where the others are finite: the bias
     // candidate, finite everywhere, is the reference; unfused is judged against it once known.
-    let runtime = NanIn { cpu: CpuRuntime::default(), labels: vec!["small-unfused".into()] };
+    let runtime = Faulty::new(&["small-unfused"], Fault::NanFirst);
     let report = search::search(&runtime, &c, &w, &x, &options(1), Progress::Hidden).unwrap();
     assert_eq!(report.reference, 1);
     assert_ne!(report.selected, 0, "the NaN candidate is never selected");
@@ -612,15 +580,15 @@ fn a_nan_in_the_first_candidate_does_not_make_it_the_standard() {
 
     // When every candidate has the NaN (NaN inputs, say), none is finite: the first that ran
     // is the reference and, NaN meeting NaN, they all agree.
-    let all = c.iter().map(|c| c.program.label.clone()).collect();
-    let runtime = NanIn { cpu: CpuRuntime::default(), labels: all };
+    let all: Vec<&str> = c.iter().map(|c| c.program.label.as_str()).collect();
+    let runtime = Faulty::new(&all, Fault::NanFirst);
     let report = search::search(&runtime, &c, &w, &x, &options(1), Progress::Hidden).unwrap();
     assert_eq!(report.reference, 0);
     assert_eq!(report.measured().count(), 3);
     assert!(report.candidates.iter().all(|r| r.max_abs_diff == Some(0.0)));
 
     // A NaN in the last candidate only: it is judged against the finite reference as before.
-    let runtime = NanIn { cpu: CpuRuntime::default(), labels: vec!["small-fused".into()] };
+    let runtime = Faulty::new(&["small-fused"], Fault::NanFirst);
     let report = search::search(&runtime, &c, &w, &x, &options(1), Progress::Hidden).unwrap();
     assert_eq!(report.reference, 0);
     assert_eq!(report.candidates[2].status.word(), "mismatch");

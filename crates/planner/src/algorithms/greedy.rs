@@ -43,14 +43,7 @@ impl Greedy {
         for &i in order {
             let i = i as usize;
             let size = reserved[i];
-            self.busy.clear();
-            for &j in conflicts.neighbors(i) {
-                if self.placed[j as usize] {
-                    let o = offsets[j as usize];
-                    self.busy.push((o, o + reserved[j as usize]));
-                }
-            }
-            self.busy.sort_unstable();
+            placed_ranges(conflicts, i, &self.placed, offsets, reserved, &mut self.busy);
             let offset = match fit {
                 Fit::First => first_gap(&self.busy, size),
                 Fit::Best => best_gap(&self.busy, size),
@@ -65,6 +58,26 @@ impl Greedy {
         }
         Ok(slab)
     }
+}
+
+/// Fills `busy` with the byte ranges `[offset, end)` of buffer `i`'s placed neighbours in the
+/// conflict graph, sorted: the ranges its gap must avoid.
+fn placed_ranges(
+    conflicts: &Conflicts,
+    i: usize,
+    placed: &[bool],
+    offsets: &[usize],
+    reserved: &[usize],
+    busy: &mut Vec<(usize, usize)>,
+) {
+    busy.clear();
+    for &j in conflicts.neighbors(i) {
+        let j = j as usize;
+        if placed[j] {
+            busy.push((offsets[j], offsets[j] + reserved[j]));
+        }
+    }
+    busy.sort_unstable();
 }
 
 /// Lowest offset where `size` bytes fit between the sorted `busy` ranges.
@@ -145,14 +158,7 @@ impl Lowest {
             }
             if self.stale[i] {
                 self.stale[i] = false;
-                self.busy.clear();
-                for &j in conflicts.neighbors(i) {
-                    if self.placed[j as usize] {
-                        let o = offsets[j as usize];
-                        self.busy.push((o, o + reserved[j as usize]));
-                    }
-                }
-                self.busy.sort_unstable();
+                placed_ranges(conflicts, i, &self.placed, offsets, reserved, &mut self.busy);
                 let gap = first_gap(&self.busy, reserved[i]);
                 if gap > at {
                     self.low[i] = gap;

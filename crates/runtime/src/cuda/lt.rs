@@ -156,6 +156,25 @@ impl Drop for Desc {
 
 struct Pref(lt_sys::cublasLtMatmulPreference_t);
 
+impl Pref {
+    /// A preference that caps the algorithm's workspace at `bytes` (the planned workspace).
+    fn with_max_workspace(bytes: u64) -> Result<Self, CudaError> {
+        let pref =
+            Pref(lt_result::create_matmul_pref().map_err(lt("cublasLtMatmulPreferenceCreate"))?);
+        // SAFETY: MAX_WORKSPACE_BYTES is a uint64_t attribute.
+        unsafe {
+            lt_result::set_matmul_pref_attribute(
+                pref.0,
+                lt_sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                (&bytes as *const u64).cast::<c_void>(),
+                size_of::<u64>(),
+            )
+        }
+        .map_err(lt("cublasLtMatmulPreferenceSetAttribute"))?;
+        Ok(pref)
+    }
+}
+
 impl Drop for Pref {
     fn drop(&mut self) {
         // SAFETY: created by cublasLtMatmulPreferenceCreate, destroyed once.
@@ -328,19 +347,7 @@ impl LtPlan {
         const ASK: usize = 8;
         let cm = column_major(key.m, key.k, key.n)?;
         let (a, b, d) = (Layout::new(cm.a)?, Layout::new(cm.b)?, Layout::new(cm.d)?);
-        let pref =
-            Pref(lt_result::create_matmul_pref().map_err(lt("cublasLtMatmulPreferenceCreate"))?);
-        let max_ws = key.workspace as u64;
-        // SAFETY: MAX_WORKSPACE_BYTES is a uint64_t attribute.
-        unsafe {
-            lt_result::set_matmul_pref_attribute(
-                pref.0,
-                lt_sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                (&max_ws as *const u64).cast::<c_void>(),
-                size_of::<u64>(),
-            )
-        }
-        .map_err(lt("cublasLtMatmulPreferenceSetAttribute"))?;
+        let pref = Pref::with_max_workspace(key.workspace as u64)?;
         // SAFETY: all-zero is a valid bit pattern for this plain C struct of ints and floats.
         let mut results: [lt_sys::cublasLtMatmulHeuristicResult_t; ASK] =
             unsafe { std::mem::zeroed() };
@@ -599,18 +606,8 @@ mod tests {
             }
         }
         // The workspace cap the heuristic is asked with.
-        let pref = Pref(lt_result::create_matmul_pref().unwrap());
         let max_ws: u64 = 4 << 20;
-        // SAFETY: MAX_WORKSPACE_BYTES is a uint64_t attribute.
-        unsafe {
-            lt_result::set_matmul_pref_attribute(
-                pref.0,
-                lt_sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                (&max_ws as *const u64).cast::<c_void>(),
-                size_of::<u64>(),
-            )
-        }
-        .unwrap();
+        let pref = Pref::with_max_workspace(max_ws).unwrap();
         let stored: u64 = read_back(
             lt_sys::cublasLtMatmulPreferenceGetAttribute as _,
             pref.0,
