@@ -447,18 +447,9 @@ pub fn classes(logits: &HostTensor) -> usize {
     }
 }
 
-/// A tolerance (an absolute error budget) as a person writes it: `0`, `1e-4`, `0.5`, `2`,
-/// `1.5e-5`. Plain decimals from 0.001 up to 10,000, the shortest exponent form outside that
-/// range; either way the text parses back to the same f64 (Rust's shortest round-trip digits).
-pub fn tolerance_text(tolerance: f64) -> String {
-    if tolerance == 0.0 {
-        "0".to_string()
-    } else if (1e-3..1e4).contains(&tolerance.abs()) {
-        format!("{tolerance}")
-    } else {
-        format!("{tolerance:e}")
-    }
-}
+/// A tolerance (an absolute error budget) as a person writes it: `0`, `1e-4`, `0.5`
+/// ([`lumen_runtime::search::tolerance_text`], which the search's tolerance prints with too).
+pub use lumen_runtime::search::tolerance_text;
 
 /// Labels outside `0..classes` as (row, label), in row order: [`accuracy`] can never count
 /// them correct, so an accuracy over them silently drops.

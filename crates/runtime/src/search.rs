@@ -138,9 +138,31 @@ impl std::str::FromStr for Tolerance {
 }
 
 impl fmt::Display for Tolerance {
-    /// `1e-4 + 1e-4 x |reference|`.
+    /// `1e-4 + 1e-4 x |reference|`, `0 + 0 x |reference|`, `0.003 + 1e-4 x |reference|`
+    /// ([`tolerance_text`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:e} + {:e} x |reference|", self.abs, self.rel)
+        write!(f, "{} + {} x |reference|", tolerance_text(self.abs), tolerance_text(self.rel))
+    }
+}
+
+/// A tolerance as a person writes it: `0`, `1e-4`, `0.5`, `2`, `1.5e-5`. Plain decimals from
+/// 0.001 up to 10,000, the shortest exponent form outside that range; either way the text
+/// parses back to the same f64 (Rust's shortest round-trip digits).
+///
+/// ```
+/// use lumen_runtime::search::tolerance_text;
+/// assert_eq!(tolerance_text(0.0), "0");
+/// assert_eq!(tolerance_text(1e-4), "1e-4");
+/// assert_eq!(tolerance_text(0.5), "0.5");
+/// assert_eq!(tolerance_text(1.5e-5), "1.5e-5");
+/// ```
+pub fn tolerance_text(tolerance: f64) -> String {
+    if tolerance == 0.0 {
+        "0".to_string()
+    } else if (1e-3..1e4).contains(&tolerance.abs()) {
+        format!("{tolerance}")
+    } else {
+        format!("{tolerance:e}")
     }
 }
 
@@ -898,20 +920,45 @@ fn all_finite(outputs: &Tensors) -> bool {
 }
 
 /// Compares the held-back `outputs` of the candidate in `row` with `reference`: records the
-/// largest difference and, when they disagree, marks the row a mismatch and notes it.
+/// largest difference and, when they disagree, marks the row a mismatch (its timings dropped:
+/// a mismatch has no median) and notes it. Returns whether they agree.
 fn judge(
     row: &mut CandidateTiming,
     outputs: &Tensors,
     reference: &(usize, String, Tensors),
     tolerance: Tolerance,
     mismatched: &mut Vec<String>,
-) {
+) -> bool {
     let comparison = compare_outputs(outputs, &reference.2, tolerance);
     row.max_abs_diff = comparison.max_abs_diff;
-    if let Some(disagreement) = comparison.disagreement {
-        row.status =
-            CandidateStatus::Mismatch { reference: reference.1.clone(), tolerance, disagreement };
-        mismatched.push(format!("{}: {}", row.label, row.status.describe(row.slab_bytes)));
+    let Some(disagreement) = comparison.disagreement else { return true };
+    row.status =
+        CandidateStatus::Mismatch { reference: reference.1.clone(), tolerance, disagreement };
+    row.median_ms = None;
+    row.trials_ms.clear();
+    mismatched.push(format!("{}: {}", row.label, row.status.describe(row.slab_bytes)));
+    false
+}
+
+/// Takes row `i`, a candidate now known to agree with the reference, into the running
+/// fastest; a new fastest prints its [`llir_best_block`] under [`SearchOptions::log_llir`].
+fn consider_fastest(
+    best: &mut Option<(usize, f64)>,
+    rows: &[CandidateTiming],
+    candidates: &[Candidate],
+    i: usize,
+    options: &SearchOptions,
+) {
+    let Some(m) = rows.get(i).and_then(|r| r.median_ms) else { return };
+    if best.is_some_and(|(_, b)| m >= b) {
+        return;
+    }
+    *best = Some((i, m));
+    if let (true, Some(c)) = (options.log_llir, candidates.get(i)) {
+        let block = llir_best_block(i, m, &c.program, &c.label);
+        // One write per block so concurrent stderr lines never interleave inside it; a
+        // closed stderr is not the search's failure.
+        let _ = std::io::stderr().lock().write_all(block.as_bytes());
     }
 }
 
@@ -1066,6 +1113,8 @@ pub fn search(
         } else {
             attempted += 1;
             let had_reference = reference.is_some();
+            // Rows now known to agree with the reference, for the running fastest.
+            let mut agreeing = Vec::new();
             match measure_agreeing(runtime, c, weights, inputs, options, &mut reference, &mut row) {
                 Ok(_) if row.status != CandidateStatus::Measured => {
                     mismatched.push(format!(
@@ -1074,36 +1123,33 @@ pub fn search(
                         row.status.describe(row.slab_bytes)
                     ));
                 }
-                Ok(outputs) => {
-                    let is_held = outputs.is_some();
-                    if let Some(outputs) = outputs {
-                        held.push((index, outputs));
-                    }
-                    if let (false, Some(r)) = (had_reference, &reference) {
-                        // This candidate just became the reference: judge the held ones.
-                        for (i, outputs) in held.drain(..) {
-                            if let Some(prev) = rows.get_mut(i) {
-                                judge(prev, &outputs, r, options.tolerance, &mut mismatched);
-                            }
-                        }
-                    }
-                    if let Some(m) = row.median_ms
-                        && best.is_none_or(|(_, b)| m < b)
-                    {
-                        best = Some((index, m));
-                        if options.log_llir && !is_held {
-                            let block = llir_best_block(index, m, &c.program, &c.label);
-                            // One write per block so concurrent stderr lines never interleave
-                            // inside it; a closed stderr is not the search's failure.
-                            let _ = std::io::stderr().lock().write_all(block.as_bytes());
-                        }
-                    }
-                }
+                Ok(Some(outputs)) => held.push((index, outputs)),
+                Ok(None) => agreeing.push(index),
                 Err(err) => {
                     row.status = CandidateStatus::Failed { error: err.to_string() };
                     first_error.get_or_insert((c.label.clone(), err));
                 }
             }
+            // The reference came with this candidate (even one that then failed its trials):
+            // the held candidates are judged against it now.
+            if let (false, Some(r)) = (had_reference, &reference) {
+                for (i, outputs) in held.drain(..) {
+                    if let Some(prev) = rows.get_mut(i)
+                        && judge(prev, &outputs, r, options.tolerance, &mut mismatched)
+                    {
+                        agreeing.push(i);
+                    }
+                }
+            }
+            rows.push(row);
+            agreeing.sort_unstable();
+            for i in agreeing {
+                consider_fastest(&mut best, &rows, candidates, i, options);
+            }
+            if let Some(bar) = &bar {
+                bar.inc(1);
+            }
+            continue;
         }
         rows.push(row);
         if let Some(bar) = &bar {
@@ -1120,24 +1166,20 @@ pub fn search(
             row.max_abs_diff = Some(0.0);
             reference = Some((first, row.label.clone(), outputs));
         }
+        let mut agreeing = vec![first];
         if let Some(r) = &reference {
             for (i, outputs) in held.drain(..) {
-                if let Some(row) = rows.get_mut(i) {
-                    judge(row, &outputs, r, options.tolerance, &mut mismatched);
+                if let Some(row) = rows.get_mut(i)
+                    && judge(row, &outputs, r, options.tolerance, &mut mismatched)
+                {
+                    agreeing.push(i);
                 }
             }
         }
+        for i in agreeing {
+            consider_fastest(&mut best, &rows, candidates, i, options);
+        }
     }
-    // Held candidates were timed before they were judged: the winner is chosen among the rows
-    // that stand now (lowest median, lower index on a tie).
-    best = rows
-        .iter()
-        .filter(|r| r.status == CandidateStatus::Measured)
-        .filter_map(|r| r.median_ms.map(|m| (r.index, m)))
-        .fold(None, |acc: Option<(usize, f64)>, (i, m)| match acc {
-            Some((_, b)) if b <= m => acc,
-            _ => Some((i, m)),
-        });
     let search_ms = start.elapsed().as_secs_f64() * 1e3;
     let Some((selected, winner_ms)) = best else {
         if let (Some((_, label, _)), Some(first)) = (reference, mismatched.first()) {
@@ -1154,7 +1196,11 @@ pub fn search(
         let smallest = rows.iter().map(|r| r.slab_bytes).min().unwrap_or(0);
         return Err(SearchError::OverBudget { budget, smallest });
     };
-    let unfused_ms = rows.iter().find(|r| r.label == unfused_label()).and_then(|r| r.median_ms);
+    // A mismatched or failed unfused candidate is no baseline.
+    let unfused_ms = rows
+        .iter()
+        .find(|r| r.label == unfused_label() && r.status == CandidateStatus::Measured)
+        .and_then(|r| r.median_ms);
     let winner_is_unfused = rows.get(selected).is_some_and(|r| r.label == unfused_label());
     let report = SearchReport {
         runtime: runtime.name().to_string(),

@@ -415,19 +415,22 @@ enum Fault {
     NanFirst,
 }
 
-/// The CPU runtime, except that programs whose label is in `labels` suffer `fault`.
+/// The CPU runtime, except that each program named in `faults` suffers its fault.
 struct Faulty {
     cpu: CpuRuntime,
-    labels: Vec<String>,
-    fault: Fault,
+    faults: Vec<(String, Fault)>,
 }
 
 impl Faulty {
+    /// The same `fault` for every program in `labels`.
     fn new(labels: &[&str], fault: Fault) -> Self {
+        Self::each(&labels.iter().map(|l| (*l, fault)).collect::<Vec<_>>())
+    }
+
+    fn each(faults: &[(&str, Fault)]) -> Self {
         Self {
             cpu: CpuRuntime::default(),
-            labels: labels.iter().map(|l| l.to_string()).collect(),
-            fault,
+            faults: faults.iter().map(|(l, f)| (l.to_string(), *f)).collect(),
         }
     }
 }
@@ -453,10 +456,10 @@ impl Runtime for Faulty {
         weights: &Tensors,
     ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
         let inner = self.cpu.prepare(program, weights)?;
-        if !self.labels.contains(&program.label) {
-            return Ok(inner);
+        match self.faults.iter().find(|(l, _)| *l == program.label) {
+            Some(&(_, fault)) => Ok(Box::new(FaultyRun { inner, fault, runs: 0 })),
+            None => Ok(inner),
         }
-        Ok(Box::new(FaultyRun { inner, fault: self.fault, runs: 0 }))
     }
 }
 
@@ -593,4 +596,23 @@ fn a_nan_in_the_first_candidate_does_not_make_it_the_standard() {
     assert_eq!(report.reference, 0);
     assert_eq!(report.candidates[2].status.word(), "mismatch");
     assert!(report.candidates[2].trials_ms.is_empty(), "not timed once known to disagree");
+}
+
+#[test]
+fn a_reference_that_fails_its_trials_still_judges_the_held_candidates() {
+    let (m, k, n) = (8, 16, 4);
+    let c = candidates(programs::linear_relu(m, k, n).unwrap(), "small");
+    let (w, x) = data(&c);
+    // unfused has a NaN (held); bias, finite, becomes the reference and then fails its trials:
+    // unfused must still be judged against bias, and the fused candidate wins.
+    let runtime =
+        Faulty::each(&[("small-unfused", Fault::NanFirst), ("small-bias", Fault::FailAfter(1))]);
+    let report = search::search(&runtime, &c, &w, &x, &options(1), Progress::Hidden).unwrap();
+    assert_eq!((report.reference, report.selected), (1, 2));
+    let unfused = &report.candidates[0];
+    assert_eq!(unfused.status.word(), "mismatch");
+    assert_eq!((unfused.median_ms, unfused.trials_ms.len()), (None, 0), "a mismatch has no median");
+    assert_eq!(report.candidates[1].status.word(), "failed");
+    // No measured unfused candidate, so no break-even against it.
+    assert!(report.unfused().is_some_and(|u| u.median_ms.is_none()));
 }
