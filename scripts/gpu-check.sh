@@ -49,10 +49,11 @@ for line in sys.stdin:
 
 # Where a library is, among the usual places: LUMEN_CUDA_LIB_DIRS (colon-separated, searched
 # first), the loader cache, NVIDIA container mounts, /usr/local/cuda*, and pip installs (nvidia-*
-# wheels, PyTorch) under any site-packages of python3 or of a venv under /opt. Driver
-# forward-compatibility copies (`compat/`) are never picked: on a machine whose kernel module is
-# older they fail cuInit. For libcuda the loader's own x86-64 `libcuda.so.1` wins; for the CUDA
-# 13 libraries a path of the CUDA 13 wheels (`cu13/`) or toolkit (`cuda-13`) is preferred.
+# wheels, PyTorch) under any site-packages of python3 or of a venv under /opt. Never picked:
+# driver forward-compatibility copies (`compat/`, which fail cuInit under an older kernel
+# module) and the toolkit's link-time stubs (`stubs/`, which have no driver behind them). For
+# libcuda the loader's own x86-64 `libcuda.so.1` wins; for the CUDA 13 libraries a path of the
+# CUDA 13 wheels (`cu13/`) or toolkit (`cuda-13`) is preferred.
 find_lib() {
     local pattern=$1 hits=() hit d
     if [ -n "${LUMEN_CUDA_LIB_DIRS:-}" ]; then
@@ -71,7 +72,7 @@ find_lib() {
         if [ -n "$hit" ]; then echo "$hit"; return; fi
     fi
     while IFS= read -r hit; do hits+=("$hit"); done < <(ldconfig -p 2>/dev/null |
-        awk -v p="$pattern" '$1 ~ "^" p && $NF !~ /compat/ {print $NF}' | sort -r)
+        awk -v p="$pattern" '$1 ~ "^" p && $NF !~ /compat|stubs/ {print $NF}' | sort -r)
     local dirs=(/usr/local/nvidia/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib/wsl/lib)
     dirs+=(/usr/local/cuda*/lib64 /usr/local/cuda*/targets/x86_64-linux/lib)
     local py
@@ -88,7 +89,8 @@ for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path:
     for d in "${dirs[@]}"; do
         [ -d "$d" ] || continue
         while IFS= read -r hit; do hits+=("$hit"); done < <(find -L "$d" -maxdepth 5 \
-            -name "$pattern*" ! -name '*builtins*' ! -name '*.alt.*' ! -path '*/compat/*' \
+            -name "$pattern*" ! -name '*builtins*' ! -name '*.alt.*' \
+            ! -path '*/compat/*' ! -path '*/stubs/*' \
             2>/dev/null | sort -r)
     done
     [ ${#hits[@]} -gt 0 ] || return 0
@@ -125,7 +127,7 @@ each_test() {
         fi
         # The test's own lines (figures, skip reasons, panics), without the harness's.
         sed -E 's/^test [^ ]+ \.\.\. //' "$TMPDIR_RUN/out" |
-            grep -v -E '^(running [0-9]+ tests?|test result:.*|ok|FAILED|ignored|)$' |
+            grep -a -v -E '^(running [0-9]+ tests?|test result:.*|ok|FAILED|ignored|failures:|stack backtrace:|note: .*backtrace.*| +[a-z0-9_:]+|)$' |
             sed 's/^/   /' || true
     done
     return $failed
@@ -154,12 +156,13 @@ run() {
     export LUMEN_DATA_DIR="$root/data"
     # Here a GPU is expected: a test that would skip fails instead. cuBLASLt logs its errors
     # (level 1) with its own reason, e.g. why an algorithm is NOT_SUPPORTED.
-    export LUMEN_REQUIRE_CUDA=1 CUBLASLT_LOG_LEVEL=1
+    # Its log goes to stderr, never into `lumen run --json`'s stdout.
+    export LUMEN_REQUIRE_CUDA=1 CUBLASLT_LOG_LEVEL=1 CUBLASLT_LOG_FILE=/dev/stderr
     local status=0
     echo "== CUDA unit tests (host-only cuBLASLt descriptor checks, mappings)"
     "$root/tests/lumen_runtime" cuda:: --test-threads=1 --nocapture >"$TMPDIR_RUN/unit" 2>&1 ||
         status=1
-    grep -E '^(cuBLASLt|test result|skipped)|FAILED|panicked' "$TMPDIR_RUN/unit" || true
+    grep -a -E '^(cuBLASLt|test result|skipped)|FAILED|panicked' "$TMPDIR_RUN/unit" || true
     echo "== CUDA tests, one process each"
     each_test "$root/tests/cuda" || status=1
     each_test "$root/tests/cuda_golden" || status=1

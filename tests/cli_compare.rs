@@ -116,8 +116,8 @@ fn compare_errors_are_one_line() {
     let e = error_line(&["compare", "linear-relu", "--alignment", "0"]);
     assert!(e.contains("slab alignment must be positive"), "{e}");
     let e = error_line(&["compare", "linear-relu", "--capacity", "1000"]);
-    // Byte counts grouped as the tables print them.
-    assert!(e.contains("slab capacity 1,000 exceeded"), "{e}");
+    // The planner's words and plain numbers, as SPEC.md gives them.
+    assert!(e.contains("slab capacity 1000 exceeded"), "{e}");
     let e = error_line(&["compare", "mlp", "--layers", "3"]);
     assert!(e.contains("at least two layer sizes"), "{e}");
 }
@@ -170,7 +170,7 @@ fn when_nothing_fits_every_candidate_is_listed_then_one_error_line() {
     assert_eq!(
         stderr.trim_end(),
         "error: no candidate fits: the planner refused all 3 candidates (first: unfused: planning \
-         failed: slab capacity 1,000 exceeded while placing request 0 (65,536 bytes))"
+         failed: slab capacity 1000 exceeded while placing request 0 (65536 bytes))"
     );
 
     // The JSON goes to stdout in full before the error.

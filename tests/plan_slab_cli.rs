@@ -80,7 +80,7 @@ fn capacity_and_alignment_override_the_file() {
     let err = fails(&["examples/plans/seed_unfused.json", "--capacity", "1196287"]);
     assert_eq!(
         err,
-        "error: examples/plans/seed_unfused.json: slab capacity 1,196,287 exceeded while placing request 4 (16,384 bytes)"
+        "error: examples/plans/seed_unfused.json: slab capacity 1196287 exceeded while placing request 4 (16384 bytes)"
     );
     let out = lumen(&["examples/plans/seed_unfused.json", "--json", "--alignment", "1024"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

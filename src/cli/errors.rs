@@ -3,12 +3,13 @@
 //! matched against a table by eye.
 //!
 //! The library errors keep their plain `Display` (a contract other code matches); the CLI
-//! re-renders the ones that carry byte counts a user can hit: the planner's capacity error,
-//! the search's memory budget error and the runtime's slab allocation error.
+//! re-renders the ones that carry byte counts a user can hit: the search's memory budget error
+//! and the runtime's slab allocation error. The planner's errors are printed as SPEC.md words
+//! them (`slab capacity {capacity} exceeded while placing request {i} ({bytes} bytes)`, plain
+//! numbers): that text is the contract scripts match.
 
 use std::error::Error;
 
-use lumen_planner::PlanError;
 use lumen_planner::svg::group;
 use lumen_runtime::RuntimeError;
 use lumen_runtime::search::SearchError;
@@ -30,13 +31,6 @@ pub fn message(err: &(dyn Error + 'static)) -> String {
 
 /// The grouped message of an error that carries byte counts; `None` for any other.
 fn grouped(err: &(dyn Error + 'static)) -> Option<String> {
-    if let Some(PlanError::CapacityExceeded { capacity, index, bytes, .. }) = err.downcast_ref() {
-        return Some(format!(
-            "slab capacity {} exceeded while placing request {index} ({} bytes)",
-            group(*capacity),
-            group(*bytes)
-        ));
-    }
     if let Some(SearchError::OverBudget { budget, smallest, .. }) = err.downcast_ref() {
         return Some(format!(
             "every candidate's slab exceeds the memory budget of {} bytes (smallest: {} bytes)",
@@ -54,20 +48,20 @@ fn grouped(err: &(dyn Error + 'static)) -> Option<String> {
 mod tests {
     use super::*;
     use lumen_compiler::CompileError;
+    use lumen_planner::PlanError;
 
     #[test]
     fn byte_counts_are_grouped_through_the_chain() {
+        // The planner's errors keep SPEC.md's words and plain numbers, wrapped or not.
         let plan = PlanError::CapacityExceeded { capacity: 1_196_287, index: 4, bytes: 16_384 };
         assert_eq!(
             message(&plan),
-            "slab capacity 1,196,287 exceeded while placing request 4 (16,384 bytes)"
+            "slab capacity 1196287 exceeded while placing request 4 (16384 bytes)"
         );
-        // Embedded by a wrapper: replaced in place, the rest kept.
         let wrapped = CompileError::Plan(plan);
         assert_eq!(
             message(&wrapped),
-            "planning failed: slab capacity 1,196,287 exceeded while placing request 4 (16,384 \
-             bytes)"
+            "planning failed: slab capacity 1196287 exceeded while placing request 4 (16384 bytes)"
         );
         let budget = SearchError::OverBudget { budget: 0, smallest: 1_463_296 };
         assert_eq!(

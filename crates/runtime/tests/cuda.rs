@@ -98,7 +98,7 @@ fn without_a_device_creation_fails_with_a_reason_and_never_panics() {
     match CudaRuntime::new(fp32()) {
         Ok(rt) => println!("device present: {:?}", rt.device_info()),
         Err(RuntimeError::NoCudaDevice { reason }) => {
-            println!("skipped (no device): {reason}");
+            skip(&format!("(no device) {reason}"));
             if !libs.cuda.found() {
                 assert!(reason.starts_with("libcuda.so not found"), "{reason}");
             }

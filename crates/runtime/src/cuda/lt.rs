@@ -543,6 +543,10 @@ mod tests {
             .collect();
         let lib = RequiredLibrary { symbols: symbols.leak(), ..CUBLASLT };
         if let Some(why) = lib.problem(&lib.probe()) {
+            // scripts/gpu-check.sh sets LUMEN_REQUIRE_CUDA=1: there a skip is a failure.
+            if std::env::var_os("LUMEN_REQUIRE_CUDA").is_some_and(|v| v == "1") {
+                panic!("LUMEN_REQUIRE_CUDA=1 but the test would skip: {why}");
+            }
             eprintln!("skipped: {why}");
             return;
         }
