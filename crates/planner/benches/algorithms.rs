@@ -73,6 +73,62 @@ fn run(dag: &Dag<String>, buffers: &[SlabBuffer], opts: &SlabOptions) -> (usize,
     (plan.slab_bytes, plan.lower_bound, secs)
 }
 
+/// One printed table of a suite: a row per problem with slab / lower_bound and the planning
+/// time per algorithm, then the geometric mean and the slowest plan per algorithm.
+struct Suite {
+    algorithms: Vec<SlabAlgorithm>,
+    /// Width of the first column.
+    label_width: usize,
+    log_sum: Vec<f64>,
+    max_time: Vec<f64>,
+    count: usize,
+}
+
+impl Suite {
+    /// Prints the title and the header row.
+    fn new(title: &str, first: &str, label_width: usize, algorithms: Vec<SlabAlgorithm>) -> Self {
+        println!("{title}");
+        print!("{first:<label_width$}");
+        for a in &algorithms {
+            print!(" {:>22}", a.name());
+        }
+        println!();
+        let n = algorithms.len();
+        Self { algorithms, label_width, log_sum: vec![0.0; n], max_time: vec![0.0; n], count: 0 }
+    }
+
+    /// Plans one problem with every algorithm (`base` gives the other options) and prints its row.
+    fn row(&mut self, label: &str, dag: &Dag<String>, buffers: &[SlabBuffer], base: SlabOptions) {
+        print!("{label:<w$}", w = self.label_width);
+        for (k, &algorithm) in self.algorithms.iter().enumerate() {
+            let (slab, lb, secs) = run(dag, buffers, &SlabOptions { algorithm, ..base });
+            let ratio = slab as f64 / lb.max(1) as f64;
+            self.log_sum[k] += ratio.ln();
+            self.max_time[k] = self.max_time[k].max(secs);
+            print!(" {:>12.4} ({:>6.3}s)", ratio, secs);
+        }
+        println!();
+        self.count += 1;
+    }
+
+    /// Prints the geometric mean and the slowest plan per algorithm (nothing without rows).
+    fn finish(self) {
+        if self.count == 0 {
+            return;
+        }
+        print!("{:<w$}", "geomean", w = self.label_width);
+        for s in &self.log_sum {
+            print!(" {:>12.4}          ", (s / self.count as f64).exp());
+        }
+        println!();
+        print!("{:<w$}", "max s", w = self.label_width);
+        for t in &self.max_time {
+            print!(" {:>20.3}s", t);
+        }
+        println!();
+    }
+}
+
 fn suite(cli: &Cli) {
     let dir = suite_dir();
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -95,45 +151,22 @@ fn suite(cli: &Cli) {
         Some(a) => vec![a],
         None => SlabAlgorithm::ALL.to_vec(),
     };
-    println!("MiniMalloc challenging suite: slab / lower_bound (time)");
-    print!("{:<6}", "file");
-    for a in &algorithms {
-        print!(" {:>22}", a.name());
-    }
-    println!();
-    let mut log_sum = vec![0f64; algorithms.len()];
-    let mut max_time = vec![0f64; algorithms.len()];
-    let mut count = 0usize;
+    let mut suite = Suite::new(
+        "MiniMalloc challenging suite: slab / lower_bound (time)",
+        "file",
+        6,
+        algorithms,
+    );
     for path in &files {
         let problem = match SlabProblem::load(path) {
             Ok(p) => p,
             Err(e) => panic!("{}: {e}", path.display()),
         };
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        print!("{:<6}", name.split('.').next().unwrap_or(""));
-        for (k, &algorithm) in algorithms.iter().enumerate() {
-            let opts = SlabOptions { algorithm, ..problem.options };
-            let (slab, lb, secs) = run(&problem.dag, &problem.buffers, &opts);
-            let ratio = slab as f64 / lb.max(1) as f64;
-            log_sum[k] += ratio.ln();
-            max_time[k] = max_time[k].max(secs);
-            print!(" {:>12.4} ({:>6.3}s)", ratio, secs);
-        }
-        println!();
-        count += 1;
+        let label = name.split('.').next().unwrap_or("");
+        suite.row(label, &problem.dag, &problem.buffers, problem.options);
     }
-    if count > 0 {
-        print!("{:<6}", "geomean");
-        for s in &log_sum {
-            print!(" {:>12.4}          ", (s / count as f64).exp());
-        }
-        println!();
-        print!("{:<6}", "max s");
-        for t in &max_time {
-            print!(" {:>20.3}s", t);
-        }
-        println!();
-    }
+    suite.finish();
 }
 
 /// An interval trace of `n` buffers: each lives a few dozen steps, sizes spread over three
@@ -318,39 +351,22 @@ fn dags(cli: &Cli) {
         [(2_500, 4), (1_000, 10), (500, 20), (250, 40), (100, 10), (50, 20)];
     const SEEDS: [u64; 3] = [0xC0FFEE, 0xBEEF, 0xD1CE];
     println!();
-    println!("Layered DAG suite (layers x width, seed): slab / lower_bound (time)");
-    print!("{:<18}", "dag");
-    for a in &algorithms {
-        print!(" {:>22}", a.name());
-    }
-    println!();
-    let mut log_sum = vec![0f64; algorithms.len()];
-    let mut max_time = vec![0f64; algorithms.len()];
-    let mut count = 0usize;
+    let mut suite = Suite::new(
+        "Layered DAG suite (layers x width, seed): slab / lower_bound (time)",
+        "dag",
+        18,
+        algorithms,
+    );
     for (layers, width) in SHAPES {
         for seed in SEEDS {
             let (dag, buffers) = layered_dag_seeded(layers, width, seed);
-            print!("{:<18}", format!("{layers}x{width} {seed:x}"));
-            for (k, &algorithm) in algorithms.iter().enumerate() {
-                let opts = SlabOptions { algorithm, ..SlabOptions::default() };
-                let (slab, lb, secs) = run(&dag, &buffers, &opts);
-                let ratio = slab as f64 / lb.max(1) as f64;
-                log_sum[k] += ratio.ln();
-                max_time[k] = max_time[k].max(secs);
-                print!(" {:>12.4} ({:>6.3}s)", ratio, secs);
-            }
-            println!();
-            count += 1;
+            suite.row(
+                &format!("{layers}x{width} {seed:x}"),
+                &dag,
+                &buffers,
+                SlabOptions::default(),
+            );
         }
     }
-    print!("{:<18}", "geomean");
-    for s in &log_sum {
-        print!(" {:>12.4}          ", (s / count.max(1) as f64).exp());
-    }
-    println!();
-    print!("{:<18}", "max s");
-    for t in &max_time {
-        print!(" {:>20.3}s", t);
-    }
-    println!();
+    suite.finish();
 }
