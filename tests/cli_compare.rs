@@ -75,6 +75,43 @@ fn compare_dumps_every_candidate() {
     assert_eq!(a, b);
 }
 
+/// The names in `dir`, sorted (temporary files included).
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn compare_dumps_are_all_or_nothing_across_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    // The last candidate's last file cannot land: a directory is in its place.
+    let blocked = dir.path().join("linear-relu-fused.plan.svg");
+    std::fs::create_dir(&blocked).unwrap();
+    let args = ["compare", "linear-relu", "--dump-dir", dir.path().to_str().unwrap()];
+    let e = error_line(&args);
+    assert_eq!(e, format!("error: cannot write dump {}: is a directory\n", blocked.display()));
+    // Not the unfused and bias candidates' eight files, nor a temporary one: D as it was.
+    assert_eq!(entries(dir.path()), ["linear-relu-fused.plan.svg"]);
+    assert!(entries(&blocked).is_empty());
+    // The same through LLIR_DUMP_DIR.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(["compare", "linear-relu"])
+        .env("LLIR_DUMP_DIR", dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(entries(dir.path()), ["linear-relu-fused.plan.svg"]);
+
+    // The directory gone, all twelve land.
+    std::fs::remove_dir(&blocked).unwrap();
+    stdout(&args);
+    assert_eq!(entries(dir.path()).len(), 12);
+}
+
 #[test]
 fn compare_lists_candidates_over_the_capacity_as_refused() {
     let args = ["compare", "linear-relu", "--m", "4096", "--k", "64", "--n", "4096"];

@@ -98,9 +98,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(first.unwrap_or(CompileError::NoOutputs).into());
     }
     if let Some(dir) = options.resolved_dump_dir() {
-        for c in &exploration.candidates {
-            dump::write_dumps(&dir, &c.program)?;
-        }
+        // One set: a candidate whose dumps cannot be written leaves none of the others behind.
+        let programs: Vec<_> = exploration.candidates.iter().map(|c| &c.program).collect();
+        dump::write_dumps_all(&dir, &programs)?;
     }
     // Nothing to measure when every candidate was refused: the report says so, then the error.
     let measured = if args.profile && !exploration.candidates.is_empty() {

@@ -295,21 +295,41 @@ pub fn plan_svg(program: &CompiledProgram) -> String {
 }
 
 /// Writes `{label}.llir.txt`, `{label}.llir.dot`, `{label}.plan.txt` and `{label}.plan.svg`
-/// into `dir`, creating it, as one set (the files of Luminal's `LLIR_DUMP_DIR`): every file is
-/// first written to a temporary name in `dir` (`.{file}.{pid}.{n}.tmp`), and only when all four
-/// are written and no target is a directory are they renamed into place, so a reader never sees
-/// half a file and a failed write (a full disk) leaves the old set untouched and no temporary
-/// file behind. Returns the paths written.
+/// into `dir`, creating it, as one set (the files of Luminal's `LLIR_DUMP_DIR`): the one-program
+/// case of [`write_dumps_all`], which says how the set is written and what fails. Returns the
+/// four paths written, in that order.
 ///
 /// # Errors
-/// [`CompileError::ProgramName`] when the label is not a plain file-name stem (compiling
-/// refuses such names first; this guards a hand-made label, so no dump lands outside `dir`);
-/// [`CompileError::Dump`] naming the path: `dir` cannot be created (`not a directory` when it
-/// is an existing file), a file cannot be written, a target is a directory (`is a
-/// directory`), or a rename fails. Only a rename failing after every check passed (the
-/// directory changed meanwhile) can leave the earlier files of the set renamed.
+/// As [`write_dumps_all`].
 pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>, CompileError> {
-    crate::compile::validate_label(&program.label)?;
+    write_dumps_all(dir, &[program])
+}
+
+/// Writes the four dump files of every program in `programs` (see [`write_dumps`]) into
+/// `dir`, creating it, as ONE set across programs, so `lumen compare` leaves either every
+/// candidate's dumps or none: every file of every program is first written to a temporary name
+/// in `dir` (`.{file}.{pid}.{n}.tmp`), and only when all of them are written and no target is a
+/// directory are they renamed into place. A reader never sees half a file, and a failed write
+/// (a full disk) or a directory in any target's place leaves `dir` as it was: the old files
+/// untouched, no temporary file behind, none of the new files renamed. Returns the paths
+/// written, four per program in `programs` order (a label given twice is written twice, the
+/// later program's files landing, as two [`write_dumps`] calls in a row would do).
+///
+/// # Errors
+/// [`CompileError::ProgramName`] when a label is not a plain file-name stem (compiling
+/// refuses such names first; this guards a hand-made label, so no dump lands outside `dir`),
+/// checked for every program before anything is written; [`CompileError::Dump`] naming the
+/// path: `dir` cannot be created (`not a directory` when it is an existing file), a file cannot
+/// be written, a target is a directory (`is a directory`), or a rename fails. Only a rename
+/// failing after every check passed (the directory changed meanwhile) can leave earlier files
+/// of the set renamed.
+pub fn write_dumps_all(
+    dir: &Path,
+    programs: &[&CompiledProgram],
+) -> Result<Vec<PathBuf>, CompileError> {
+    for program in programs {
+        crate::compile::validate_label(&program.label)?;
+    }
     let fail =
         |path: &Path, message: String| CompileError::Dump { path: path.to_path_buf(), message };
     if let Err(e) = fs::create_dir_all(dir) {
@@ -320,32 +340,36 @@ pub fn write_dumps(dir: &Path, program: &CompiledProgram) -> Result<Vec<PathBuf>
         };
         return Err(fail(dir, message));
     }
-    let label = &program.label;
-    let files = [
-        (format!("{label}.llir.txt"), llir_text(program)),
-        (format!("{label}.llir.dot"), llir_dot(program)),
-        (format!("{label}.plan.txt"), plan_text(program)),
-        (format!("{label}.plan.svg"), plan_svg(program)),
-    ];
     // (temporary, target) of every file written so far: removed again on any failure.
-    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(files.len());
+    let mut staged: Vec<(PathBuf, PathBuf)> = Vec::with_capacity(4 * programs.len());
     let discard = |staged: &[(PathBuf, PathBuf)]| {
         for (tmp, _) in staged {
             let _ = fs::remove_file(tmp);
         }
     };
-    for (file, text) in files {
-        let path = dir.join(&file);
-        // Unique per process and call: two threads dumping the same label never share a temp.
-        let seq = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{file}.{}.{seq}.tmp", std::process::id()));
-        if let Err(e) = fs::write(&tmp, text) {
-            // A failed write may still have created the file.
-            let _ = fs::remove_file(&tmp);
-            discard(&staged);
-            return Err(fail(&path, e.to_string()));
+    for program in programs {
+        let label = &program.label;
+        // One program's texts at a time: a long candidate list never holds every text at once.
+        let files = [
+            (format!("{label}.llir.txt"), llir_text(program)),
+            (format!("{label}.llir.dot"), llir_dot(program)),
+            (format!("{label}.plan.txt"), plan_text(program)),
+            (format!("{label}.plan.svg"), plan_svg(program)),
+        ];
+        for (file, text) in files {
+            let path = dir.join(&file);
+            // Unique per process and call: two threads dumping the same label never share a
+            // temp, nor does a label given twice in one set.
+            let seq = DUMP_SEQ.fetch_add(1, Ordering::Relaxed);
+            let tmp = dir.join(format!(".{file}.{}.{seq}.tmp", std::process::id()));
+            if let Err(e) = fs::write(&tmp, text) {
+                // A failed write may still have created the file.
+                let _ = fs::remove_file(&tmp);
+                discard(&staged);
+                return Err(fail(&path, e.to_string()));
+            }
+            staged.push((tmp, path));
         }
-        staged.push((tmp, path));
     }
     // A directory in a target's place would fail its rename after the earlier ones landed.
     if let Some((_, path)) =
@@ -374,4 +398,89 @@ fn count(n: usize, noun: &str) -> String {
         "s"
     };
     format!("{n} {noun}{plural}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CompileOptions, programs};
+
+    fn program(fuse: bool) -> CompiledProgram {
+        let options = CompileOptions { fuse, name: "lr".into(), ..CompileOptions::default() };
+        programs::linear_relu(8, 16, 8).and_then(|g| g.compile(&options)).expect("compiles")
+    }
+
+    /// The names in `dir`, sorted (temporary files included: none may be left).
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .expect("readable")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn several_programs_are_written_as_one_set() {
+        let (unfused, fused) = (program(false), program(true));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let written = write_dumps_all(dir.path(), &[&unfused, &fused]).expect("written");
+        let names: Vec<String> = written
+            .iter()
+            .filter_map(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "lr-unfused.llir.txt",
+                "lr-unfused.llir.dot",
+                "lr-unfused.plan.txt",
+                "lr-unfused.plan.svg",
+                "lr-fused.llir.txt",
+                "lr-fused.llir.dot",
+                "lr-fused.plan.txt",
+                "lr-fused.plan.svg",
+            ]
+        );
+        assert_eq!(listing(dir.path()).len(), 8, "no temporary file left");
+        let text = fs::read_to_string(dir.path().join("lr-fused.llir.txt")).expect("read");
+        assert_eq!(text, llir_text(&fused));
+        // The one-program form is the same files.
+        assert_eq!(write_dumps(dir.path(), &unfused).expect("written"), written[..4]);
+        assert!(write_dumps_all(dir.path(), &[]).expect("nothing to write").is_empty());
+    }
+
+    #[test]
+    fn a_directory_in_a_later_programs_place_leaves_the_dir_as_it_was() {
+        let (unfused, fused) = (program(false), program(true));
+        let dir = tempfile::tempdir().expect("tempdir");
+        // An older set of the first program: it must survive untouched.
+        fs::write(dir.path().join("lr-unfused.plan.txt"), "old plan").expect("write");
+        fs::create_dir(dir.path().join("lr-fused.plan.svg")).expect("mkdir");
+        let before = listing(dir.path());
+        let err = write_dumps_all(dir.path(), &[&unfused, &fused]).expect_err("refused");
+        let target = dir.path().join("lr-fused.plan.svg");
+        assert_eq!(
+            err.to_string(),
+            format!("cannot write dump {}: is a directory", target.display())
+        );
+        assert_eq!(listing(dir.path()), before, "nothing renamed, every temp removed");
+        assert_eq!(
+            fs::read_to_string(dir.path().join("lr-unfused.plan.txt")).expect("read"),
+            "old plan"
+        );
+        assert!(listing(&target).is_empty());
+    }
+
+    #[test]
+    fn a_bad_label_anywhere_writes_nothing() {
+        let good = program(false);
+        let mut bad = program(true);
+        bad.label = "../escape".into();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = write_dumps_all(dir.path(), &[&good, &bad]).expect_err("refused");
+        assert!(matches!(err, CompileError::ProgramName { .. }), "{err}");
+        assert!(listing(dir.path()).is_empty());
+    }
 }
