@@ -18,7 +18,7 @@ use common::*;
 use cuda_shared::*;
 use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue, Graph};
 use lumen_runtime::cuda::{
-    self, CodeKind, ComputeMode, CudaOptions, CudaProgram, CudaRuntime, Libraries,
+    self, CodeKind, ComputeMode, CudaOptions, CudaProgram, CudaRuntime, Libraries, Probe,
 };
 use lumen_runtime::{
     CpuOptions, HostTensor, Placement, PreparedProgram, Runtime, RuntimeError, Tensors,
@@ -99,7 +99,7 @@ fn without_a_device_creation_fails_with_a_reason_and_never_panics() {
         Ok(rt) => println!("device present: {:?}", rt.device_info()),
         Err(RuntimeError::NoCudaDevice { reason }) => {
             skip(&format!("(no device) {reason}"));
-            if !libs.cuda.found() {
+            if libs.cuda == Probe::NotFound {
                 assert!(reason.starts_with("libcuda.so not found"), "{reason}");
             }
             let msg = RuntimeError::NoCudaDevice { reason: reason.clone() }.to_string();

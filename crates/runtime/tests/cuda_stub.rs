@@ -182,6 +182,35 @@ fn a_driver_older_than_cuda_13_is_named_with_its_version() {
 }
 
 #[test]
+fn a_file_the_loader_refuses_is_named_with_the_loaders_message() {
+    // Not a shared library at all: found, but dlopen refuses it. Said as such, not "not found".
+    let dir = tempfile::tempdir().unwrap();
+    let bogus = dir.path().join("libcuda.so");
+    std::fs::write(&bogus, b"this is not an ELF file").unwrap();
+    let probe = DRIVER.probe_files(&path_of(dir.path(), "libcuda.so"));
+    let Probe::Unloadable { file, error } = &probe else { panic!("{probe:?}") };
+    assert_eq!(file, &bogus.to_string_lossy());
+    assert!(error.contains("libcuda.so"), "{error}");
+    assert!(!probe.found() && !probe.usable());
+    let reason = DRIVER.problem(&probe).unwrap();
+    assert!(
+        reason.starts_with(&format!("{} is on the loader path but cannot be loaded (", file)),
+        "{reason}"
+    );
+    assert!(reason.ends_with("): reinstall the NVIDIA driver or fix LD_LIBRARY_PATH"), "{reason}");
+    // Through the loader path in a child, as cudarc would load it: the same, never a panic.
+    let Some(stubs) = stub_dir(DRIVER.symbols) else { return };
+    std::fs::write(stubs.path().join("libcuda.so"), b"not ELF").unwrap();
+    let reason = reason_in_child(stubs.path());
+    assert!(
+        reason.starts_with("libcuda.so is on the loader path but cannot be loaded ("),
+        "{reason}"
+    );
+    // A name found nowhere is still "not found".
+    assert_eq!(DRIVER.probe_files(&["libsurely-absent-lumen.so".to_string()]), Probe::NotFound);
+}
+
+#[test]
 fn every_required_library_lists_its_symbols() {
     let libs: [&RequiredLibrary; 3] = [&DRIVER, &CUBLASLT, &NVRTC];
     let counts: Vec<usize> = libs.iter().map(|l| l.symbols.len()).collect();

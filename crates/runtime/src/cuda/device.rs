@@ -200,6 +200,15 @@ pub const NVRTC: RequiredLibrary = RequiredLibrary {
 pub enum Probe {
     /// None of the candidate file names could be opened.
     NotFound,
+    /// No candidate opened, but one exists and the loader refused it (not a shared library, the
+    /// wrong architecture, a dependency missing): its name and the loader's message
+    /// (`dlerror`), which say more than "not found".
+    Unloadable {
+        /// The candidate name the loader found but could not load, e.g. `libcuda.so`.
+        file: String,
+        /// The loader's message, e.g. `/opt/x/libcuda.so: invalid ELF header`.
+        error: String,
+    },
     /// `file` opened (the first candidate that does: the one cudarc will load); `missing` lists
     /// the required symbols it lacks, in [`RequiredLibrary::symbols`] order (empty: usable).
     Found {
@@ -237,12 +246,28 @@ impl RequiredLibrary {
     /// Opens the first of `files` that `dlopen`s (names go through the loader path, paths are
     /// opened as given) and looks up every required symbol in it. Never panics and never calls
     /// into the library beyond its initializers. A library that opens stays loaded, so cudarc's
-    /// own `dlopen` of the same name reuses it instead of mapping it again.
+    /// own `dlopen` of the same name reuses it instead of mapping it again. When none opens,
+    /// [`Probe::Unloadable`] names the first file the loader found but refused, else
+    /// [`Probe::NotFound`].
     pub fn probe_files(&self, files: &[String]) -> Probe {
+        let mut refused: Option<(String, String)> = None;
         for file in files {
             // SAFETY: dlopen runs the library's initializers, as cudarc's load of it would;
             // nothing else is called.
-            let Ok(lib) = (unsafe { libloading::Library::new(file) }) else { continue };
+            let lib = match unsafe { libloading::Library::new(file) } {
+                Ok(lib) => lib,
+                Err(e) => {
+                    // The loader says "No such file" for a name it did not find at all; any
+                    // other message means a file by that name is there and was refused.
+                    // libloading says "dlopen failed"; the loader's own words are its source.
+                    let error = std::error::Error::source(&e)
+                        .map_or_else(|| e.to_string(), ToString::to_string);
+                    if refused.is_none() && !error.contains("No such file") {
+                        refused = Some((file.clone(), error));
+                    }
+                    continue;
+                }
+            };
             let missing = self
                 .symbols
                 .iter()
@@ -253,7 +278,10 @@ impl RequiredLibrary {
             std::mem::forget(lib);
             return Probe::Found { file: file.clone(), missing };
         }
-        Probe::NotFound
+        match refused {
+            Some((file, error)) => Probe::Unloadable { file, error },
+            None => Probe::NotFound,
+        }
     }
 
     /// Why `probe` makes the library unusable, as a `NoCudaDevice` reason; `None` when usable.
@@ -265,6 +293,15 @@ impl RequiredLibrary {
                     .to_string(),
             ),
             Probe::NotFound => Some(format!("{} not found: {}", self.name, self.hint)),
+            Probe::Unloadable { file, error } => Some(format!(
+                "{file} is on the loader path but cannot be loaded ({}): {}",
+                error.trim(),
+                if self.name == DRIVER.name {
+                    "reinstall the NVIDIA driver or fix LD_LIBRARY_PATH"
+                } else {
+                    self.hint
+                }
+            )),
             Probe::Found { missing, .. } if missing.is_empty() => None,
             Probe::Found { file, missing } => {
                 const SHOWN: usize = 4;
