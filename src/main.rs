@@ -1,8 +1,9 @@
 //! The `lumen` command-line tool: `plan-slab`, `compile`, `compare`, `run`.
 //!
 //! Every subcommand prints readable text by default and one JSON object with `--json`. Errors
-//! print one line `error: ...` on stderr and exit with status 1; usage errors (clap) are folded
-//! onto one line too and exit with status 2. `--help` and `--version` print as usual. A
+//! print one line `error: ...` on stderr and exit with status 1; usage errors (clap's, folded
+//! onto one line, and the ones a subcommand finds after parsing: `cli::usage`) exit with
+//! status 2. `--help` and `--version` print as usual. A
 //! report whose reader went away (`| head -1`) ends quietly with status 141, like a Unix tool
 //! killed by SIGPIPE; any other failed write to stdout is `error: cannot write to stdout: ...`
 //! and status 1 (see `cli::out`).
@@ -49,7 +50,8 @@ fn main() {
                 std::process::exit(cli::out::BROKEN_PIPE_STATUS);
             }
             error_line(&chain_line(&err));
-            std::process::exit(1);
+            // A flag the command cannot use is a usage error, like the ones clap finds.
+            std::process::exit(if cli::usage::is_usage(&err) { 2 } else { 1 });
         }
         // The hook already printed the line.
         Err(_) => std::process::exit(101),

@@ -31,6 +31,43 @@ fn usage_errors_are_one_line_with_exit_2() {
     assert!(msg.contains("-5"), "{msg}");
 }
 
+/// Flag misuse found after parsing exits 2 like clap's own usage errors, message unchanged;
+/// values the compiler or planner refuses stay status 1.
+#[test]
+fn flag_misuse_after_parsing_is_a_usage_error() {
+    let usage = [
+        (
+            &["compile", "linear-relu", "--layers", "64"][..],
+            "--layers applies to mlp, not linear-relu",
+        ),
+        (&["compile", "mlp", "--m", "4"], "--m applies to linear-relu, not mlp"),
+        (&["compare", "linear-relu", "--batch", "5"], "--batch applies to mlp, not linear-relu"),
+        (&["compile", "resnet"], "unknown program \"resnet\" (expected one of: linear-relu, mlp)"),
+        (
+            &["compare", "mlp", "--layers", "64,x,10"],
+            "mlp: layer size \"x\" in --layers \"64,x,10\" is not a whole number",
+        ),
+        (
+            &["plan-slab", "examples/plans/seed_unfused.json", "--time-budget", "5"],
+            "--time-budget applies to the best algorithm only, and \
+             examples/plans/seed_unfused.json is planned with first-fit (add --algorithm best)",
+        ),
+    ];
+    for (args, message) in usage {
+        assert_eq!(error_line(args, 2), message, "{args:?}");
+    }
+    let refused = [
+        (&["compile", "mlp", "--layers", "64"][..], "at least two layer sizes"),
+        (&["compile", "linear-relu", "--m", "0"], "sizes must be positive"),
+        (&["compile", "linear-relu", "--alignment", "3"], "slab alignment 3 bytes"),
+        (&["run", "no-such-file.safetensors"], "no-such-file.safetensors"),
+    ];
+    for (args, part) in refused {
+        let msg = error_line(args, 1);
+        assert!(msg.contains(part), "{args:?}: {msg}");
+    }
+}
+
 #[test]
 fn help_and_version_still_print_and_succeed() {
     for flag in ["--help", "--version"] {

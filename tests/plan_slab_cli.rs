@@ -21,8 +21,13 @@ fn stderr(out: &Output) -> String {
 
 /// Runs a failing command: exit status 1, nothing on stdout, exactly one `error: ` line.
 fn fails(args: &[&str]) -> String {
+    fails_with(1, args)
+}
+
+/// As [`fails`], with exit status `code` (2 for a usage error).
+fn fails_with(code: i32, args: &[&str]) -> String {
     let out = lumen(args);
-    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(&out));
+    assert_eq!(out.status.code(), Some(code), "stderr: {}", stderr(&out));
     assert!(out.stdout.is_empty());
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
@@ -219,22 +224,19 @@ fn ids_with_control_characters_stay_on_one_row() {
 }
 
 /// `--time-budget` only limits `best`'s search; with any other algorithm it would do nothing,
-/// so it is refused.
+/// so it is refused, as a usage error (status 2).
 #[test]
 fn time_budget_needs_best() {
-    let err = fails(&["examples/plans/seed_unfused.json", "--time-budget", "5"]);
+    let err = fails_with(2, &["examples/plans/seed_unfused.json", "--time-budget", "5"]);
     assert_eq!(
         err,
         "error: --time-budget applies to the best algorithm only, and \
          examples/plans/seed_unfused.json is planned with first-fit (add --algorithm best)"
     );
-    let err = fails(&[
-        "examples/plans/seed_unfused.json",
-        "--time-budget",
-        "5",
-        "--algorithm",
-        "lifetime",
-    ]);
+    let err = fails_with(
+        2,
+        &["examples/plans/seed_unfused.json", "--time-budget", "5", "--algorithm", "lifetime"],
+    );
     assert!(err.contains("planned with lifetime"), "{err}");
     let out = lumen(&[
         "examples/plans/seed_unfused.json",

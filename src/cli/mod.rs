@@ -7,6 +7,7 @@ pub mod out;
 mod plan_slab;
 mod program_args;
 mod run;
+pub mod usage;
 
 use clap::{Parser, Subcommand};
 

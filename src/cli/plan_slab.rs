@@ -14,6 +14,7 @@ use lumen_planner::{
 };
 use serde_json::{Map, Value, json};
 
+use super::usage::UsageError;
 use super::{errors, out};
 
 /// Arguments of `lumen plan-slab`.
@@ -71,12 +72,16 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
 ///
 /// # Errors
 /// An unreadable or malformed file, any planner error (with the file name in front), or a
-/// failure to write the SVG; nothing is printed and no SVG is left behind in those cases.
+/// failure to write the SVG; nothing is printed and no SVG is left behind in those cases. A
+/// [`UsageError`] (status 2) for `--time-budget` when the file is planned with an algorithm
+/// other than `best`.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if !args.compare.is_empty() {
         return compare(&args);
     }
-    let Some(path) = &args.file else { anyhow::bail!("no problem file given") };
+    let Some(path) = &args.file else {
+        return Err(UsageError::new("no problem file given").into());
+    };
     let file = path.display().to_string();
     let mut problem = load(path)?;
     if let Some(capacity) = args.capacity {
@@ -91,11 +96,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.time_budget.is_some() {
         // The greedy algorithms would ignore it; a limit that does nothing is refused instead.
         if problem.options.algorithm != SlabAlgorithm::Best {
-            anyhow::bail!(
+            return Err(UsageError::new(format!(
                 "--time-budget applies to the best algorithm only, and {file} is planned with \
                  {} (add --algorithm best)",
                 problem.options.algorithm
-            );
+            ))
+            .into());
         }
         problem.options.time_budget = args.time_budget;
     }

@@ -3,6 +3,8 @@
 use lumen_compiler::Graph;
 use lumen_compiler::programs::{self, BuiltinArgs};
 
+use super::usage::UsageError;
+
 /// Which built-in program to build, with its sizes (`--m --k --n` for linear-relu,
 /// `--layers --batch` for the mlp). A size left out takes the program's default (shown by
 /// `--help`, applied in [`programs::builtin`]); a size of the other program is an error.
@@ -44,8 +46,10 @@ impl ProgramArgs {
     /// Builds the program.
     ///
     /// # Errors
-    /// An unknown program name, a size of the other program (`--layers applies to mlp, not
-    /// linear-relu`), a malformed `--layers` list, or sizes the program refuses.
+    /// A [`UsageError`] (status 2) for an unknown program name, a size of the other program
+    /// (`--layers applies to mlp, not linear-relu`) or a malformed `--layers` list; the
+    /// compiler's error (status 1) for sizes the program refuses (`--m 0`, `--layers 64`, a
+    /// tensor too large).
     pub fn graph(&self) -> anyhow::Result<Graph> {
         // Only which flags were given matters here, so --layers' text is not parsed yet.
         let given = BuiltinArgs {
@@ -57,12 +61,17 @@ impl ProgramArgs {
         }
         .given();
         // Before parsing --layers: `linear-relu --layers x` is about the flag, not its text.
-        programs::check_applicable(&self.program, &given)?;
+        programs::check_applicable(&self.program, &given).map_err(UsageError::new)?;
         let sizes = BuiltinArgs {
             m: self.m,
             k: self.k,
             n: self.n,
-            layers: self.layers.as_deref().map(programs::parse_layers).transpose()?,
+            layers: self
+                .layers
+                .as_deref()
+                .map(programs::parse_layers)
+                .transpose()
+                .map_err(UsageError::new)?,
             batch: self.batch,
         };
         let graph = programs::builtin(&self.program, &sizes)?;
