@@ -149,7 +149,17 @@ fn limits_and_budget() {
     assert_eq!(list[0]["selected"], true);
     assert_eq!(list[1]["status"], "skipped");
     assert_eq!(list[1]["detail"], "skipped: candidate limit of 1 reached");
-    assert_eq!(v["break_even"], "never");
+    // Only unfused was measured: unknown (null), not "never".
+    assert_eq!(v["break_even"], Value::Null);
+    for limit in [&["--max-candidates", "1"], &["--search-time-ms", "0"]] {
+        let args = [&["run", DIGITS, "--runs", "1", "--trials", "1"][..], limit].concat();
+        let text = String::from_utf8(ok(&args, &[]).stdout).unwrap();
+        let be = text.lines().find(|l| l.starts_with("break-even: ")).expect("break-even line");
+        assert_eq!(
+            be, "break-even: unknown (only the unfused candidate was measured)",
+            "{limit:?}"
+        );
+    }
 
     // The unfused slab (1,693,696 B) is over 1.5 MB; the fused ones (1,463,296 B) fit.
     let v = json(&[

@@ -516,7 +516,10 @@ pub enum BreakEven {
     /// The winner is the unfused candidate, or saves nothing per execute: the search never
     /// pays for itself.
     Never,
-    /// The unfused candidate was not measured (over budget, skipped, failed): no baseline.
+    /// The unfused candidate was not measured (over budget, skipped, failed): no baseline; or
+    /// it was the only one measured (`--max-candidates 1`, a time limit, the others over
+    /// budget, failed or mismatched): nothing was compared with it, so `Never` would claim a
+    /// result the search did not reach.
     Unknown,
 }
 
@@ -621,7 +624,8 @@ pub struct SearchReport {
     pub selected: usize,
     /// Wall time of the whole search, ms (every prepare, warm-up and trial, and the logging).
     pub search_ms: f64,
-    /// Executions that repay the search ([`break_even`]).
+    /// Executions that repay the search ([`break_even`]); [`BreakEven::Unknown`] when fewer
+    /// than two candidates were measured.
     pub break_even: BreakEven,
 }
 
@@ -642,7 +646,9 @@ impl SearchReport {
     }
 
     /// The break-even line: `break-even: 1,234 executions (search 12.345 ms / 0.0100 ms saved
-    /// per execute against unfused)`, or why there is none.
+    /// per execute against unfused)`, or why there is none: `never (the unfused candidate is
+    /// the fastest)`, `unknown (the unfused candidate was not measured)`, `unknown (only the
+    /// unfused candidate was measured)`.
     pub fn break_even_line(&self) -> String {
         let saved = match (self.unfused().and_then(|u| u.median_ms), self.winner()) {
             (Some(u), Some(w)) => w.median_ms.map(|m| u - m),
@@ -655,6 +661,12 @@ impl SearchReport {
                 self.search_ms,
                 significant(saved, 3)
             ),
+            // Unknown with a measured unfused row: it was the only one measured.
+            (BreakEven::Unknown, _)
+                if self.unfused().is_some_and(|u| u.status == CandidateStatus::Measured) =>
+            {
+                "break-even: unknown (only the unfused candidate was measured)".to_string()
+            }
             (BreakEven::Unknown, _) => {
                 "break-even: unknown (the unfused candidate was not measured)".to_string()
             }
@@ -1202,6 +1214,8 @@ pub fn search(
         .find(|r| r.label == unfused_label() && r.status == CandidateStatus::Measured)
         .and_then(|r| r.median_ms);
     let winner_is_unfused = rows.get(selected).is_some_and(|r| r.label == unfused_label());
+    // One measured candidate won by default: no break-even either way.
+    let compared = rows.iter().filter(|r| r.status == CandidateStatus::Measured).count() > 1;
     let report = SearchReport {
         runtime: runtime.name().to_string(),
         trials: options.trials,
@@ -1213,7 +1227,11 @@ pub fn search(
         tolerance: options.tolerance,
         selected,
         search_ms,
-        break_even: break_even(search_ms, unfused_ms, winner_ms, winner_is_unfused),
+        break_even: if compared {
+            break_even(search_ms, unfused_ms, winner_ms, winner_is_unfused)
+        } else {
+            BreakEven::Unknown
+        },
     };
     if let (Some(dir), Some(c)) = (&options.dump_dir, candidates.get(selected)) {
         dump::write_dumps(dir, &c.program)?;
@@ -1344,6 +1362,54 @@ mod tests {
             ..report
         };
         assert!(one.to_string().contains(": 1 of 1 candidate measured, 1 trial each"));
+    }
+
+    #[test]
+    fn break_even_lines_say_why_there_is_none() {
+        let skipped = |index, label: &str| CandidateTiming {
+            trials_ms: Vec::new(),
+            median_ms: None,
+            max_abs_diff: None,
+            prepare_ms: None,
+            warmup_runs: 0,
+            status: CandidateStatus::Skipped { limit: SearchLimit::MaxCandidates(1) },
+            ..row(index, label, 0.0)
+        };
+        let report = SearchReport {
+            runtime: "cpu".into(),
+            trials: 1,
+            warmup: 1,
+            warmup_time_ms: 10.0,
+            candidates: vec![row(0, "unfused", 0.5), skipped(1, "fused")],
+            reference: 0,
+            tolerance: DEFAULT_TOLERANCE,
+            selected: 0,
+            search_ms: 20.0,
+            break_even: BreakEven::Unknown,
+        };
+        assert_eq!(
+            report.break_even_line(),
+            "break-even: unknown (only the unfused candidate was measured)"
+        );
+        let unfused_skipped = SearchReport {
+            candidates: vec![skipped(0, "unfused"), row(1, "fused", 0.5)],
+            selected: 1,
+            reference: 1,
+            ..report.clone()
+        };
+        assert_eq!(
+            unfused_skipped.break_even_line(),
+            "break-even: unknown (the unfused candidate was not measured)"
+        );
+        let slower = SearchReport {
+            candidates: vec![row(0, "unfused", 0.5), row(1, "fused", 0.6)],
+            break_even: break_even(20.0, Some(0.5), 0.5, true),
+            ..report
+        };
+        assert_eq!(
+            slower.break_even_line(),
+            "break-even: never (the unfused candidate is the fastest)"
+        );
     }
 
     fn tensors(list: &[(&str, &[usize], &[f32])]) -> Tensors {

@@ -80,9 +80,13 @@ fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
             assert!(best < m, "a tie goes to the lower index");
         }
     }
-    // The break-even is the report's own arithmetic.
+    // The break-even is the report's own arithmetic, unknown when nothing was compared.
     let unfused = report.unfused().and_then(|u| u.median_ms);
-    let expected = search::break_even(report.search_ms, unfused, best, winner.label == "unfused");
+    let expected = if report.measured().count() < 2 {
+        BreakEven::Unknown
+    } else {
+        search::break_even(report.search_ms, unfused, best, winner.label == "unfused")
+    };
     assert_eq!(report.break_even, expected);
     if let (BreakEven::Executions(x), Some(u)) = (report.break_even, unfused) {
         assert!((x * (u - best) - report.search_ms).abs() <= 1e-9 * report.search_ms.max(1.0));
@@ -192,7 +196,13 @@ fn candidate_and_time_limits_skip_the_rest() {
     let report = run(&c, &opts).unwrap();
     check_report(&report, &c, 2);
     assert_eq!(report.selected, 0);
-    assert_eq!(report.break_even, BreakEven::Never);
+    // Only unfused was measured: nothing was compared, so no break-even (not `never`).
+    assert_eq!(report.break_even, BreakEven::Unknown);
+    assert!(
+        report
+            .to_string()
+            .ends_with("break-even: unknown (only the unfused candidate was measured)")
+    );
     for row in &report.candidates[1..] {
         assert_eq!(row.status, CandidateStatus::Skipped { limit: SearchLimit::MaxCandidates(1) });
     }
@@ -211,7 +221,7 @@ fn candidate_and_time_limits_skip_the_rest() {
         report.candidates[2].status,
         CandidateStatus::Skipped { limit: SearchLimit::TimeLimit(Duration::ZERO) }
     );
-    assert_eq!(report.break_even.to_string(), "never");
+    assert_eq!(report.break_even.to_string(), "unknown");
 }
 
 #[test]
