@@ -421,3 +421,47 @@ fn run_cleans_a_file_stem_into_a_program_name() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(dumps.join("_my_digits-unfused.llir.txt").is_file());
 }
+
+/// The JSON shapes the README describes: in `compile --json` `nodes` is the LLIR node list and
+/// `node_count` its length (the text's `nodes` total); in `run --json` and each `compare
+/// --json` candidate `nodes` is the count.
+#[test]
+fn nodes_is_a_list_in_compile_json_and_a_count_elsewhere() {
+    let v = json(&["compile", "linear-relu", "--no-fuse", "--json"]);
+    let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut expected = [
+        "label",
+        "nodes",
+        "buffers",
+        "slab_bytes",
+        "naive_bytes",
+        "lower_bound",
+        "launches",
+        "dram_bytes",
+        "flops",
+        "node_count",
+        "options",
+    ];
+    keys.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(v["node_count"], 5);
+    assert_eq!(nodes.len(), 5);
+    let mut matmul: Vec<&str> = nodes[1].as_object().unwrap().keys().map(String::as_str).collect();
+    matmul.sort_unstable();
+    assert_eq!(
+        matmul,
+        ["epilogue", "id", "inputs", "k", "m", "n", "op", "reads", "workspace", "writes"]
+    );
+    assert_eq!(nodes[3]["op"], "relu");
+    assert_eq!(nodes[3]["len"], 64 * 64);
+    let text = String::from_utf8(lumen(&["compile", "linear-relu", "--no-fuse"]).stdout).unwrap();
+    assert!(text.lines().any(|l| l == "nodes        5"), "{text}");
+
+    let digits = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
+    let run = json(&["run", digits, "--runs", "1", "--no-search", "--no-fuse", "--json"]);
+    assert_eq!(run["nodes"], 10);
+    let compare = json(&["compare", "linear-relu", "--json"]);
+    assert_eq!(compare["candidates"][0]["nodes"], 5);
+}

@@ -36,8 +36,9 @@ pub struct Args {
     /// best lumen has).
     #[arg(long, value_name = "NAME", value_parser = algorithm_parser())]
     algorithm: Option<SlabAlgorithm>,
-    /// Wall-clock limit in seconds for `best`'s search, instead of its fixed work budget (the
-    /// plan may then depend on the machine's speed). Only `best` searches: planning one file
+    /// Wall-clock limit in seconds for `best`'s search, instead of its fixed work budget: an
+    /// upper bound (the search often stops sooner; a larger budget need not give a smaller
+    /// slab), and the plan then depends on the machine's speed. Only `best` searches: planning one file
     /// with another algorithm (from --algorithm or the file) is an error; --compare gives it to
     /// `best`.
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
