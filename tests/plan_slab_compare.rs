@@ -114,14 +114,50 @@ fn compare_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("error: cannot read no/such.csv"), "{err}");
-    // A capacity no algorithm meets names the file and the algorithm.
+    // A capacity no algorithm meets: the table (every cell refused), then one error line
+    // naming the file, status 1.
     let dir = tempfile::tempdir().unwrap();
     let csv = six(dir.path());
     let out = lumen(&["--compare", &csv, "--alignment", "1", "--capacity", "6"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("six.csv: first-fit: slab capacity 6 exceeded"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!("error: no algorithm fits the capacity of {csv} (1 of 1 files)")
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().find(|l| l.starts_with(&csv)).unwrap();
+    assert_eq!(row.matches("refused (").count(), 5, "{table}");
     // --compare takes the files itself; a positional FILE too is a usage error.
     let out = lumen(&["examples/plans/seed_unfused.json", "--compare", &csv]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn compare_marks_an_algorithm_the_capacity_refuses() {
+    // Capacity 7 = the lower bound: every greedy needs 9 and is refused (first fit when it
+    // places f, request 5, above e at 7); `best` reaches 7.
+    // One algorithm's refusal is a result of the comparison, not its failure: status 0.
+    let dir = tempfile::tempdir().unwrap();
+    let csv = six(dir.path());
+    let args = ["--compare", csv.as_str(), "--alignment", "1", "--capacity", "7"];
+    let v = json(&lumen(&[&args[..], &["--json"]].concat()));
+    let results = &v["files"][0]["results"];
+    assert_eq!(
+        results["first-fit"]["refused"],
+        "slab capacity 7 exceeded while placing request 5 (2 bytes)"
+    );
+    assert!(results["first-fit"]["slab_bytes"].is_null());
+    assert_eq!(results["best"]["slab_bytes"], 7);
+    assert_eq!(results["best"]["ratio"], 1.0);
+    assert_eq!(v["files"][0]["lower_bound"], 7);
+    // A refused algorithm has no geometric mean; the others keep theirs.
+    assert!(v["geomean"]["first-fit"].is_null());
+    assert_eq!(v["geomean"]["best"], 1.0);
+    let out = lumen(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = table.lines().find(|l| l.starts_with(&csv)).unwrap();
+    assert!(row.contains("refused (") && row.contains("1.0000 ("), "{table}");
 }

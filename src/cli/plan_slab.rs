@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow};
 use lumen_planner::svg::group;
 use lumen_planner::{
-    ProblemError, SlabAlgorithm, SlabOptions, SlabPlan, SlabProblem, layout_svg_with_names,
-    plan_slab, verify,
+    PlanError, ProblemError, SlabAlgorithm, SlabOptions, SlabPlan, SlabProblem,
+    layout_svg_with_names, plan_slab, verify,
 };
 use serde_json::{Map, Value, json};
 
@@ -130,15 +130,20 @@ fn load(path: &Path) -> anyhow::Result<SlabProblem> {
     })
 }
 
-/// One algorithm on one file: slab, lower bound (bytes) and planning time (seconds).
+/// One algorithm on one file: slab and lower bound (bytes) and planning time (seconds), or the
+/// capacity error when the algorithm found no placement within the capacity.
 struct Cell {
     slab_bytes: usize,
     lower_bound: usize,
     seconds: f64,
+    refused: Option<String>,
 }
 
 /// `--compare`: every algorithm on every file (with the file's own capacity and alignment and
-/// the command's overrides), each plan checked by `verify`.
+/// the command's overrides), each plan checked by `verify`. An algorithm that finds no
+/// placement within the capacity is a `refused` cell (one algorithm's failure is a result of
+/// the comparison: `best` may fit where first fit does not); a file that no algorithm fits
+/// makes the command fail after the table, as `lumen compare` does when no candidate fits.
 fn compare(args: &Args) -> anyhow::Result<()> {
     let mut rows: Vec<(String, Vec<Cell>)> = Vec::new();
     for path in &args.compare {
@@ -155,8 +160,19 @@ fn compare(args: &Args) -> anyhow::Result<()> {
             let options =
                 SlabOptions { algorithm, time_budget: args.time_budget, ..problem.options };
             let start = Instant::now();
-            let plan = plan_slab(&problem.dag, &problem.buffers, &options)
-                .map_err(|e| anyhow!("{file}: {algorithm}: {}", errors::message(&e)))?;
+            let plan = match plan_slab(&problem.dag, &problem.buffers, &options) {
+                Ok(plan) => plan,
+                Err(e @ PlanError::CapacityExceeded { .. }) => {
+                    cells.push(Cell {
+                        slab_bytes: 0,
+                        lower_bound: 0,
+                        seconds: start.elapsed().as_secs_f64(),
+                        refused: Some(errors::message(&e)),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(anyhow!("{file}: {algorithm}: {}", errors::message(&e))),
+            };
             let seconds = start.elapsed().as_secs_f64();
             verify(&problem.dag, &problem.buffers, &plan, &options)
                 .map_err(|e| anyhow!("{file}: {algorithm} gave an invalid plan: {e}"))?;
@@ -164,16 +180,26 @@ fn compare(args: &Args) -> anyhow::Result<()> {
                 slab_bytes: plan.slab_bytes,
                 lower_bound: plan.lower_bound,
                 seconds,
+                refused: None,
             });
         }
         rows.push((file, cells));
     }
+    // An algorithm refused on some file has no mean comparable with the others': none.
     let geomeans: Vec<Option<f64>> = (0..SlabAlgorithm::ALL.len())
         .map(|k| {
+            if rows.iter().any(|(_, c)| c[k].refused.is_some()) {
+                return None;
+            }
             let ratios: Vec<f64> = rows.iter().filter_map(|(_, c)| cell_ratio(&c[k])).collect();
             (!ratios.is_empty())
                 .then(|| (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp())
         })
+        .collect();
+    let unfit: Vec<&str> = rows
+        .iter()
+        .filter(|(_, cells)| cells.iter().all(|c| c.refused.is_some()))
+        .map(|(file, _)| file.as_str())
         .collect();
     if args.json {
         let files: Vec<Value> = rows
@@ -181,13 +207,14 @@ fn compare(args: &Args) -> anyhow::Result<()> {
             .map(|(file, cells)| {
                 let mut results = Map::new();
                 for (a, c) in SlabAlgorithm::ALL.iter().zip(cells) {
-                    results.insert(
-                        a.name().to_string(),
-                        json!({"slab_bytes": c.slab_bytes, "ratio": cell_ratio(c),
-                               "seconds": c.seconds}),
-                    );
+                    let cell = match &c.refused {
+                        Some(error) => json!({"refused": error, "seconds": c.seconds}),
+                        None => json!({"slab_bytes": c.slab_bytes, "ratio": cell_ratio(c),
+                                       "seconds": c.seconds}),
+                    };
+                    results.insert(a.name().to_string(), cell);
                 }
-                let lower_bound = cells.first().map_or(0, |c| c.lower_bound);
+                let lower_bound = cells.iter().find(|c| c.refused.is_none()).map(|c| c.lower_bound);
                 json!({"file": file, "lower_bound": lower_bound, "results": results})
             })
             .collect();
@@ -197,9 +224,18 @@ fn compare(args: &Args) -> anyhow::Result<()> {
         }
         let names: Vec<&str> = SlabAlgorithm::ALL.iter().map(|a| a.name()).collect();
         let report = json!({"algorithms": names, "files": files, "geomean": geo});
-        out::print_json(&report)
+        out::print_json(&report)?;
     } else {
-        Ok(out::print(&compare_table(&rows, &geomeans))?)
+        out::print(&compare_table(&rows, &geomeans))?;
+    }
+    match unfit.as_slice() {
+        [] => Ok(()),
+        files => Err(anyhow!(
+            "no algorithm fits the capacity of {} ({} of {} files)",
+            files.join(", "),
+            files.len(),
+            rows.len()
+        )),
     }
 }
 
@@ -222,7 +258,10 @@ fn compare_table(rows: &[(String, Vec<Cell>)], geomeans: &[Option<f64>]) -> Stri
     for (file, cells) in rows {
         let _ = write!(s, "{file:<file_w$}");
         for c in cells {
-            let cell = format!("{} ({:.3}s)", fmt_ratio(cell_ratio(c)), c.seconds);
+            let cell = match c.refused {
+                Some(_) => format!("refused ({:.3}s)", c.seconds),
+                None => format!("{} ({:.3}s)", fmt_ratio(cell_ratio(c)), c.seconds),
+            };
             let _ = write!(s, "  {cell:>col_w$}");
         }
         let _ = writeln!(s);
