@@ -4,7 +4,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{error_line, json, lumen, stdout};
+use common::{entries, error_line, json, lumen, stdout};
 
 #[test]
 fn compare_linear_relu_json_has_the_spec_differences() {
@@ -73,16 +73,6 @@ fn compare_dumps_every_candidate() {
     let a = std::fs::read_to_string(dir.path().join("linear-relu-fused.llir.txt")).unwrap();
     let b = std::fs::read_to_string(c.join("linear-relu-fused.llir.txt")).unwrap();
     assert_eq!(a, b);
-}
-
-/// The names in `dir`, sorted (temporary files included).
-fn entries(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

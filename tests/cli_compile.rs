@@ -6,7 +6,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{error_line_no_panic as error_line, json, lumen};
+use common::{entries, error_line_no_panic as error_line, json, lumen};
 
 #[test]
 fn linear_relu_no_fuse_json_is_the_golden_table() {
@@ -95,16 +95,6 @@ fn dump_dir_and_env_write_files() {
     assert!(out.status.success());
     let plan = std::fs::read_to_string(env_dir.join("mlp-unfused.plan.txt")).unwrap();
     assert!(plan.contains("slab_bytes   1142272"), "{plan}");
-}
-
-/// The names in `dir`, sorted.
-fn entries(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

@@ -104,3 +104,14 @@ pub fn error_line_no_panic(args: &[&str]) -> String {
     assert!(!stderr.contains("panicked"), "{stderr}");
     stderr
 }
+
+/// The names in `dir`, sorted (hidden and temporary files included): what a dump test
+/// compares before and after a command.
+pub fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
