@@ -6,11 +6,12 @@ use lumen_compiler::programs::{self, BuiltinArgs};
 use super::usage::UsageError;
 
 /// Which built-in program to build, with its sizes (`--m --k --n` for linear-relu,
-/// `--layers --batch` for the mlp). A size left out takes the program's default (shown by
+/// `--layers --batch` for the mlp, `--batch --seq --width --heads --ffn --layers` for the
+/// transformer). A size left out takes the program's default (shown by
 /// `--help`, applied in [`programs::builtin`]); a size of the other program is an error.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProgramArgs {
-    /// The built-in program: `linear-relu` or `mlp`.
+    /// The built-in program: `linear-relu`, `mlp` or `transformer`.
     pub program: String,
     /// linear-relu: rows of x.
     #[arg(long, value_name = "M", help = with_default("linear-relu: rows of x", programs::DEFAULT_M))]
@@ -22,13 +23,29 @@ pub struct ProgramArgs {
     /// linear-relu: columns of w and y.
     #[arg(long, value_name = "N", help = with_default("linear-relu: columns of w and y", programs::DEFAULT_N))]
     pub n: Option<usize>,
-    /// mlp: layer sizes, input first, comma-separated.
-    #[arg(long, value_name = "SIZES", help = with_default(
-        "mlp: layer sizes, input first, comma-separated", layers_text(programs::DEFAULT_LAYERS)))]
+    /// mlp: layer sizes, input first, comma-separated; transformer: encoder blocks.
+    #[arg(long, value_name = "SIZES", help = format!(
+        "mlp: layer sizes, input first, comma-separated [default: {}]; transformer: encoder \
+         blocks [default: {}]", layers_text(programs::DEFAULT_LAYERS), programs::DEFAULT_BLOCKS))]
     pub layers: Option<String>,
-    /// mlp: batch rows.
-    #[arg(long, value_name = "ROWS", help = with_default("mlp: batch rows", programs::DEFAULT_BATCH))]
+    /// mlp: batch rows; transformer: sequences.
+    #[arg(long, value_name = "ROWS", help = format!(
+        "mlp: batch rows [default: {}]; transformer: sequences [default: {}]",
+        programs::DEFAULT_BATCH, programs::DEFAULT_TRANSFORMER_BATCH))]
     pub batch: Option<usize>,
+    /// transformer: tokens per sequence.
+    #[arg(long, value_name = "S", help = with_default("transformer: tokens per sequence", programs::DEFAULT_SEQ))]
+    pub seq: Option<usize>,
+    /// transformer: model width (a multiple of --heads).
+    #[arg(long, value_name = "D", help = with_default(
+        "transformer: model width, a multiple of --heads", programs::DEFAULT_WIDTH))]
+    pub width: Option<usize>,
+    /// transformer: attention heads.
+    #[arg(long, value_name = "H", help = with_default("transformer: attention heads", programs::DEFAULT_HEADS))]
+    pub heads: Option<usize>,
+    /// transformer: FFN hidden width.
+    #[arg(long, value_name = "F", help = with_default("transformer: FFN hidden width", programs::DEFAULT_FFN))]
+    pub ffn: Option<usize>,
 }
 
 /// `--help` text with the default clap would show for a `default_value`: the defaults live in
@@ -46,8 +63,8 @@ impl ProgramArgs {
     /// Builds the program.
     ///
     /// # Errors
-    /// A [`UsageError`] (status 2) for an unknown program name, a size of the other program
-    /// (`--layers applies to mlp, not linear-relu`) or a malformed `--layers` list; the
+    /// A [`UsageError`] (status 2) for an unknown program name, a size of another program
+    /// (`--layers applies to mlp and transformer, not linear-relu`) or a malformed `--layers` list; the
     /// compiler's error (status 1) for sizes the program refuses (`--m 0`, `--layers 64`, a
     /// tensor too large).
     pub fn graph(&self) -> anyhow::Result<Graph> {
@@ -58,6 +75,10 @@ impl ProgramArgs {
             n: self.n,
             layers: self.layers.as_ref().map(|_| Vec::new()),
             batch: self.batch,
+            seq: self.seq,
+            width: self.width,
+            heads: self.heads,
+            ffn: self.ffn,
         }
         .given();
         // Before parsing --layers: `linear-relu --layers x` is about the flag, not its text.
@@ -73,6 +94,10 @@ impl ProgramArgs {
                 .transpose()
                 .map_err(UsageError::new)?,
             batch: self.batch,
+            seq: self.seq,
+            width: self.width,
+            heads: self.heads,
+            ffn: self.ffn,
         };
         let graph = programs::builtin(&self.program, &sizes)?;
         if let Some(err) = graph.recorded_error() {

@@ -1,4 +1,4 @@
-//! The Rust DSL: a [`Graph`] of f32 tensors built with infallible calls, like Luminal's `Graph`.
+//! The Rust DSL: a [`Graph`] of tensors built with infallible calls, like Luminal's `Graph`.
 //!
 //! ```
 //! use lumen_compiler::{CompileOptions, Graph};
@@ -12,24 +12,69 @@
 //! assert_eq!(program.figures.slab_bytes, 1_196_288);
 //! ```
 //!
-//! Every call records the caller's source line (`#[track_caller]`); shape errors are reported by
-//! [`Graph::compile`] with that line, never by a panic.
+//! The primitives are the methods here; softmax, layer norm, attention and the other
+//! composites are DSL functions over them ([`crate::composite`]). Every call records the
+//! caller's source line (`#[track_caller]`) and infers the new tensor's shape at once, so
+//! composites can read shapes ([`Tensor::shape`]); an error (shapes that do not broadcast,
+//! an axis out of range) is recorded, never panicked, and reported by [`Graph::compile`] with
+//! the user's line. Axes may be negative, counting from the last (`-1` is the last axis).
+//!
+//! Binary ops broadcast NumPy-style (`[64, 64] + [64]`, `[2, 1, 5] * [3, 1]`) and take f32
+//! scalars on either side through the operators: `x * 0.125`, `x + 1e-5`, `1.0 - x`, `-x`.
 
 use std::cell::RefCell;
-use std::ops::Add;
+use std::collections::BTreeMap;
+use std::ops::{Add, Div, Mul, Neg, Sub};
 use std::rc::Rc;
 
 use petgraph::graph::NodeIndex;
 
+use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, SourceLocation};
-use crate::hlir::{Hlir, HlirOp};
+use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorType, infer_type};
 use crate::llir::Epilogue;
+use crate::ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
 
 #[derive(Debug, Default)]
 struct Inner {
     hlir: Hlir,
-    /// Errors a DSL call could not report itself (e.g. a tensor of another graph).
+    /// Each node's type, inferred when it was added; `None` after an error.
+    types: Vec<Option<TensorType>>,
+    /// Errors the DSL calls recorded, in call order (the first is reported).
     errors: Vec<CompileError>,
+    /// The constant node of each value, so `x * 0.5 + y * 0.5` has one `0.5`.
+    constants: BTreeMap<Scalar, NodeIndex>,
+}
+
+impl Inner {
+    /// Adds a node and infers its type from its operands'. `poisoned` (a bad argument already
+    /// recorded) leaves the type unknown without a second error.
+    fn push(
+        &mut self,
+        op: HlirOp,
+        operands: &[NodeIndex],
+        location: SourceLocation,
+        poisoned: bool,
+    ) -> NodeIndex {
+        let types: Option<Vec<&TensorType>> =
+            operands.iter().map(|a| self.types.get(a.index()).and_then(Option::as_ref)).collect();
+        let inferred = match types {
+            Some(types) if !poisoned => {
+                let node = HlirNode { op: op.clone(), location, name: None };
+                match infer_type(&node, &types) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        self.errors.push(e);
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let node = self.hlir.add_op(op, operands, location);
+        self.types.push(inferred);
+        node
+    }
 }
 
 type Shared = Rc<RefCell<Inner>>;
@@ -53,25 +98,83 @@ impl Graph {
         Self::default()
     }
 
-    /// Declares an input of `shape` (elements, row-major f32), uploaded on every execute.
+    /// Declares an f32 input of `shape` (elements, row-major), uploaded on every execute.
     /// Inputs and weights are uploaded in declaration order: the program's signature.
     #[track_caller]
     pub fn input(&mut self, name: impl Into<String>, shape: impl Into<Vec<usize>>) -> Tensor {
-        let op = HlirOp::Input { name: name.into(), shape: shape.into() };
+        self.input_typed(name, shape, DType::F32)
+    }
+
+    /// Declares an input of `shape` and element type `dtype`: f32, or i32/i64 indices for
+    /// [`Tensor::gather`] (token ids).
+    #[track_caller]
+    pub fn input_typed(
+        &mut self,
+        name: impl Into<String>,
+        shape: impl Into<Vec<usize>>,
+        dtype: DType,
+    ) -> Tensor {
+        let op = HlirOp::Input { name: name.into(), shape: shape.into(), dtype };
         self.leaf(op, SourceLocation::caller())
     }
 
-    /// Declares a weight of `shape` (elements, row-major f32), uploaded at prepare; again on
+    /// Declares an f32 weight of `shape` (elements, row-major), uploaded at prepare; again on
     /// every execute when the plan lets a later buffer reuse its bytes (see
     /// [`crate::CompileOptions::resident_weights`]).
     #[track_caller]
     pub fn weight(&mut self, name: impl Into<String>, shape: impl Into<Vec<usize>>) -> Tensor {
-        let op = HlirOp::Weight { name: name.into(), shape: shape.into() };
+        self.weight_typed(name, shape, DType::F32)
+    }
+
+    /// Declares a weight of `shape` and element type `dtype` (f32, or i32/i64 indices).
+    #[track_caller]
+    pub fn weight_typed(
+        &mut self,
+        name: impl Into<String>,
+        shape: impl Into<Vec<usize>>,
+        dtype: DType,
+    ) -> Tensor {
+        let op = HlirOp::Weight { name: name.into(), shape: shape.into(), dtype };
         self.leaf(op, SourceLocation::caller())
     }
 
+    /// The f32 scalar `value` (shape `[]`), broadcast by whatever op uses it. One node per
+    /// distinct value (by bits): the program carries it and the runtime uploads it at prepare.
+    #[track_caller]
+    pub fn constant(&self, value: f32) -> Tensor {
+        let location = SourceLocation::caller();
+        let scalar = Scalar::new(value);
+        let mut inner = self.inner.borrow_mut();
+        let node = match inner.constants.get(&scalar) {
+            Some(&node) => node,
+            None => {
+                let node = inner.push(HlirOp::Constant { value: scalar }, &[], location, false);
+                inner.constants.insert(scalar, node);
+                node
+            }
+        };
+        Tensor { graph: Rc::clone(&self.inner), node }
+    }
+
+    /// `tensors` joined along `axis` (equal shapes on every other axis); a copy into one new
+    /// tensor. At least one tensor.
+    #[track_caller]
+    pub fn concat<T: std::borrow::Borrow<Tensor>>(&self, tensors: &[T], axis: isize) -> Tensor {
+        let location = SourceLocation::caller();
+        let Some(first) = tensors.first() else {
+            let mut inner = self.inner.borrow_mut();
+            inner.errors.push(CompileError::Arity { op: "concat", expected: 1, got: 0, location });
+            let node = inner.push(HlirOp::Concat { axis: 0 }, &[], location, true);
+            return Tensor { graph: Rc::clone(&self.inner), node };
+        };
+        let first: &Tensor = std::borrow::Borrow::borrow(first);
+        let (axis, poisoned) = first.axis_at("concat", axis, 0, location);
+        let others: Vec<&Tensor> = tensors[1..].iter().map(std::borrow::Borrow::borrow).collect();
+        first.op_at(HlirOp::Concat { axis }, &others, location, poisoned)
+    }
+
     fn leaf(&mut self, op: HlirOp, location: SourceLocation) -> Tensor {
-        let node = self.inner.borrow_mut().hlir.add_op(op, &[], location);
+        let node = self.inner.borrow_mut().push(op, &[], location, false);
         Tensor { graph: Rc::clone(&self.inner), node }
     }
 
@@ -80,10 +183,37 @@ impl Graph {
         self.inner.borrow().hlir.clone()
     }
 
-    /// The first error a DSL call recorded (a tensor of another graph), if any. Shape errors are
-    /// found by [`Hlir::validate`] at compile time, not here.
+    /// The first error a DSL call recorded (shapes that do not combine, an axis out of range,
+    /// a tensor of another graph), if any; [`Graph::compile`] reports it. Names are checked
+    /// at compile time by [`Hlir::validate`].
     pub fn recorded_error(&self) -> Option<CompileError> {
         self.inner.borrow().errors.first().cloned()
+    }
+}
+
+/// A right-hand operand of a binary op: a tensor, or an f32 scalar made a constant of the
+/// tensor's graph.
+pub trait IntoOperand {
+    /// The operand as a tensor of `graph`.
+    fn into_operand(self, graph: &Tensor) -> Tensor;
+}
+
+impl IntoOperand for Tensor {
+    fn into_operand(self, _: &Tensor) -> Tensor {
+        self
+    }
+}
+
+impl IntoOperand for &Tensor {
+    fn into_operand(self, _: &Tensor) -> Tensor {
+        self.clone()
+    }
+}
+
+impl IntoOperand for f32 {
+    #[track_caller]
+    fn into_operand(self, like: &Tensor) -> Tensor {
+        like.graph().constant(self)
     }
 }
 
@@ -98,11 +228,31 @@ impl Tensor {
         Graph { inner: Rc::clone(&self.graph) }
     }
 
-    #[track_caller]
-    fn op(&self, op: HlirOp, others: &[&Tensor]) -> Tensor {
-        let location = SourceLocation::caller();
+    /// The tensor's shape in elements, or `None` when an error upstream left it unknown.
+    pub fn shape(&self) -> Option<Vec<usize>> {
+        self.graph.borrow().types.get(self.node.index())?.as_ref().map(|t| t.shape.clone())
+    }
+
+    /// The tensor's element type, or `None` when an error upstream left it unknown.
+    pub fn dtype(&self) -> Option<DType> {
+        self.graph.borrow().types.get(self.node.index())?.as_ref().map(|t| t.dtype)
+    }
+
+    /// Axes, or `None` when unknown.
+    pub fn rank(&self) -> Option<usize> {
+        self.shape().map(|s| s.len())
+    }
+
+    fn op_at(
+        &self,
+        op: HlirOp,
+        others: &[&Tensor],
+        location: SourceLocation,
+        poisoned: bool,
+    ) -> Tensor {
         let mut inner = self.graph.borrow_mut();
         let mut operands = vec![self.node];
+        let mut foreign = false;
         for t in others {
             if Rc::ptr_eq(&t.graph, &self.graph) {
                 operands.push(t.node);
@@ -110,32 +260,270 @@ impl Tensor {
                 // Keep the call infallible: compile reports it, and the node's missing operand
                 // makes the HLIR invalid rather than silently different.
                 inner.errors.push(CompileError::ForeignTensor { op: op.name(), location });
+                foreign = true;
             }
         }
-        let node = inner.hlir.add_op(op, &operands, location);
+        let node = inner.push(op, &operands, location, poisoned || foreign);
         Tensor { graph: Rc::clone(&self.graph), node }
     }
 
-    /// `self [M, K] x rhs [K, N] -> [M, N]` (cuBLASLt matmul, epilogue DEFAULT). A shape
-    /// mismatch is reported by `compile`.
+    #[track_caller]
+    fn op(&self, op: HlirOp, others: &[&Tensor]) -> Tensor {
+        self.op_at(op, others, SourceLocation::caller(), false)
+    }
+
+    /// `axis` (negative counts from the last) as an index into a tensor of `rank + extra`
+    /// axes, and whether it was bad (then recorded as [`CompileError::AxisOutOfRange`]).
+    fn axis_at(
+        &self,
+        op: &'static str,
+        axis: isize,
+        extra: usize,
+        location: SourceLocation,
+    ) -> (usize, bool) {
+        let Some(rank) = self.rank() else { return (0, true) };
+        let rank = rank + extra;
+        let resolved = if axis < 0 { rank.checked_sub(axis.unsigned_abs()) } else { Some(axis as usize) };
+        match resolved {
+            Some(a) if a < rank => (a, false),
+            _ => {
+                self.graph.borrow_mut().errors.push(CompileError::AxisOutOfRange {
+                    op,
+                    axis,
+                    rank,
+                    location,
+                });
+                (0, true)
+            }
+        }
+    }
+
+    #[track_caller]
+    fn unary(&self, op: UnaryOp) -> Tensor {
+        self.op(HlirOp::Map(ElemOp::Unary(op)), &[])
+    }
+
+    #[track_caller]
+    fn binary(&self, op: BinaryOp, rhs: impl IntoOperand) -> Tensor {
+        let location = SourceLocation::caller();
+        let rhs = rhs.into_operand(self);
+        self.op_at(HlirOp::Map(ElemOp::Binary(op)), &[&rhs], location, false)
+    }
+
+    /// `self [..., M, K] x rhs [..., K, N] -> [..., M, N]` (cuBLASLt matmul, epilogue
+    /// DEFAULT). Batch axes broadcast NumPy-style, so a 2-D weight multiplies every matrix of
+    /// a 3-D activation as one GEMM. A transposed operand (`k.transpose(-1, -2)`) is read
+    /// through its view, never copied. A shape mismatch is reported by `compile`.
     #[track_caller]
     pub fn matmul(&self, rhs: impl std::borrow::Borrow<Tensor>) -> Tensor {
-        self.op(
-            HlirOp::Matmul { epilogue: Epilogue::Default },
-            &[std::borrow::Borrow::borrow(&rhs)],
-        )
+        let rhs: &Tensor = std::borrow::Borrow::borrow(&rhs);
+        self.op(HlirOp::Matmul { epilogue: Epilogue::Default }, &[rhs])
     }
 
-    /// Elementwise `max(x, 0)`.
+    /// Elementwise `-x`.
+    #[track_caller]
+    pub fn neg(&self) -> Tensor {
+        self.unary(UnaryOp::Neg)
+    }
+
+    /// Elementwise `e^x`.
+    #[track_caller]
+    pub fn exp(&self) -> Tensor {
+        self.unary(UnaryOp::Exp)
+    }
+
+    /// Elementwise natural log.
+    #[track_caller]
+    pub fn log(&self) -> Tensor {
+        self.unary(UnaryOp::Log)
+    }
+
+    /// Elementwise square root.
+    #[track_caller]
+    pub fn sqrt(&self) -> Tensor {
+        self.unary(UnaryOp::Sqrt)
+    }
+
+    /// Elementwise `1 / x`.
+    #[track_caller]
+    pub fn recip(&self) -> Tensor {
+        self.unary(UnaryOp::Recip)
+    }
+
+    /// Elementwise hyperbolic tangent.
+    #[track_caller]
+    pub fn tanh(&self) -> Tensor {
+        self.unary(UnaryOp::Tanh)
+    }
+
+    /// Elementwise error function.
+    #[track_caller]
+    pub fn erf(&self) -> Tensor {
+        self.unary(UnaryOp::Erf)
+    }
+
+    /// Elementwise `max(x, 0)` (NaN stays NaN).
     #[track_caller]
     pub fn relu(&self) -> Tensor {
-        self.op(HlirOp::Relu, &[])
+        self.unary(UnaryOp::Relu)
     }
 
-    /// Elementwise GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
+    /// Elementwise GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`
+    /// (cuBLASLt's GELU epilogue; see [`Tensor::gelu_erf`] for the exact form).
     #[track_caller]
     pub fn gelu(&self) -> Tensor {
-        self.op(HlirOp::Gelu, &[])
+        self.unary(UnaryOp::Gelu)
+    }
+
+    /// A row-major copy of the tensor (a no-op for the values; a view becomes a buffer of its
+    /// own). Lowering inserts one where a kernel cannot read a view; call it to force one.
+    #[track_caller]
+    pub fn contiguous(&self) -> Tensor {
+        self.unary(UnaryOp::Contiguous)
+    }
+
+    /// Elementwise NumPy `maximum(self, rhs)` (NaN if either is NaN), broadcasting.
+    #[track_caller]
+    pub fn maximum(&self, rhs: impl IntoOperand) -> Tensor {
+        self.binary(BinaryOp::Maximum, rhs)
+    }
+
+    /// Elementwise `self < rhs` as 1.0 or 0.0, broadcasting.
+    #[track_caller]
+    pub fn less_than(&self, rhs: impl IntoOperand) -> Tensor {
+        self.binary(BinaryOp::LessThan, rhs)
+    }
+
+    /// Elementwise `self == rhs` as 1.0 or 0.0, broadcasting.
+    #[track_caller]
+    pub fn equal(&self, rhs: impl IntoOperand) -> Tensor {
+        self.binary(BinaryOp::Equal, rhs)
+    }
+
+    /// Elementwise `self != 0 ? a : b` (this tensor is the condition), broadcasting all three.
+    #[track_caller]
+    pub fn select(&self, a: impl IntoOperand, b: impl IntoOperand) -> Tensor {
+        let location = SourceLocation::caller();
+        let (a, b) = (a.into_operand(self), b.into_operand(self));
+        self.op_at(HlirOp::Map(ElemOp::Select), &[&a, &b], location, false)
+    }
+
+    #[track_caller]
+    fn reduce(&self, op: ReduceOp, axis: isize, keepdim: bool) -> Tensor {
+        let location = SourceLocation::caller();
+        let (axis, poisoned) = self.axis_at(op.name(), axis, 0, location);
+        let out = self.op_at(HlirOp::Reduce { op, axis }, &[], location, poisoned);
+        if !keepdim || poisoned {
+            return out;
+        }
+        match self.shape() {
+            Some(mut shape) => {
+                shape[axis] = 1;
+                out.op_at(HlirOp::Move(MoveOp::Reshape { shape }), &[], location, false)
+            }
+            None => out,
+        }
+    }
+
+    /// The sum over `axis`; `keepdim` keeps the axis with length 1 (for broadcasting back).
+    #[track_caller]
+    pub fn sum(&self, axis: isize, keepdim: bool) -> Tensor {
+        self.reduce(ReduceOp::Sum, axis, keepdim)
+    }
+
+    /// The maximum over `axis` (NaN if any element is); `keepdim` keeps the axis with length 1.
+    #[track_caller]
+    pub fn max(&self, axis: isize, keepdim: bool) -> Tensor {
+        self.reduce(ReduceOp::Max, axis, keepdim)
+    }
+
+    /// The same elements in row-major order with `shape` (equal element count): a view when
+    /// the strides allow it, else lowering copies first.
+    #[track_caller]
+    pub fn reshape(&self, shape: impl Into<Vec<usize>>) -> Tensor {
+        self.op(HlirOp::Move(MoveOp::Reshape { shape: shape.into() }), &[])
+    }
+
+    /// Axes reordered: axis `i` of the result is axis `perm[i]` (negative counts from the
+    /// last). A view.
+    #[track_caller]
+    pub fn permute(&self, perm: &[isize]) -> Tensor {
+        let location = SourceLocation::caller();
+        let rank = self.rank();
+        let resolved: Option<Vec<usize>> = rank.and_then(|r| {
+            perm.iter()
+                .map(|&p| {
+                    let a = if p < 0 { r.checked_sub(p.unsigned_abs()) } else { Some(p as usize) };
+                    a.filter(|&a| a < r)
+                })
+                .collect()
+        });
+        match (rank, resolved) {
+            (Some(_), Some(perm)) => {
+                self.op_at(HlirOp::Move(MoveOp::Permute { perm }), &[], location, false)
+            }
+            (rank, _) => {
+                if let Some(rank) = rank {
+                    self.graph.borrow_mut().errors.push(CompileError::BadPermutation {
+                        perm: perm.to_vec(),
+                        rank,
+                        location,
+                    });
+                }
+                let perm = Vec::new();
+                self.op_at(HlirOp::Move(MoveOp::Permute { perm }), &[], location, true)
+            }
+        }
+    }
+
+    /// Axes `a` and `b` swapped (negative counts from the last): `k.transpose(-1, -2)`. A view.
+    #[track_caller]
+    pub fn transpose(&self, a: isize, b: isize) -> Tensor {
+        let location = SourceLocation::caller();
+        let (a, bad_a) = self.axis_at("transpose", a, 0, location);
+        let (b, bad_b) = if bad_a { (0, true) } else { self.axis_at("transpose", b, 0, location) };
+        let rank = self.rank().unwrap_or(0);
+        let mut perm: Vec<usize> = (0..rank).collect();
+        if !(bad_a || bad_b) {
+            perm.swap(a, b);
+        }
+        self.op_at(HlirOp::Move(MoveOp::Permute { perm }), &[], location, bad_a || bad_b)
+    }
+
+    /// NumPy's `broadcast_to(shape)`: axes aligned on the right; an axis of length 1 (or a
+    /// missing leading axis) repeats. A view with stride 0 on the repeated axes.
+    #[track_caller]
+    pub fn expand(&self, shape: impl Into<Vec<usize>>) -> Tensor {
+        self.op(HlirOp::Move(MoveOp::Expand { shape: shape.into() }), &[])
+    }
+
+    /// Elements `start..end` of `axis` (negative counts from the last). A view.
+    #[track_caller]
+    pub fn slice(&self, axis: isize, start: usize, end: usize) -> Tensor {
+        let location = SourceLocation::caller();
+        let (axis, poisoned) = self.axis_at("slice", axis, 0, location);
+        self.op_at(HlirOp::Move(MoveOp::Slice { axis, start, end }), &[], location, poisoned)
+    }
+
+    /// A new axis of length 1 at `axis` (of the result; negative counts from the last). A view.
+    #[track_caller]
+    pub fn unsqueeze(&self, axis: isize) -> Tensor {
+        let location = SourceLocation::caller();
+        let (axis, poisoned) = self.axis_at("unsqueeze", axis, 1, location);
+        let mut shape = self.shape().unwrap_or_default();
+        if !poisoned {
+            shape.insert(axis, 1);
+        }
+        self.op_at(HlirOp::Move(MoveOp::Reshape { shape }), &[], location, poisoned)
+    }
+
+    /// Embedding lookup: `self` is a table `[V, D]`, `ids` an i32/i64 tensor of any shape;
+    /// the result `[ids..., D]` holds row `ids[i]` for every id. An id outside `0..V` is a
+    /// runtime error naming the ids tensor and the id.
+    #[track_caller]
+    pub fn gather(&self, ids: impl std::borrow::Borrow<Tensor>) -> Tensor {
+        let ids: &Tensor = std::borrow::Borrow::borrow(&ids);
+        self.op(HlirOp::Gather, &[ids])
     }
 
     /// Marks this tensor as the program output `name` (read back after the last launch) and
@@ -146,44 +534,83 @@ impl Tensor {
         self.clone()
     }
 
-    #[track_caller]
-    fn add_tensor(&self, rhs: &Tensor) -> Tensor {
-        self.op(HlirOp::Add, &[rhs])
+    /// Names the tensor: its buffer keeps `name` in the LLIR, the plan and the dumps instead
+    /// of a `t{i}`, so a dump diff after a small program change stays small. The name must be
+    /// identifier-like and unique among the program's names (checked by `compile`). A view
+    /// (reshape, permute, expand, slice) has no buffer of its own: naming one names nothing.
+    /// When fusion folds the tensor into an epilogue, the fused op's buffer takes the name of
+    /// the op on top.
+    pub fn name(&self, name: impl Into<String>) -> Tensor {
+        if let Some(node) = self.graph.borrow_mut().hlir.graph.node_weight_mut(self.node) {
+            node.name = Some(name.into());
+        }
+        self.clone()
     }
 }
 
-/// `a + b`: equal shapes, or a bias `[N]` broadcast over the rows of an `[M, N]` tensor.
-impl Add<Tensor> for Tensor {
+/// Implements `$trait` (`a op b`) for every pairing of `Tensor`, `&Tensor` and `f32` with a
+/// tensor on at least one side, as `$op` broadcasting. Concrete impls (not a generic `R`), so
+/// a float literal (`x * 0.125`) is inferred to be f32.
+macro_rules! binary_operator {
+    ($trait:ident, $method:ident, $op:expr, $doc:literal) => {
+        binary_operator!(@one $trait, $method, $op, $doc, Tensor, Tensor);
+        binary_operator!(@one $trait, $method, $op, $doc, Tensor, &Tensor);
+        binary_operator!(@one $trait, $method, $op, $doc, Tensor, f32);
+        binary_operator!(@one $trait, $method, $op, $doc, &Tensor, Tensor);
+        binary_operator!(@one $trait, $method, $op, $doc, &Tensor, &Tensor);
+        binary_operator!(@one $trait, $method, $op, $doc, &Tensor, f32);
+
+        #[doc = $doc]
+        impl $trait<Tensor> for f32 {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: Tensor) -> Tensor {
+                let lhs = rhs.graph().constant(self);
+                lhs.binary($op, rhs)
+            }
+        }
+
+        #[doc = $doc]
+        impl $trait<&Tensor> for f32 {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                let lhs = rhs.graph().constant(self);
+                lhs.binary($op, rhs)
+            }
+        }
+    };
+    (@one $trait:ident, $method:ident, $op:expr, $doc:literal, $lhs:ty, $rhs:ty) => {
+        #[doc = $doc]
+        impl $trait<$rhs> for $lhs {
+            type Output = Tensor;
+            #[track_caller]
+            fn $method(self, rhs: $rhs) -> Tensor {
+                self.binary($op, rhs)
+            }
+        }
+    };
+}
+
+binary_operator!(Add, add, BinaryOp::Add, "`a + b`, broadcasting NumPy-style (a bias `[N]` over the rows of `[M, N]`).");
+binary_operator!(Sub, sub, BinaryOp::Sub, "`a - b`, broadcasting NumPy-style.");
+binary_operator!(Mul, mul, BinaryOp::Mul, "`a * b` elementwise, broadcasting NumPy-style.");
+binary_operator!(Div, div, BinaryOp::Div, "`a / b` elementwise, broadcasting NumPy-style.");
+
+/// `-x` elementwise.
+impl Neg for Tensor {
     type Output = Tensor;
     #[track_caller]
-    fn add(self, rhs: Tensor) -> Tensor {
-        self.add_tensor(&rhs)
+    fn neg(self) -> Tensor {
+        self.unary(UnaryOp::Neg)
     }
 }
 
-/// `a + &b`; see `Tensor + Tensor`.
-impl Add<&Tensor> for Tensor {
+/// `-x` elementwise.
+impl Neg for &Tensor {
     type Output = Tensor;
     #[track_caller]
-    fn add(self, rhs: &Tensor) -> Tensor {
-        self.add_tensor(rhs)
-    }
-}
-
-/// `&a + b`; see `Tensor + Tensor`.
-impl Add<Tensor> for &Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn add(self, rhs: Tensor) -> Tensor {
-        self.add_tensor(&rhs)
-    }
-}
-
-/// `&a + &b`; see `Tensor + Tensor`.
-impl Add<&Tensor> for &Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn add(self, rhs: &Tensor) -> Tensor {
-        self.add_tensor(rhs)
+    fn neg(self) -> Tensor {
+        self.unary(UnaryOp::Neg)
     }
 }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::{Value, json};
 
 use crate::error::{CompileError, ShapeText};
-use crate::llir::{BufferId, BufferRole, LlirNode, LlirOp};
+use crate::llir::{BufferId, BufferRole, LlirNode, LlirOp, Operand};
 use crate::program::CompiledProgram;
 
 static DUMP_SEQ: AtomicUsize = AtomicUsize::new(0);
@@ -23,21 +23,27 @@ fn role_name(role: BufferRole) -> &'static str {
     match role {
         BufferRole::Input => "input",
         BufferRole::Weight => "weight",
+        BufferRole::Constant(_) => "constant",
         BufferRole::Workspace => "workspace",
         BufferRole::Intermediate => "intermediate",
         BufferRole::Output => "output",
     }
 }
 
-/// The op's semantic parameters as `key=value` words: `m=64 k=256 n=64 epilogue=DEFAULT`,
-/// `m=64 n=64`, `len=4096`, or nothing for upload and readback.
+/// The op's semantic parameters as `key=value` words: `m=64 k=256 n=64 epilogue=DEFAULT`
+/// (`batch=8 m=...` for a batched product), `len=4096` for an elementwise op,
+/// `axis=2 len=128 extent=16` for a reduction, `rows=32 dim=64 vocab=1000` for a gather,
+/// `axis=1 len=512` for a concat, or nothing for upload and readback.
 pub fn op_params(op: &LlirOp) -> String {
     match *op {
-        LlirOp::LtMatmul { m, k, n, epilogue } => {
-            format!("m={m} k={k} n={n} epilogue={}", epilogue.name())
+        LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
+            let batch = if batch == 1 { String::new() } else { format!("batch={batch} ") };
+            format!("{batch}m={m} k={k} n={n} epilogue={}", epilogue.name())
         }
-        LlirOp::AddBias { m, n } => format!("m={m} n={n}"),
-        LlirOp::Add { len } | LlirOp::Relu { len } | LlirOp::Gelu { len } => format!("len={len}"),
+        LlirOp::Map { len, .. } => format!("len={len}"),
+        LlirOp::Reduce { axis, len, extent, .. } => format!("axis={axis} len={len} extent={extent}"),
+        LlirOp::Gather { rows, dim, vocab } => format!("rows={rows} dim={dim} vocab={vocab}"),
+        LlirOp::Concat { axis, len } => format!("axis={axis} len={len}"),
         LlirOp::Upload | LlirOp::Readback => String::new(),
     }
 }
@@ -48,16 +54,42 @@ fn names(p: &CompiledProgram, ids: &[BufferId]) -> String {
     v.join(", ")
 }
 
+/// An operand as dumps print it: the buffer's name when the view is the whole buffer in
+/// row-major order, else the name and the view, `t3{shape=[2, 4, 8, 16] strides=[512, 16,
+/// 64, 1] offset=64}` (strides left out when row-major, offset when 0).
+pub fn operand_text(p: &CompiledProgram, o: &Operand) -> String {
+    let Some(buf) = p.llir.buffers.get(o.buffer) else { return "?".to_string() };
+    let v = &o.view;
+    if v.is_whole(&buf.shape) {
+        return buf.id.clone();
+    }
+    let mut s = format!("{}{{shape={}", buf.id, ShapeText(v.shape.clone()));
+    if !v.is_contiguous() {
+        let _ = write!(s, " strides={}", ShapeText(v.strides.clone()));
+    }
+    if v.offset != 0 {
+        let _ = write!(s, " offset={}", v.offset);
+    }
+    s.push('}');
+    s
+}
+
+fn operands_text(p: &CompiledProgram, reads: &[Operand]) -> String {
+    reads.iter().map(|o| operand_text(p, o)).collect::<Vec<_>>().join(", ")
+}
+
 fn join_ids(ids: &[usize], sep: &str) -> String {
     ids.iter().map(usize::to_string).collect::<Vec<_>>().join(sep)
 }
 
 /// The canonical LLIR text: a header, one `buffer` line per buffer in request order (name,
 /// dtype and shape, role, bytes), then one `node` line per node in canonical order (id, op,
-/// semantic parameters, input node ids, buffers read, written and the workspace, by name).
+/// semantic parameters, input node ids, operands read (by name, with their view when it is
+/// not the whole buffer, see [`operand_text`]), buffers written and the workspace, by name).
 ///
 /// ```text
 /// node 1 lt_matmul m=64 k=256 n=64 epilogue=DEFAULT inputs=[0] reads=[x, w] writes=[t0] workspace=workspace
+/// node 2 add len=4096 inputs=[0, 1] reads=[t0, b{shape=[64, 64] strides=[0, 1]}] writes=[t1]
 /// ```
 pub fn llir_text(program: &CompiledProgram) -> String {
     let llir = &program.llir;
@@ -98,7 +130,7 @@ fn node_line(p: &CompiledProgram, i: usize, node: &LlirNode) -> String {
         line,
         " inputs=[{}] reads=[{}] writes=[{}]",
         join_ids(&node.inputs, ", "),
-        names(p, &node.reads),
+        operands_text(p, &node.reads),
         names(p, &node.writes)
     );
     if let Some(ws) = node.workspace {
@@ -176,7 +208,9 @@ pub fn llir_dot(program: &CompiledProgram) -> String {
             let carried: Vec<BufferId> = llir
                 .nodes
                 .get(j)
-                .map(|src| src.writes.iter().copied().filter(|b| node.reads.contains(b)).collect())
+                .map(|src| {
+                    src.writes.iter().copied().filter(|b| node.read_buffers().any(|r| r == *b)).collect()
+                })
                 .unwrap_or_default();
             let _ = writeln!(
                 s,
@@ -190,8 +224,9 @@ pub fn llir_dot(program: &CompiledProgram) -> String {
 }
 
 /// The JSON of `lumen compile --json`:
-/// `{"label", "nodes": [{"id", "op", "epilogue"?, m/k/n/len, "inputs": [node ids],
-/// "reads": [buffer ids], "writes": [...], "workspace"?}], "buffers": [{"id", "dtype",
+/// `{"label", "nodes": [{"id", "op", "epilogue"?, the op's parameters (batch/m/k/n, len,
+/// axis/extent, rows/dim/vocab), "inputs": [node ids], "reads": [buffer ids], "views":
+/// [{"shape", "strides", "offset"} per read, in elements], "writes": [...], "workspace"?}], "buffers": [{"id", "dtype",
 /// "shape", "role", "bytes", "reserved", "offset", "end", "uses": [node ids]}], "slab_bytes",
 /// "naive_bytes", "lower_bound", "launches", "dram_bytes", "flops", "node_count", "options":
 /// {"alignment", "capacity" (null = unbounded), "algorithm", "workspace_bytes",
@@ -209,24 +244,48 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
             let mut o = serde_json::Map::new();
             o.insert("id".into(), json!(i));
             o.insert("op".into(), json!(node.op.name()));
+            let mut put = |k: &str, v: Value| {
+                o.insert(k.into(), v);
+            };
             match node.op {
-                LlirOp::LtMatmul { m, k, n, epilogue } => {
-                    o.insert("epilogue".into(), json!(epilogue.name()));
-                    o.insert("m".into(), json!(m));
-                    o.insert("k".into(), json!(k));
-                    o.insert("n".into(), json!(n));
+                LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
+                    put("epilogue", json!(epilogue.name()));
+                    put("batch", json!(batch));
+                    put("m", json!(m));
+                    put("k", json!(k));
+                    put("n", json!(n));
                 }
-                LlirOp::AddBias { m, n } => {
-                    o.insert("m".into(), json!(m));
-                    o.insert("n".into(), json!(n));
+                LlirOp::Map { len, .. } => put("len", json!(len)),
+                LlirOp::Reduce { axis, len, extent, .. } => {
+                    put("axis", json!(axis));
+                    put("len", json!(len));
+                    put("extent", json!(extent));
                 }
-                LlirOp::Add { len } | LlirOp::Relu { len } | LlirOp::Gelu { len } => {
-                    o.insert("len".into(), json!(len));
+                LlirOp::Gather { rows, dim, vocab } => {
+                    put("rows", json!(rows));
+                    put("dim", json!(dim));
+                    put("vocab", json!(vocab));
+                }
+                LlirOp::Concat { axis, len } => {
+                    put("axis", json!(axis));
+                    put("len", json!(len));
                 }
                 LlirOp::Upload | LlirOp::Readback => {}
             }
             o.insert("inputs".into(), json!(node.inputs));
-            o.insert("reads".into(), Value::Array(node.reads.iter().map(name).collect()));
+            o.insert(
+                "reads".into(),
+                Value::Array(node.reads.iter().map(|r| name(&r.buffer)).collect()),
+            );
+            o.insert(
+                "views".into(),
+                Value::Array(
+                    node.reads
+                        .iter()
+                        .map(|r| json!({"shape": r.view.shape, "strides": r.view.strides, "offset": r.view.offset}))
+                        .collect(),
+                ),
+            );
             o.insert("writes".into(), Value::Array(node.writes.iter().map(name).collect()));
             if let Some(ws) = &node.workspace {
                 o.insert("workspace".into(), name(ws));

@@ -92,6 +92,70 @@ pub enum CompileError {
         /// The user's source line of the op.
         location: SourceLocation,
     },
+    /// An axis that the operand does not have (`sum` over axis 3 of a matrix, `transpose(0,
+    /// -3)` of a matrix). Negative axes count from the last, as the user wrote them.
+    #[error("{op}: axis {axis} is out of range for rank {rank} (at {location})")]
+    AxisOutOfRange {
+        /// The op.
+        op: &'static str,
+        /// The axis as given.
+        axis: isize,
+        /// The operand's rank.
+        rank: usize,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
+    /// A reshape to a shape with another element count.
+    #[error("reshape: cannot view {from} as {to}: element counts differ (at {location})")]
+    ReshapeCount {
+        /// The operand's shape.
+        from: ShapeText,
+        /// The requested shape.
+        to: ShapeText,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
+    /// A permute whose axes are not a permutation of the operand's axes.
+    #[error("permute: {perm:?} is not a permutation of the {rank} axes (at {location})")]
+    BadPermutation {
+        /// The axes as given.
+        perm: Vec<isize>,
+        /// The operand's rank.
+        rank: usize,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
+    /// A slice whose range does not fit its axis.
+    #[error(
+        "slice: {start}..{end} of axis {axis} is out of range for its length {len} (at {location})"
+    )]
+    SliceRange {
+        /// The axis.
+        axis: usize,
+        /// First element asked for.
+        start: usize,
+        /// One past the last element asked for.
+        end: usize,
+        /// The axis' length.
+        len: usize,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
+    /// An operand of the wrong element type (an f32 tensor as gather ids, integer ids into an
+    /// elementwise op).
+    #[error("{op}: operand {operand} is {got}, expected {expected} (at {location})")]
+    DType {
+        /// The op.
+        op: &'static str,
+        /// Which operand (0-based).
+        operand: usize,
+        /// What the op takes.
+        expected: &'static str,
+        /// What it got.
+        got: crate::dtype::DType,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
     /// A tensor whose size in bytes overflows `usize`.
     #[error("{name}: shape {shape} is too large ({op}, at {location})")]
     ShapeOverflow {
@@ -195,6 +259,15 @@ pub enum CompileError {
         /// 201 bytes long`.
         problem: String,
     },
+    /// A program lumen cannot lower yet (e.g. a reshape of an integer tensor's view that would
+    /// need a copy: only f32 data is ever copied).
+    #[error("unsupported: {what} (at {location})")]
+    Unsupported {
+        /// What is not supported.
+        what: String,
+        /// The user's source line.
+        location: SourceLocation,
+    },
     /// A compile option is out of range.
     #[error("invalid option: {0}")]
     Option(String),
@@ -219,7 +292,7 @@ pub enum CompileError {
     },
     /// A size was given to a built-in program it does not apply to (e.g. `--layers` to
     /// `linear-relu`); refused rather than silently ignored.
-    #[error("{} applies to {}, not {program}", option.flag(), option.program())]
+    #[error("{} applies to {}, not {program}", option.flag(), option.programs_text())]
     NotApplicable {
         /// The size that was given.
         option: crate::programs::SizeOption,

@@ -1,27 +1,120 @@
 //! The HLIR: the DSL program as a petgraph DAG of tensor ops, before lowering.
 //!
-//! Nodes are [`HlirNode`]s (an [`HlirOp`] and the user's source line); an edge `a -> op` with
-//! weight `i` says `a` is operand `i` of `op`. This is Luminal's high-level graph: ops know
-//! nothing of buffers, launches or the slab. Fusion rewrites HLIR -> HLIR (matmul nodes with
-//! non-DEFAULT epilogues); lowering turns it into the LLIR.
+//! Nodes are [`HlirNode`]s (an [`HlirOp`], the user's source line and an optional tensor
+//! name); an edge `a -> op` with weight `i` says `a` is operand `i` of `op`. This is Luminal's
+//! high-level graph: ops know nothing of buffers, launches or the slab. A few primitives
+//! ([`HlirOp`]) carry every program; softmax, layer norm and attention are DSL functions over
+//! them ([`crate::composite`]). Elementwise ops broadcast their operands NumPy-style; movement
+//! ops ([`MoveOp`]) become views when lowered, never copies unless a kernel needs one. Fusion
+//! rewrites HLIR -> HLIR (matmul nodes with non-DEFAULT epilogues); lowering turns it into the
+//! LLIR.
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::str::FromStr;
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::llir::Epilogue;
+use crate::ops::{ElemOp, ReduceOp};
+use crate::view::broadcast_shapes;
 
 /// A tensor shape in elements, row-major.
 pub type Shape = Vec<usize>;
 
-/// Bytes per element: every lumen tensor is f32.
+/// Bytes per f32 element.
 pub const F32_BYTES: usize = 4;
 
-/// One HLIR operation. Operand shapes are row-major f32.
+/// A movement op: a new view of the same elements, no data moves (see [`crate::view`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MoveOp {
+    /// The elements in row-major order seen with another shape of equal element count.
+    Reshape {
+        /// The new shape.
+        shape: Shape,
+    },
+    /// Axes reordered: axis `i` of the result is axis `perm[i]` of the operand.
+    Permute {
+        /// A permutation of `0..rank`.
+        perm: Vec<usize>,
+    },
+    /// NumPy's `broadcast_to`: axes aligned on the right, axes of length 1 (or missing)
+    /// repeated.
+    Expand {
+        /// The target shape.
+        shape: Shape,
+    },
+    /// Elements `start..end` along `axis`.
+    Slice {
+        /// The axis.
+        axis: usize,
+        /// First element kept.
+        start: usize,
+        /// One past the last element kept.
+        end: usize,
+    },
+}
+
+impl MoveOp {
+    /// `reshape`, `permute`, `expand` or `slice`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MoveOp::Reshape { .. } => "reshape",
+            MoveOp::Permute { .. } => "permute",
+            MoveOp::Expand { .. } => "expand",
+            MoveOp::Slice { .. } => "slice",
+        }
+    }
+}
+
+fn join(v: &[usize]) -> String {
+    v.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+}
+
+impl fmt::Display for MoveOp {
+    /// `reshape:2,3,4`, `permute:0,2,1`, `expand:64,64`, `slice:1:0:16` (the e-graph's and the
+    /// HLIR text's form; [`MoveOp::from_str`] reads it back).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MoveOp::Reshape { shape } => write!(f, "reshape:{}", join(shape)),
+            MoveOp::Permute { perm } => write!(f, "permute:{}", join(perm)),
+            MoveOp::Expand { shape } => write!(f, "expand:{}", join(shape)),
+            MoveOp::Slice { axis, start, end } => write!(f, "slice:{axis}:{start}:{end}"),
+        }
+    }
+}
+
+impl FromStr for MoveOp {
+    type Err = crate::ops::UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || crate::ops::UnknownOp(s.to_string());
+        let (name, rest) = s.split_once(':').ok_or_else(bad)?;
+        let list = |sep: char| -> Result<Vec<usize>, crate::ops::UnknownOp> {
+            if rest.is_empty() {
+                return Ok(Vec::new());
+            }
+            rest.split(sep).map(|x| x.parse().map_err(|_| bad())).collect()
+        };
+        match name {
+            "reshape" => Ok(MoveOp::Reshape { shape: list(',')? }),
+            "permute" => Ok(MoveOp::Permute { perm: list(',')? }),
+            "expand" => Ok(MoveOp::Expand { shape: list(',')? }),
+            "slice" => match list(':')?.as_slice() {
+                &[axis, start, end] => Ok(MoveOp::Slice { axis, start, end }),
+                _ => Err(bad()),
+            },
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// One HLIR operation. Computed tensors are row-major f32; inputs and weights may be integer
+/// indices (i32, i64) for [`HlirOp::Gather`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum HlirOp {
     /// A program input (uploaded on every execute); no operands.
@@ -30,6 +123,8 @@ pub enum HlirOp {
         name: String,
         /// Shape in elements.
         shape: Shape,
+        /// Element type: f32, or i32/i64 indices.
+        dtype: DType,
     },
     /// A weight (uploaded at prepare, see [`crate::BufferRole::Weight`]); no operands.
     Weight {
@@ -37,20 +132,43 @@ pub enum HlirOp {
         name: String,
         /// Shape in elements.
         shape: Shape,
+        /// Element type: f32, or i32/i64 indices.
+        dtype: DType,
     },
-    /// `a [M, K] x b [K, N] -> [M, N]`, then the epilogue. Operands `[a, b]`, or `[a, b, bias]`
-    /// with `bias` of shape `[N]` when [`Epilogue::has_bias`] (cuBLASLt's `BIAS` epilogues).
+    /// An f32 scalar constant, shape `[]`; no operands. The program carries its value; it is
+    /// uploaded at prepare like a weight.
+    Constant {
+        /// The value.
+        value: Scalar,
+    },
+    /// An elementwise op over `op.arity()` f32 operands broadcast NumPy-style to one shape.
+    Map(ElemOp),
+    /// A reduction over `axis` of one f32 operand; the axis is removed from the shape.
+    Reduce {
+        /// Sum or max.
+        op: ReduceOp,
+        /// The reduced axis.
+        axis: usize,
+    },
+    /// `a [..., M, K] x b [..., K, N] -> [..., M, N]` (batch axes broadcast NumPy-style), then
+    /// the epilogue. Operands `[a, b]`, or `[a, b, bias]` with `bias` of shape `[N]` when
+    /// [`Epilogue::has_bias`] (cuBLASLt's `BIAS` epilogues; `b` must then be 2-D, so the
+    /// product is one GEMM).
     Matmul {
         /// The fused epilogue; DEFAULT straight from the DSL.
         epilogue: Epilogue,
     },
-    /// `a + b`: equal shapes, or a bias `[N]` broadcast over the rows of an `[M, N]` tensor
-    /// (either operand may be the bias).
-    Add,
-    /// Elementwise `max(x, 0)`.
-    Relu,
-    /// Elementwise GELU, tanh form.
-    Gelu,
+    /// Embedding lookup: `table [V, D]` (f32) and `ids [...]` (i32 or i64) ->
+    /// `[..., D]`, row `ids[i]` of the table for every id. An id outside `0..V` is a runtime
+    /// error naming the tensor and the index.
+    Gather,
+    /// The operands (at least one; equal shapes but along `axis`) joined along `axis`.
+    Concat {
+        /// The joined axis.
+        axis: usize,
+    },
+    /// A view of its operand ([`MoveOp`]).
+    Move(MoveOp),
     /// Marks its one operand as a program output named `name` (read back after the last launch).
     Output {
         /// The user's name, unique in the program.
@@ -59,48 +177,113 @@ pub enum HlirOp {
 }
 
 impl HlirOp {
-    /// Short name used in messages and dumps: `input`, `weight`, `matmul`, `add`, `relu`,
-    /// `gelu`, `output`.
+    /// Short name used in messages and dumps: `input`, `weight`, `constant`, the elementwise
+    /// op's name (`add`, `exp`, ...), `sum`/`max`, `matmul`, `gather`, `concat`, `reshape`,
+    /// `permute`, `expand`, `slice`, `output`.
     pub fn name(&self) -> &'static str {
         match self {
             HlirOp::Input { .. } => "input",
             HlirOp::Weight { .. } => "weight",
+            HlirOp::Constant { .. } => "constant",
+            HlirOp::Map(op) => op.name(),
+            HlirOp::Reduce { op, .. } => op.name(),
             HlirOp::Matmul { .. } => "matmul",
-            HlirOp::Add => "add",
-            HlirOp::Relu => "relu",
-            HlirOp::Gelu => "gelu",
+            HlirOp::Gather => "gather",
+            HlirOp::Concat { .. } => "concat",
+            HlirOp::Move(m) => m.name(),
             HlirOp::Output { .. } => "output",
         }
     }
 
-    /// Whether the node is an input or a weight (a leaf the upload node writes).
+    /// Whether the node is an input, a weight or a constant (a leaf the upload node writes).
     pub fn is_leaf(&self) -> bool {
+        matches!(self, HlirOp::Input { .. } | HlirOp::Weight { .. } | HlirOp::Constant { .. })
+    }
+
+    /// Whether the node is an input or a weight: the program's signature.
+    pub fn is_signature(&self) -> bool {
         matches!(self, HlirOp::Input { .. } | HlirOp::Weight { .. })
     }
 
-    /// Whether the node computes a tensor (becomes a kernel launch when lowered).
+    /// Whether the node computes a tensor (becomes a kernel launch when lowered). Movement
+    /// ops do not: they are views.
     pub fn is_compute(&self) -> bool {
-        matches!(self, HlirOp::Matmul { .. } | HlirOp::Add | HlirOp::Relu | HlirOp::Gelu)
+        matches!(
+            self,
+            HlirOp::Map(_)
+                | HlirOp::Reduce { .. }
+                | HlirOp::Matmul { .. }
+                | HlirOp::Gather
+                | HlirOp::Concat { .. }
+        )
     }
 
-    /// Operands the op takes.
+    /// Operands the op takes (`concat`: at least this many).
     pub fn arity(&self) -> usize {
         match self {
-            HlirOp::Input { .. } | HlirOp::Weight { .. } => 0,
+            HlirOp::Input { .. } | HlirOp::Weight { .. } | HlirOp::Constant { .. } => 0,
+            HlirOp::Map(op) => op.arity(),
             HlirOp::Matmul { epilogue } if epilogue.has_bias() => 3,
-            HlirOp::Matmul { .. } | HlirOp::Add => 2,
-            HlirOp::Relu | HlirOp::Gelu | HlirOp::Output { .. } => 1,
+            HlirOp::Matmul { .. } | HlirOp::Gather => 2,
+            HlirOp::Reduce { .. }
+            | HlirOp::Concat { .. }
+            | HlirOp::Move(_)
+            | HlirOp::Output { .. } => 1,
+        }
+    }
+
+    /// Whether the op takes any number of operands of at least [`HlirOp::arity`].
+    pub fn is_variadic(&self) -> bool {
+        matches!(self, HlirOp::Concat { .. })
+    }
+
+    /// The node's text in HLIR dumps and structural labels: the name with its parameters
+    /// (`matmul[RELU_BIAS]`, `sum:1`, `reshape:2,3`, `input x f32[2, 3]`, `constant 0.5`).
+    pub fn text(&self) -> String {
+        match self {
+            HlirOp::Input { name, shape, dtype } => {
+                format!("input {name} {dtype}{}", ShapeText(shape.clone()))
+            }
+            HlirOp::Weight { name, shape, dtype } => {
+                format!("weight {name} {dtype}{}", ShapeText(shape.clone()))
+            }
+            HlirOp::Constant { value } => format!("constant {value}"),
+            HlirOp::Matmul { epilogue } => format!("matmul[{}]", epilogue.name()),
+            HlirOp::Reduce { op, axis } => format!("{op}:{axis}"),
+            HlirOp::Concat { axis } => format!("concat:{axis}"),
+            HlirOp::Move(m) => m.to_string(),
+            HlirOp::Output { name } => format!("output {name}"),
+            op => op.name().to_string(),
         }
     }
 }
 
-/// One HLIR node: the op and the user's source line that created it.
+/// A tensor's type: its shape in elements and its element type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    /// Shape in elements, row-major.
+    pub shape: Shape,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl TensorType {
+    /// An f32 tensor of `shape`.
+    pub fn f32(shape: Shape) -> Self {
+        Self { shape, dtype: DType::F32 }
+    }
+}
+
+/// One HLIR node: the op, the user's source line that created it, and the name the user gave
+/// the tensor with [`crate::Tensor::name`], which its buffer keeps in the LLIR and the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HlirNode {
     /// The operation.
     pub op: HlirOp,
     /// Where the user called the DSL (or where a rewrite made the node).
     pub location: SourceLocation,
+    /// The user's name for the tensor, if any (identifier-like, unique in the program).
+    pub name: Option<String>,
 }
 
 /// The HLIR graph. Node index order is declaration order; the upload node writes inputs and
@@ -125,7 +308,7 @@ impl Hlir {
         operands: &[NodeIndex],
         location: SourceLocation,
     ) -> NodeIndex {
-        let node = self.graph.add_node(HlirNode { op, location });
+        let node = self.graph.add_node(HlirNode { op, location, name: None });
         for (i, &a) in operands.iter().enumerate() {
             self.graph.add_edge(a, node, i);
         }
@@ -166,32 +349,44 @@ impl Hlir {
     }
 
     /// Checks the HLIR and infers every node's shape (indexed by node index; an output has its
-    /// operand's shape).
+    /// operand's shape). See [`Hlir::infer`] for the errors.
+    ///
+    /// # Errors
+    /// As [`Hlir::infer`].
+    pub fn validate(&self) -> Result<Vec<Shape>, CompileError> {
+        Ok(self.infer()?.into_iter().map(|t| t.shape).collect())
+    }
+
+    /// Checks the HLIR and infers every node's type (shape and dtype), indexed by node index.
     ///
     /// # Errors
     /// [`CompileError::Cyclic`]; [`CompileError::Arity`] or [`CompileError::Malformed`] for a
     /// broken node; [`CompileError::BadName`] for an empty, repeated or reserved name, or one
     /// that is not identifier-like ([`tensor_name_problem`]), at the DSL call that named it;
     /// [`CompileError::ShapeMismatch`] / [`CompileError::Rank`] for operands the op cannot
-    /// combine; [`CompileError::ShapeOverflow`] for a tensor whose bytes overflow `usize`;
+    /// combine (shapes that do not broadcast, inner dimensions that differ);
+    /// [`CompileError::AxisOutOfRange`], [`CompileError::ReshapeCount`],
+    /// [`CompileError::BadPermutation`], [`CompileError::SliceRange`] for a bad movement or
+    /// reduction; [`CompileError::DType`] for an operand of the wrong element type;
+    /// [`CompileError::ShapeOverflow`] for a tensor whose bytes overflow `usize`;
     /// [`CompileError::OutputOfLeaf`], [`CompileError::OutputTwice`],
     /// [`CompileError::NoOutputs`]. With several errors, the first in node order is reported.
-    pub fn validate(&self) -> Result<Vec<Shape>, CompileError> {
+    pub fn infer(&self) -> Result<Vec<TensorType>, CompileError> {
         let order =
             petgraph::algo::toposort(&self.graph, None).map_err(|_| CompileError::Cyclic)?;
         self.check_structure()?;
-        let mut shapes: Vec<Option<Shape>> = vec![None; self.graph.node_count()];
+        let mut types: Vec<Option<TensorType>> = vec![None; self.graph.node_count()];
         // Errors are collected per node so the first in declaration order wins, whatever
         // order the toposort visits nodes in.
         let mut first_err: Option<(NodeIndex, CompileError)> = None;
         for n in order {
             let operands = self.operands(n);
-            let operand_shapes: Option<Vec<&Shape>> =
-                operands.iter().map(|a| shapes[a.index()].as_ref()).collect();
+            let operand_types: Option<Vec<&TensorType>> =
+                operands.iter().map(|a| types[a.index()].as_ref()).collect();
             // An operand that failed already reported its own error.
-            let Some(operand_shapes) = operand_shapes else { continue };
-            match infer_shape(&self.graph[n], &operand_shapes) {
-                Ok(s) => shapes[n.index()] = Some(s),
+            let Some(operand_types) = operand_types else { continue };
+            match infer_type(&self.graph[n], &operand_types) {
+                Ok(t) => types[n.index()] = Some(t),
                 Err(e) => {
                     if first_err.as_ref().is_none_or(|(m, _)| n < *m) {
                         first_err = Some((n, e));
@@ -202,7 +397,7 @@ impl Hlir {
         if let Some((_, e)) = first_err {
             return Err(e);
         }
-        Ok(shapes.into_iter().map(Option::unwrap_or_default).collect())
+        Ok(types.into_iter().map(|t| t.unwrap_or_else(|| TensorType::f32(Vec::new()))).collect())
     }
 
     /// Arity, operand indices, names and outputs.
@@ -215,10 +410,13 @@ impl Hlir {
             let mut idx: Vec<usize> =
                 self.graph.edges_directed(n, Direction::Incoming).map(|e| *e.weight()).collect();
             idx.sort_unstable();
-            if idx.len() != node.op.arity() {
+            let arity = node.op.arity();
+            let arity_ok =
+                if node.op.is_variadic() { idx.len() >= arity } else { idx.len() == arity };
+            if !arity_ok {
                 return Err(CompileError::Arity {
                     op: node.op.name(),
-                    expected: node.op.arity(),
+                    expected: arity,
                     got: idx.len(),
                     location: node.location,
                 });
@@ -233,33 +431,37 @@ impl Hlir {
                     location: node.location,
                 });
             }
-            let (kind, name) = match &node.op {
-                HlirOp::Input { name, .. } => ("input", name),
-                HlirOp::Weight { name, .. } => ("weight", name),
-                HlirOp::Output { name } => ("output", name),
-                _ => continue,
+            let named = match &node.op {
+                HlirOp::Input { name, .. } => Some(("input", name)),
+                HlirOp::Weight { name, .. } => Some(("weight", name)),
+                HlirOp::Output { name } => Some(("output", name)),
+                _ => None,
             };
-            let problem = if name.is_empty() {
-                Some("empty".to_string())
-            } else if let Some(problem) = tensor_name_problem(name) {
-                Some(problem)
-            } else if is_reserved_name(name) {
-                Some(
-                    "reserved for compiler buffers (t0, t1, ..., workspace, workspace0, ...)"
-                        .to_string(),
-                )
-            } else if !names.insert(name.as_str()) {
-                Some("already used".to_string())
-            } else {
-                None
-            };
-            if let Some(problem) = problem {
-                return Err(CompileError::BadName {
-                    kind,
-                    name: name.clone(),
-                    problem,
-                    location: node.location,
-                });
+            // A leaf keeps its own name; `.name()` on it names nothing.
+            let tensor_name = node.name.as_ref().filter(|_| !node.op.is_leaf()).map(|n| ("tensor", n));
+            for (kind, name) in named.into_iter().chain(tensor_name) {
+                let problem = if name.is_empty() {
+                    Some("empty".to_string())
+                } else if let Some(problem) = tensor_name_problem(name) {
+                    Some(problem)
+                } else if is_reserved_name(name) {
+                    Some(
+                        "reserved for compiler buffers (t0, t1, ..., workspace, workspace0, ...)"
+                            .to_string(),
+                    )
+                } else if !names.insert(name.as_str()) {
+                    Some("already used".to_string())
+                } else {
+                    None
+                };
+                if let Some(problem) = problem {
+                    return Err(CompileError::BadName {
+                        kind,
+                        name: name.clone(),
+                        problem,
+                        location: node.location,
+                    });
+                }
             }
             if let HlirOp::Output { name } = &node.op {
                 any_output = true;
@@ -275,6 +477,13 @@ impl Hlir {
                         return Err(CompileError::OutputOfLeaf {
                             name: name.clone(),
                             leaf: leaf.clone(),
+                            location: node.location,
+                        });
+                    }
+                    HlirOp::Constant { value } => {
+                        return Err(CompileError::OutputOfLeaf {
+                            name: name.clone(),
+                            leaf: format!("constant {value}"),
                             location: node.location,
                         });
                     }
@@ -321,6 +530,286 @@ pub(crate) fn quoted_char(c: char) -> String {
     format!("{c:?}")
 }
 
+/// The type of `node` given its operands' types (already checked for arity).
+pub(crate) fn infer_type(node: &HlirNode, operands: &[&TensorType]) -> Result<TensorType, CompileError> {
+    let location = node.location;
+    let op = node.op.name();
+    let mismatch = |lhs: &[usize], rhs: &[usize], reason: String| CompileError::ShapeMismatch {
+        op,
+        lhs: ShapeText(lhs.to_vec()),
+        rhs: ShapeText(rhs.to_vec()),
+        reason,
+        location,
+    };
+    let f32_only = |i: usize, t: &TensorType| -> Result<(), CompileError> {
+        if t.dtype == DType::F32 {
+            Ok(())
+        } else {
+            Err(CompileError::DType { op, operand: i, expected: "f32", got: t.dtype, location })
+        }
+    };
+    let axis_error = |axis: usize, rank: usize| CompileError::AxisOutOfRange {
+        op,
+        axis: isize::try_from(axis).unwrap_or(isize::MAX),
+        rank,
+        location,
+    };
+    let t = match (&node.op, operands) {
+        (HlirOp::Input { shape, dtype, .. } | HlirOp::Weight { shape, dtype, .. }, []) => {
+            if *dtype == DType::U8 {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 0,
+                    expected: "f32, i32 or i64",
+                    got: *dtype,
+                    location,
+                });
+            }
+            TensorType { shape: shape.clone(), dtype: *dtype }
+        }
+        (HlirOp::Constant { .. }, []) => TensorType::f32(Vec::new()),
+        (HlirOp::Map(_), ops) => {
+            let mut shape: Shape = Vec::new();
+            for (i, t) in ops.iter().enumerate() {
+                f32_only(i, t)?;
+                shape = if i == 0 {
+                    t.shape.clone()
+                } else {
+                    broadcast_shapes(&shape, &t.shape)
+                        .ok_or_else(|| mismatch(&shape, &t.shape, broadcast_reason(&shape, &t.shape)))?
+                };
+            }
+            TensorType::f32(shape)
+        }
+        (HlirOp::Reduce { axis, .. }, [x]) => {
+            f32_only(0, x)?;
+            if *axis >= x.shape.len() {
+                return Err(axis_error(*axis, x.shape.len()));
+            }
+            let mut shape = x.shape.clone();
+            shape.remove(*axis);
+            TensorType::f32(shape)
+        }
+        (HlirOp::Matmul { epilogue }, [a, b, rest @ ..]) => {
+            for (i, t) in [a, b].into_iter().enumerate() {
+                f32_only(i, t)?;
+                if t.shape.len() < 2 {
+                    return Err(CompileError::Rank {
+                        op,
+                        shape: ShapeText(t.shape.clone()),
+                        rank: t.shape.len(),
+                        expected: 2,
+                        location,
+                    });
+                }
+            }
+            let (ra, rb) = (a.shape.len(), b.shape.len());
+            let (m, k) = (a.shape[ra - 2], a.shape[ra - 1]);
+            let (k2, n) = (b.shape[rb - 2], b.shape[rb - 1]);
+            if k != k2 {
+                return Err(mismatch(
+                    &a.shape,
+                    &b.shape,
+                    format!("inner dimensions {k} and {k2} differ ([..., M, K] x [..., K, N])"),
+                ));
+            }
+            let Some(mut out) = broadcast_shapes(&a.shape[..ra - 2], &b.shape[..rb - 2]) else {
+                return Err(mismatch(
+                    &a.shape,
+                    &b.shape,
+                    format!(
+                        "batch dimensions {} and {} do not broadcast",
+                        ShapeText(a.shape[..ra - 2].to_vec()),
+                        ShapeText(b.shape[..rb - 2].to_vec())
+                    ),
+                ));
+            };
+            out.extend([m, n]);
+            if let (true, [bias]) = (epilogue.has_bias(), rest) {
+                f32_only(2, bias)?;
+                if bias.shape.as_slice() != [n] {
+                    return Err(CompileError::ShapeMismatch {
+                        op: "matmul bias",
+                        lhs: ShapeText(out),
+                        rhs: ShapeText(bias.shape.clone()),
+                        reason: format!("the {} epilogue needs a bias of shape [{n}]", epilogue.name()),
+                        location,
+                    });
+                }
+                if rb != 2 {
+                    return Err(CompileError::ShapeMismatch {
+                        op: "matmul bias",
+                        lhs: ShapeText(a.shape.clone()),
+                        rhs: ShapeText(b.shape.clone()),
+                        reason: format!(
+                            "the {} epilogue needs a 2-D right operand (one GEMM)",
+                            epilogue.name()
+                        ),
+                        location,
+                    });
+                }
+            }
+            TensorType::f32(out)
+        }
+        (HlirOp::Gather, [table, ids]) => {
+            f32_only(0, table)?;
+            if table.shape.len() != 2 {
+                return Err(CompileError::Rank {
+                    op,
+                    shape: ShapeText(table.shape.clone()),
+                    rank: table.shape.len(),
+                    expected: 2,
+                    location,
+                });
+            }
+            if !ids.dtype.is_index() {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 1,
+                    expected: "i32 or i64",
+                    got: ids.dtype,
+                    location,
+                });
+            }
+            let mut shape = ids.shape.clone();
+            shape.push(table.shape[1]);
+            TensorType::f32(shape)
+        }
+        (HlirOp::Concat { axis }, [first, rest @ ..]) => {
+            f32_only(0, first)?;
+            let rank = first.shape.len();
+            if *axis >= rank {
+                return Err(axis_error(*axis, rank));
+            }
+            let mut shape = first.shape.clone();
+            for (i, t) in rest.iter().enumerate() {
+                f32_only(i + 1, t)?;
+                let same = t.shape.len() == rank
+                    && t.shape.iter().zip(&first.shape).enumerate().all(|(d, (x, y))| d == *axis || x == y);
+                if !same {
+                    return Err(mismatch(
+                        &first.shape,
+                        &t.shape,
+                        format!("concat along axis {axis} needs equal lengths on every other axis"),
+                    ));
+                }
+                shape[*axis] = shape[*axis].saturating_add(t.shape[*axis]);
+            }
+            TensorType::f32(shape)
+        }
+        (HlirOp::Move(m), [x]) => {
+            let rank = x.shape.len();
+            let shape = match m {
+                MoveOp::Reshape { shape } => {
+                    if element_count(shape) != element_count(&x.shape) {
+                        return Err(CompileError::ReshapeCount {
+                            from: ShapeText(x.shape.clone()),
+                            to: ShapeText(shape.clone()),
+                            location,
+                        });
+                    }
+                    shape.clone()
+                }
+                MoveOp::Permute { perm } => {
+                    let mut seen = vec![false; rank];
+                    let ok = perm.len() == rank
+                        && perm.iter().all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+                    if !ok {
+                        return Err(CompileError::BadPermutation {
+                            perm: perm.iter().map(|&p| isize::try_from(p).unwrap_or(isize::MAX)).collect(),
+                            rank,
+                            location,
+                        });
+                    }
+                    perm.iter().map(|&p| x.shape[p]).collect()
+                }
+                MoveOp::Expand { shape } => {
+                    if let Some(reason) = expand_problem(&x.shape, shape) {
+                        return Err(mismatch(&x.shape, shape, reason));
+                    }
+                    shape.clone()
+                }
+                MoveOp::Slice { axis, start, end } => {
+                    if *axis >= rank {
+                        return Err(axis_error(*axis, rank));
+                    }
+                    let len = x.shape[*axis];
+                    if start > end || *end > len {
+                        return Err(CompileError::SliceRange {
+                            axis: *axis,
+                            start: *start,
+                            end: *end,
+                            len,
+                            location,
+                        });
+                    }
+                    let mut shape = x.shape.clone();
+                    shape[*axis] = end - start;
+                    shape
+                }
+            };
+            TensorType { shape, dtype: x.dtype }
+        }
+        (HlirOp::Output { .. }, [x]) => {
+            f32_only(0, x)?;
+            (*x).clone()
+        }
+        (op, ops) => {
+            return Err(CompileError::Arity {
+                op: op.name(),
+                expected: op.arity(),
+                got: ops.len(),
+                location,
+            });
+        }
+    };
+    if checked_bytes_of(&t.shape, t.dtype).is_none() {
+        let name = match &node.op {
+            HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } => name.clone(),
+            op => op.name().to_string(),
+        };
+        return Err(CompileError::ShapeOverflow {
+            name,
+            op: node.op.name(),
+            shape: ShapeText(t.shape),
+            location,
+        });
+    }
+    Ok(t)
+}
+
+/// Why `a` and `b` do not broadcast: the first axis, counted from the last, whose lengths
+/// differ with neither 1.
+pub fn broadcast_reason(a: &[usize], b: &[usize]) -> String {
+    let axis = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .position(|(&x, &y)| x != y && x != 1 && y != 1)
+        .unwrap_or(0);
+    let (x, y) = (a[a.len() - 1 - axis], b[b.len() - 1 - axis]);
+    format!(
+        "they do not broadcast: axis -{} has lengths {x} and {y} (NumPy rules: equal, or one of \
+         them 1)",
+        axis + 1
+    )
+}
+
+/// Why `from` cannot be broadcast to `to` (NumPy's `broadcast_to`), if it cannot.
+fn expand_problem(from: &[usize], to: &[usize]) -> Option<String> {
+    if from.len() > to.len() {
+        return Some(format!("cannot broadcast rank {} to rank {}", from.len(), to.len()));
+    }
+    let pad = to.len() - from.len();
+    from.iter().enumerate().find(|&(i, &d)| d != 1 && d != to[i + pad]).map(|(i, &d)| {
+        format!(
+            "axis {} has length {d}, which can only stay {d} or be broadcast from 1 (target {})",
+            i + pad,
+            to[i + pad]
+        )
+    })
+}
+
 /// Elements of `shape` (the product of its dimensions), or `None` when it overflows `usize`.
 pub fn element_count(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
@@ -337,129 +826,30 @@ pub fn is_reserved_name(name: &str) -> bool {
 
 /// Size in bytes of an f32 tensor of `shape`, or `None` when it overflows `usize`.
 pub fn checked_bytes(shape: &[usize]) -> Option<usize> {
-    shape.iter().try_fold(F32_BYTES, |acc, &d| acc.checked_mul(d))
+    checked_bytes_of(shape, DType::F32)
 }
 
-/// Shape of `node` given its operands' shapes (already checked for arity).
-fn infer_shape(node: &HlirNode, operands: &[&Shape]) -> Result<Shape, CompileError> {
-    let location = node.location;
-    let mismatch =
-        |op: &'static str, lhs: &Shape, rhs: &Shape, reason: String| CompileError::ShapeMismatch {
-            op,
-            lhs: ShapeText(lhs.clone()),
-            rhs: ShapeText(rhs.clone()),
-            reason,
-            location,
-        };
-    let shape = match (&node.op, operands) {
-        (HlirOp::Input { shape, .. } | HlirOp::Weight { shape, .. }, []) => shape.clone(),
-        (HlirOp::Matmul { epilogue }, [a, b, rest @ ..]) => {
-            for s in [a, b] {
-                if s.len() != 2 {
-                    return Err(CompileError::Rank {
-                        op: "matmul",
-                        shape: ShapeText(s.to_vec()),
-                        rank: s.len(),
-                        expected: 2,
-                        location,
-                    });
-                }
-            }
-            let (m, k, k2, n) = (a[0], a[1], b[0], b[1]);
-            if k != k2 {
-                return Err(mismatch(
-                    "matmul",
-                    a,
-                    b,
-                    format!("inner dimensions {k} and {k2} differ ([M, K] x [K, N])"),
-                ));
-            }
-            let out = vec![m, n];
-            if let (true, [bias]) = (epilogue.has_bias(), rest)
-                && bias.as_slice() != [n]
-            {
-                return Err(mismatch(
-                    "matmul bias",
-                    &out,
-                    bias,
-                    format!("the {} epilogue needs a bias of shape [{n}]", epilogue.name()),
-                ));
-            }
-            out
-        }
-        (HlirOp::Add, [a, b]) => {
-            if a == b || is_bias_of(b, a) {
-                a.to_vec()
-            } else if is_bias_of(a, b) {
-                b.to_vec()
-            } else {
-                return Err(mismatch(
-                    "add",
-                    a,
-                    b,
-                    "add needs equal shapes, or a bias [N] broadcast over the rows of an [M, N] tensor"
-                        .to_string(),
-                ));
-            }
-        }
-        (HlirOp::Relu | HlirOp::Gelu | HlirOp::Output { .. }, [a]) => a.to_vec(),
-        (op, ops) => {
-            return Err(CompileError::Arity {
-                op: op.name(),
-                expected: op.arity(),
-                got: ops.len(),
-                location,
-            });
-        }
-    };
-    if checked_bytes(&shape).is_none() {
-        let name = match &node.op {
-            HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } => name.clone(),
-            op => op.name().to_string(),
-        };
-        return Err(CompileError::ShapeOverflow {
-            name,
-            op: node.op.name(),
-            shape: ShapeText(shape),
-            location,
-        });
-    }
-    Ok(shape)
-}
-
-/// Whether `bias` is `[N]` for a `[M, N]` `matrix`: the only broadcast lumen has (cuBLASLt's
-/// BIAS epilogue, over the last axis).
-pub fn is_bias_of(bias: &[usize], matrix: &[usize]) -> bool {
-    matches!((bias, matrix), ([n], [_, n2]) if n == n2)
+/// Size in bytes of a tensor of `shape` and `dtype`, or `None` when it overflows `usize`.
+pub fn checked_bytes_of(shape: &[usize], dtype: DType) -> Option<usize> {
+    shape.iter().try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
 }
 
 impl fmt::Display for Hlir {
     /// One line per node in node order: `%3 = matmul[DEFAULT] %0, %1 : [64, 64]`; shapes are
-    /// shown when the whole graph infers.
+    /// shown when the whole graph infers, and a named tensor shows its name (`%5 "scores" = ...`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shapes = self.validate().ok();
+        let types = self.infer().ok();
         for n in self.graph.node_indices() {
-            write!(f, "%{} = ", n.index())?;
-            match &self.graph[n].op {
-                HlirOp::Input { name, .. } => write!(f, "input {name}")?,
-                HlirOp::Weight { name, .. } => write!(f, "weight {name}")?,
-                HlirOp::Matmul { epilogue } => write!(f, "matmul[{}]", epilogue.name())?,
-                HlirOp::Output { name } => write!(f, "output {name}")?,
-                op => f.write_str(op.name())?,
+            let node = &self.graph[n];
+            match &node.name {
+                Some(name) => write!(f, "%{} \"{name}\" = {}", n.index(), node.op.text())?,
+                None => write!(f, "%{} = {}", n.index(), node.op.text())?,
             }
             for (i, a) in self.operands(n).iter().enumerate() {
                 write!(f, "{} %{}", if i == 0 { "" } else { "," }, a.index())?;
             }
-            match (&shapes, &self.graph[n].op) {
-                (Some(s), _) => {
-                    if let Some(shape) = s.get(n.index()) {
-                        write!(f, " : {}", ShapeText(shape.clone()))?;
-                    }
-                }
-                (None, HlirOp::Input { shape, .. } | HlirOp::Weight { shape, .. }) => {
-                    write!(f, " : {}", ShapeText(shape.clone()))?;
-                }
-                (None, _) => {}
+            if let Some(t) = types.as_ref().and_then(|t| t.get(n.index())) {
+                write!(f, " : {}", ShapeText(t.shape.clone()))?;
             }
             writeln!(f)?;
         }

@@ -1,24 +1,40 @@
 //! lumen-compiler: the Rust DSL, the HLIR, lowering to the LLIR, egg fusion and canonical dumps.
 //!
 //! Pipeline: DSL [`Graph`] -> HLIR ([`Hlir`]) -> (fusion) -> LLIR ([`Llir`]) -> lifetimes ->
-//! `lumen_planner::plan_slab` -> [`CompiledProgram`]. See SPEC section 3.
+//! `lumen_planner::plan_slab` -> [`CompiledProgram`].
+//!
+//! - [`ops`]: the op table (every elementwise op's and reduction's facts in one place);
+//! - [`view`]: views (shape, strides, offset), how kernels read movement without copies;
+//! - [`dsl`] and [`composite`]: the primitives and the composites written over them;
+//! - [`hlir`], [`lower`], [`llir`]: the two IRs and the lowering between them;
+//! - [`fusion`]: egg rewrites into cuBLASLt epilogues; [`dump`]: canonical text.
 
 #![warn(missing_docs)]
 
 pub mod compile;
+pub mod composite;
 pub mod dsl;
+pub mod dtype;
 pub mod dump;
 pub mod error;
 pub mod fusion;
 pub mod hlir;
 pub mod llir;
 pub mod lower;
+pub mod ops;
 pub mod program;
 pub mod programs;
+pub mod view;
 
 pub use compile::{CompileOptions, LLIR_DUMP_DIR, compile_hlir, plan_hlir};
-pub use dsl::{Graph, Tensor};
+pub use composite::{multi_head_attention, scaled_dot_product_attention};
+pub use dsl::{Graph, IntoOperand, Tensor};
+pub use dtype::{DType, Scalar};
 pub use error::{CompileError, ShapeText, SourceLocation};
-pub use hlir::{Hlir, HlirNode, HlirOp, Shape};
-pub use llir::{BufferId, BufferRole, Epilogue, Llir, LlirBuffer, LlirNode, LlirOp, NodeId};
+pub use hlir::{Hlir, HlirNode, HlirOp, MoveOp, Shape, TensorType};
+pub use llir::{
+    BufferId, BufferRole, Epilogue, Llir, LlirBuffer, LlirNode, LlirOp, NodeId, Operand,
+};
+pub use ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
+pub use view::View;
 pub use program::{CompiledProgram, Figures, ProgramOptions};

@@ -1,9 +1,15 @@
 //! The LLIR: kernel and host ops over explicit buffers, in canonical topological order.
 //!
 //! This is the contract between the compiler (which builds it), the planner (which places its
-//! buffers) and the runtimes (which execute it). All tensors are row-major f32.
+//! buffers) and the runtimes (which execute it). Buffers are whole tensors, row-major; a kernel
+//! reads each operand through a [`View`] (shape, strides, offset) of its buffer, so movement
+//! costs no copy, and writes its output contiguous.
 
 use serde::Serialize;
+
+use crate::dtype::{DType, Scalar};
+use crate::ops::{ElemOp, ReduceOp, UnaryOp};
+use crate::view::View;
 
 /// Index of a node in [`Llir::nodes`] (its canonical number).
 pub type NodeId = usize;
@@ -48,44 +54,98 @@ impl Epilogue {
     }
 }
 
-/// One LLIR operation. Sizes are element counts; every tensor is row-major f32.
+impl Epilogue {
+    /// The epilogue's activation: `Relu`, `Gelu` (tanh form) or none.
+    pub fn activation(self) -> Option<UnaryOp> {
+        match self {
+            Epilogue::Default | Epilogue::Bias => None,
+            Epilogue::Relu | Epilogue::ReluBias => Some(UnaryOp::Relu),
+            Epilogue::Gelu | Epilogue::GeluBias => Some(UnaryOp::Gelu),
+        }
+    }
+
+    /// The epilogue that adds a bias (or not) and then applies `activation`: `None` when
+    /// cuBLASLt has no such epilogue (an activation other than relu and tanh-GELU).
+    pub fn from_parts(bias: bool, activation: Option<UnaryOp>) -> Option<Epilogue> {
+        match (bias, activation) {
+            (false, None) => Some(Epilogue::Default),
+            (true, None) => Some(Epilogue::Bias),
+            (false, Some(UnaryOp::Relu)) => Some(Epilogue::Relu),
+            (true, Some(UnaryOp::Relu)) => Some(Epilogue::ReluBias),
+            (false, Some(UnaryOp::Gelu)) => Some(Epilogue::Gelu),
+            (true, Some(UnaryOp::Gelu)) => Some(Epilogue::GeluBias),
+            _ => None,
+        }
+    }
+
+    /// FLOP per output element the epilogue adds: 1 for the bias, plus the activation's
+    /// ([`ElemOp::flops_per_element`]: relu 1, gelu 8).
+    pub fn flops_per_element(self) -> u64 {
+        u64::from(self.has_bias())
+            + self.activation().map_or(0, |a| ElemOp::Unary(a).flops_per_element())
+    }
+}
+
+/// One LLIR operation. Sizes are element counts; computed tensors are row-major f32, read
+/// through their [`Operand`] views and written whole and contiguous.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum LlirOp {
-    /// Host-to-slab copy of every input and weight (writes them all).
+    /// Host-to-slab copy of every input, weight and constant (writes them all).
     Upload,
-    /// cuBLASLt matmul: reads `a` `[m, k]`, `b` `[k, n]` (and `bias` `[n]` when the epilogue has
-    /// one), uses its workspace buffer, writes `out` `[m, n]`.
+    /// cuBLASLt matmul: `batch` products `a [m, k] x b [k, n]` (plus `bias [n]` over the rows
+    /// when the epilogue has one), then the epilogue. Operand views are `[m, k]` and `[k, n]`
+    /// for one product, `[batch axes..., m, k]` and `[batch axes..., k, n]` otherwise (a
+    /// broadcast batch axis has stride 0; a transposed operand is a view with swapped
+    /// strides, never a copy). Uses its workspace buffer; writes `out [batch axes..., m, n]`.
     LtMatmul {
-        /// Rows of the output.
+        /// Products (the product of the batch axes; 1 for a plain GEMM).
+        batch: usize,
+        /// Rows of each output matrix.
         m: usize,
         /// Inner dimension.
         k: usize,
-        /// Columns of the output.
+        /// Columns of each output matrix.
         n: usize,
         /// Fused epilogue.
         epilogue: Epilogue,
     },
-    /// `out[i, j] = x[i, j] + bias[j]`: reads x `[m, n]` and bias `[n]`, writes out `[m, n]`.
-    AddBias {
-        /// Rows.
-        m: usize,
-        /// Columns (bias length).
-        n: usize,
-    },
-    /// Elementwise `out = a + b` over `len` elements of two same-shape tensors.
-    Add {
-        /// Element count.
+    /// `out[i] = op(operands at i)` over `len` elements: every operand's view has the
+    /// output's shape (broadcast operands have stride-0 axes).
+    Map {
+        /// The elementwise op ([`crate::ops`]).
+        #[serde(rename = "elem")]
+        op: ElemOp,
+        /// Output elements.
         len: usize,
     },
-    /// Elementwise `max(x, 0)` over `len` elements.
-    Relu {
-        /// Element count.
+    /// A reduction of one operand over `axis`, which the output drops.
+    Reduce {
+        /// Sum or max.
+        #[serde(rename = "reduce")]
+        op: ReduceOp,
+        /// The reduced axis of the operand's view.
+        axis: usize,
+        /// Output elements.
         len: usize,
+        /// The reduced axis' length.
+        extent: usize,
     },
-    /// Elementwise GELU, tanh form: `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`.
-    Gelu {
-        /// Element count.
+    /// Embedding lookup: reads `table [vocab, dim]` and `ids [...]` (i32/i64), writes
+    /// `[..., dim]`; an id outside `0..vocab` is a runtime error.
+    Gather {
+        /// Ids looked up (rows of the output).
+        rows: usize,
+        /// Columns of the table and the output.
+        dim: usize,
+        /// Rows of the table.
+        vocab: usize,
+    },
+    /// Operands joined along `axis` into one contiguous output of `len` elements.
+    Concat {
+        /// The joined axis.
+        axis: usize,
+        /// Output elements.
         len: usize,
     },
     /// Slab-to-host copy of every output (reads them all).
@@ -93,15 +153,16 @@ pub enum LlirOp {
 }
 
 impl LlirOp {
-    /// The op's name in dumps: `upload`, `lt_matmul`, `add_bias`, `add`, `relu`, `gelu`, `readback`.
+    /// The op's name in dumps: `upload`, `lt_matmul`, the elementwise op's name (`add`,
+    /// `relu`, `contiguous`, ...), `sum`/`max`, `gather`, `concat`, `readback`.
     pub fn name(&self) -> &'static str {
         match self {
             LlirOp::Upload => "upload",
             LlirOp::LtMatmul { .. } => "lt_matmul",
-            LlirOp::AddBias { .. } => "add_bias",
-            LlirOp::Add { .. } => "add",
-            LlirOp::Relu { .. } => "relu",
-            LlirOp::Gelu { .. } => "gelu",
+            LlirOp::Map { op, .. } => op.name(),
+            LlirOp::Reduce { op, .. } => op.name(),
+            LlirOp::Gather { .. } => "gather",
+            LlirOp::Concat { .. } => "concat",
             LlirOp::Readback => "readback",
         }
     }
@@ -111,30 +172,25 @@ impl LlirOp {
         !matches!(self, LlirOp::Upload | LlirOp::Readback)
     }
 
-    /// Floating-point operations the op performs (2·m·n·k for a matmul plus its epilogue's
-    /// elementwise work; one per element for add, add_bias, relu; gelu counted as 8).
+    /// Floating-point operations the op performs: `batch * (2 m n k + m n e)` for a matmul
+    /// whose epilogue does `e` per element ([`Epilogue::flops_per_element`]); `len x`
+    /// [`ElemOp::flops_per_element`] for a map; `len x extent` for a reduction; none for
+    /// gather, concat, upload and readback (copies).
     ///
     /// Saturates at `u64::MAX` rather than wrapping: a `[2^21, 2^21] x [2^21, 2^21]` matmul
     /// is 2^64 FLOP, one past what a `u64` holds, and is reported as `u64::MAX`.
     pub fn flops(&self) -> u64 {
         match *self {
-            LlirOp::LtMatmul { m, k, n, epilogue } => {
+            LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
                 let mn = wide(m).saturating_mul(wide(n));
-                let per_element = match epilogue {
-                    Epilogue::Default => 0,
-                    Epilogue::Bias | Epilogue::Relu => 1,
-                    Epilogue::ReluBias => 2,
-                    Epilogue::Gelu => 8,
-                    Epilogue::GeluBias => 9,
-                };
                 mn.saturating_mul(2)
                     .saturating_mul(wide(k))
-                    .saturating_add(mn.saturating_mul(per_element))
+                    .saturating_add(mn.saturating_mul(epilogue.flops_per_element()))
+                    .saturating_mul(wide(batch))
             }
-            LlirOp::AddBias { m, n } => wide(m).saturating_mul(wide(n)),
-            LlirOp::Add { len } | LlirOp::Relu { len } => wide(len),
-            LlirOp::Gelu { len } => wide(len).saturating_mul(8),
-            LlirOp::Upload | LlirOp::Readback => 0,
+            LlirOp::Map { op, len } => wide(len).saturating_mul(op.flops_per_element()),
+            LlirOp::Reduce { len, extent, .. } => wide(len).saturating_mul(wide(extent)),
+            LlirOp::Gather { .. } | LlirOp::Concat { .. } | LlirOp::Upload | LlirOp::Readback => 0,
         }
     }
 }
@@ -153,6 +209,9 @@ pub enum BufferRole {
     /// A weight, uploaded at prepare; again on every execute when the plan lets a later
     /// buffer reuse its bytes ([`crate::CompileOptions::resident_weights`] prevents that).
     Weight,
+    /// An f32 scalar the program carries ([`crate::HlirOp::Constant`]), uploaded at prepare
+    /// like a weight.
+    Constant(Scalar),
     /// A matmul's cuBLASLt workspace: scratch, never read back.
     Workspace,
     /// A value produced and consumed inside the program (`t0`, `t1`, ...).
@@ -164,19 +223,38 @@ pub enum BufferRole {
 /// One buffer: a tensor (or workspace) the planner places in the slab.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LlirBuffer {
-    /// Name: the user's name for inputs, weights and outputs; `workspace` (or `workspace{i}`) and
-    /// `t{i}` otherwise.
+    /// Name: the user's name for inputs, weights, outputs and tensors named with
+    /// [`crate::Tensor::name`]; `const(VALUE)` for a constant (`const(0.125)`); `workspace`
+    /// (or `workspace{i}`) and `t{i}` otherwise.
     pub id: String,
-    /// Element type: `f32` for tensors, `u8` for a workspace (raw bytes).
-    pub dtype: &'static str,
+    /// Element type: f32 for computed tensors, i32/i64 for index inputs and weights, u8 for a
+    /// workspace (raw bytes).
+    pub dtype: DType,
     /// Shape in elements, row-major (a workspace is `[bytes]` of raw bytes).
     pub shape: Vec<usize>,
-    /// True size in bytes (4 per f32 element; the workspace's configured size).
+    /// True size in bytes (element count times the dtype's size; the workspace's configured
+    /// size).
     pub bytes: usize,
     /// What the buffer holds.
     pub role: BufferRole,
     /// Canonical ids of the nodes that use it (write, reads, upload, readback), ascending.
     pub uses: Vec<NodeId>,
+}
+
+/// One operand of a kernel: a buffer read through a view.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Operand {
+    /// The buffer read.
+    pub buffer: BufferId,
+    /// How the kernel reads it (in elements of the buffer's dtype).
+    pub view: View,
+}
+
+impl Operand {
+    /// The whole buffer `buffer` of `shape`, read row-major.
+    pub fn whole(buffer: BufferId, shape: &[usize]) -> Self {
+        Self { buffer, view: View::contiguous(shape) }
+    }
 }
 
 /// One node of the LLIR.
@@ -187,12 +265,25 @@ pub struct LlirNode {
     pub op: LlirOp,
     /// Nodes that must run before this one (the DAG's in-edges), ascending canonical ids.
     pub inputs: Vec<NodeId>,
-    /// Buffers read, in operand order (matmul: a, b, then bias if fused).
-    pub reads: Vec<BufferId>,
+    /// Operands read, in operand order (matmul: a, b, then bias if fused), each through its
+    /// view. Upload reads nothing; readback reads every output whole.
+    pub reads: Vec<Operand>,
     /// Buffers written (the output; for upload, every uploaded buffer).
     pub writes: Vec<BufferId>,
     /// The matmul's workspace buffer, if any.
     pub workspace: Option<BufferId>,
+}
+
+impl LlirNode {
+    /// The buffers read, in operand order (a buffer read twice appears twice).
+    pub fn read_buffers(&self) -> impl Iterator<Item = BufferId> + '_ {
+        self.reads.iter().map(|o| o.buffer)
+    }
+
+    /// Every buffer the node touches: reads, writes, then the workspace.
+    pub fn buffers(&self) -> impl Iterator<Item = BufferId> + '_ {
+        self.read_buffers().chain(self.writes.iter().copied()).chain(self.workspace)
+    }
 }
 
 /// A lowered program: nodes in canonical topological order, buffers in planner request order.
@@ -234,20 +325,28 @@ impl Llir {
             .collect()
     }
 
-    /// DRAM traffic of one execute in bytes: the bytes of every tensor each compute node reads
-    /// plus the bytes it writes (upload and readback are host copies and not counted; the
-    /// workspace is scratch and not counted). A tensor read by two nodes counts twice, as two
-    /// kernels load it twice. Unfused linear-relu 64x256x64: 213,248.
+    /// DRAM traffic of one execute in bytes: for each compute node, the distinct bytes each
+    /// operand's view touches ([`View::footprint`]: a broadcast bias `[N]` counts N elements,
+    /// a slice only its part) plus the bytes it writes (upload and readback are host copies
+    /// and not counted; the workspace is scratch and not counted). A tensor read by two nodes
+    /// counts twice, as two kernels load it twice. Unfused linear-relu 64x256x64: 213,248.
     pub fn dram_bytes(&self) -> usize {
-        self.nodes
-            .iter()
-            .filter(|n| n.op.is_launch())
-            .flat_map(|n| n.reads.iter().chain(&n.writes))
-            .filter_map(|&b| self.buffers.get(b))
-            .fold(0usize, |acc, b| acc.saturating_add(b.bytes))
+        let mut total = 0usize;
+        for node in self.nodes.iter().filter(|n| n.op.is_launch()) {
+            for o in &node.reads {
+                if let Some(b) = self.buffers.get(o.buffer) {
+                    let bytes = o.view.footprint().saturating_mul(b.dtype.size());
+                    total = total.saturating_add(bytes.min(b.bytes));
+                }
+            }
+            for b in node.writes.iter().filter_map(|&b| self.buffers.get(b)) {
+                total = total.saturating_add(b.bytes);
+            }
+        }
+        total
     }
 
-    /// Extends every weight's uses to the readback node (the last node), so the planner
+    /// Extends every weight's (and constant's) uses to the readback node (the last node), so the planner
     /// keeps its bytes to itself until the program ends and a runtime can upload it once
     /// ([`crate::CompileOptions::resident_weights`]). Inputs, intermediates and outputs keep
     /// their uses; nodes are unchanged. Idempotent.
@@ -255,7 +354,11 @@ impl Llir {
         let Some(readback) = self.nodes.iter().rposition(|n| n.op == LlirOp::Readback) else {
             return;
         };
-        for b in self.buffers.iter_mut().filter(|b| b.role == BufferRole::Weight) {
+        for b in self
+            .buffers
+            .iter_mut()
+            .filter(|b| matches!(b.role, BufferRole::Weight | BufferRole::Constant(_)))
+        {
             if !b.uses.contains(&readback) {
                 b.uses.push(readback);
                 b.uses.sort_unstable();

@@ -1,86 +1,204 @@
-//! Lowering HLIR -> LLIR (SPEC section 3), with canonical node numbering.
+//! Lowering HLIR -> LLIR (SPEC section 3), with views and canonical node numbering.
 //!
-//! - One `upload` node (id 0) writes every input and weight, in declaration order.
+//! - One `upload` node (id 0) writes every input and weight, in declaration order, then every
+//!   constant, in order of value.
+//! - Movement ops (reshape, permute, expand, slice) become no node at all: each folds into
+//!   the [`View`] its consumers read their operand through (tinygrad folds movement into a
+//!   `VIEW` before kernels; Luminal's `ShapeTracker` rides on the edge). Broadcasting by an
+//!   elementwise op is an expand of the smaller operand (stride 0). Only a reshape the
+//!   strides cannot express becomes a `contiguous` copy (Luminal inserts `Contiguous` the
+//!   same way), followed by the reshape as a view.
 //! - Each live compute op becomes one node: `lt_matmul` (cuBLASLt matmul with the HLIR node's
-//!   epilogue and a workspace buffer), `add_bias` (an add with a `[N]` operand on an `[M, N]`
-//!   tensor), `add` (equal shapes), `relu`, `gelu`.
+//!   epilogue and a workspace buffer; a product whose right operand is the same matrix for
+//!   every batch and whose left rows fold into one axis is ONE GEMM, `m` = all rows, so a
+//!   linear layer over `[B, S, D]` stays one launch with its epilogue; otherwise a batched
+//!   product over the batch axes, each operand read through its view, transposed or
+//!   broadcast as it is), a `map` named after its elementwise op (`add`, `relu`, `exp`, ...),
+//!   a reduction (`sum`, `max`), `gather`, `concat`.
+//! - An output is the buffer of the op that computes it, renamed, when the output reads that
+//!   whole buffer in order (a reshape of it included); otherwise (a view such as a transpose,
+//!   a slice, a second output of one tensor) a `contiguous` copy writes the output buffer.
 //! - One `readback` node (the last) reads every output, in buffer order.
 //!
-//! Buffers, in planner request order: the uploaded buffers in declaration order, then for each
+//! Buffers, in planner request order: the uploaded buffers in upload order, then for each
 //! compute node in LLIR order its workspace (if a matmul), then its output. The workspace is
 //! named `workspace` when the program has exactly one matmul, else `workspace0`, `workspace1`,
-//! ... in LLIR order; intermediates are `t0`, `t1`, ... in LLIR order; inputs, weights and
-//! outputs keep the user's names. Uses: producer, consumers, and readback for an output (so an
+//! ... in LLIR order; intermediates are `t0`, `t1`, ... in LLIR order unless the user named the
+//! tensor ([`crate::Tensor::name`]); inputs, weights and outputs keep the user's names; a
+//! constant is `const(VALUE)`. Uses: producer, consumers, and readback for an output (so an
 //! output that also feeds another op keeps its bytes until readback).
 //!
 //! Ops that reach no output are removed before planning (dead code elimination), so they never
-//! take slab bytes.
+//! take slab bytes; so are constants nothing live reads.
 //!
 //! Canonical order: compute nodes are numbered by Kahn's topological sort, taking among the
 //! ready nodes the one with the smallest *structural colour*. Colours come from colour
 //! refinement (1-dimensional Weisfeiler-Lehman) over the live HLIR: a node's initial colour is
-//! its op, parameters and (for inputs, weights and outputs) its name; each round recolours a
-//! node by its colour, its operands' colours in operand order and its consumers' colours with
-//! operand index. The colours depend only on the graph's structure, never on node indices, so
-//! the same program declared in another op order numbers its nodes identically. After
-//! refinement every live node has its own colour: outputs are named, leaves are named, and an
-//! operand slot holds one node, so two nodes can only share a colour if they feed the same slot
-//! of the same consumer. Declaration order is kept as a last tie-break for safety only.
+//! its op, parameters and (for inputs, weights, outputs and named tensors) its name; each
+//! round recolours a node by its colour, its operands' colours in operand order and its
+//! consumers' colours with operand index. The colours depend only on the graph's structure,
+//! never on node indices, so the same program declared in another op order numbers its nodes
+//! identically. Declaration order is kept as a last tie-break for safety only.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 
+use crate::dtype::DType;
 use crate::error::{CompileError, ShapeText};
-use crate::hlir::{Hlir, HlirOp, Shape, checked_bytes, element_count, is_bias_of};
-use crate::llir::{BufferId, BufferRole, Llir, LlirBuffer, LlirNode, LlirOp, NodeId};
+use crate::hlir::{Hlir, HlirOp, MoveOp, Shape, TensorType, checked_bytes_of, element_count};
+use crate::llir::{BufferId, BufferRole, Llir, LlirBuffer, LlirNode, LlirOp, NodeId, Operand};
+use crate::ops::{ElemOp, UnaryOp};
+use crate::view::{View, broadcast_shapes};
+
+/// How a live HLIR node is lowered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Dead, or a view / an output that needs no node of its own.
+    None,
+    /// Written by the upload node.
+    Leaf,
+    /// Its own kernel: a compute op, a reshape that needs a copy, or an output copy.
+    Node,
+}
 
 /// Lowers a validated HLIR to the LLIR, with `workspace_bytes` of cuBLASLt workspace per matmul.
 ///
 /// # Errors
-/// Every error of [`Hlir::validate`] (shapes, names, arity, outputs, cycles).
+/// Every error of [`Hlir::infer`] (shapes, names, arity, outputs, cycles);
+/// [`CompileError::Unsupported`] for a reshape of an integer tensor's view that would need a
+/// copy.
 pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> {
-    let shapes = hlir.validate()?;
+    let types = hlir.infer()?;
     let g = &hlir.graph;
     let n_hlir = g.node_count();
-
     let live = live_nodes(hlir);
-    let leaves: Vec<NodeIndex> = g.node_indices().filter(|&n| g[n].op.is_leaf()).collect();
-    let order = canonical_order(hlir, &live);
+    let topo = petgraph::algo::toposort(g, None).map_err(|_| CompileError::Cyclic)?;
 
-    let mut output_name: Vec<Option<String>> = vec![None; n_hlir];
-    for (name, out) in hlir.outputs() {
-        if let Some(&src) = hlir.operands(out).first() {
-            output_name[src.index()] = Some(name);
+    // Where every live node's value lives: a node with a buffer of its own, and the view of
+    // that buffer which is the value.
+    let mut src: Vec<Option<(NodeIndex, View)>> = vec![None; n_hlir];
+    let mut kind = vec![Kind::None; n_hlir];
+    for &n in topo.iter().filter(|n| live[n.index()]) {
+        let t = &types[n.index()];
+        let own = (n, View::contiguous(&t.shape));
+        let operand = hlir.operands(n).first().and_then(|a| src[a.index()].clone());
+        match (&g[n].op, operand) {
+            (op, _) if op.is_leaf() => {
+                kind[n.index()] = Kind::Leaf;
+                src[n.index()] = Some(own);
+            }
+            (op, _) if op.is_compute() => {
+                kind[n.index()] = Kind::Node;
+                src[n.index()] = Some(own);
+            }
+            (HlirOp::Move(m), Some((base, view))) => {
+                let moved = match m {
+                    MoveOp::Reshape { shape } => view.reshape(shape),
+                    MoveOp::Permute { perm } => Some(view.permute(perm)),
+                    MoveOp::Expand { shape } => view.expand(shape),
+                    MoveOp::Slice { axis, start, end } => Some(view.slice(*axis, *start, *end)),
+                };
+                src[n.index()] = match moved {
+                    Some(v) => Some((base, v)),
+                    None if t.dtype != DType::F32 => {
+                        return Err(CompileError::Unsupported {
+                            what: format!(
+                                "a reshape of a {} view to {} that needs a copy (only f32 is copied)",
+                                t.dtype,
+                                ShapeText(t.shape.clone())
+                            ),
+                            location: g[n].location,
+                        });
+                    }
+                    None => {
+                        kind[n.index()] = Kind::Node;
+                        Some(own)
+                    }
+                };
+            }
+            // Outputs are decided below, by name.
+            _ => {}
         }
     }
 
+    // An output takes over its producer's buffer when it reads all of it in order; the first
+    // output by name wins a buffer two outputs would share. Otherwise it is a copy.
+    let mut outputs = hlir.outputs();
+    outputs.sort();
+    let mut output_name: Vec<Option<(String, Shape)>> = vec![None; n_hlir];
+    for (name, out) in &outputs {
+        let Some((base, view)) = hlir.operands(*out).first().and_then(|a| src[a.index()].clone())
+        else {
+            continue;
+        };
+        let shape = types[out.index()].shape.clone();
+        let whole = view.offset == 0
+            && view.is_contiguous()
+            && Some(view.elements()) == element_count(&types[base.index()].shape);
+        if kind[base.index()] == Kind::Node && whole && output_name[base.index()].is_none() {
+            output_name[base.index()] = Some((name.clone(), shape));
+            src[out.index()] = Some((base, view));
+        } else {
+            kind[out.index()] = Kind::Node;
+            output_name[out.index()] = Some((name.clone(), shape.clone()));
+            src[out.index()] = Some((*out, View::contiguous(&shape)));
+        }
+    }
+
+    // The nodes each kernel waits for: the owners of its operands' buffers.
+    let deps: Vec<Vec<NodeIndex>> = g
+        .node_indices()
+        .map(|n| {
+            if kind[n.index()] != Kind::Node {
+                return Vec::new();
+            }
+            hlir.operands(n)
+                .iter()
+                .filter_map(|a| src[a.index()].as_ref().map(|(base, _)| *base))
+                .filter(|b| kind[b.index()] == Kind::Node)
+                .collect()
+        })
+        .collect();
+    let is_node: Vec<bool> = kind.iter().map(|k| *k == Kind::Node).collect();
+    let order = canonical_order(hlir, &live, &is_node, &deps);
+
     let readback: NodeId = order.len() + 1;
     let mut buffers: Vec<LlirBuffer> = Vec::new();
-    // Buffer and LLIR node of each HLIR tensor.
+    // Buffer and LLIR node of each HLIR node that owns a buffer.
     let mut buffer_of: Vec<Option<BufferId>> = vec![None; n_hlir];
     let mut node_of: Vec<NodeId> = vec![0; n_hlir];
 
-    let tensor_buffer = |id: String, shape: &Shape, role: BufferRole| -> LlirBuffer {
+    let tensor_buffer = |id: String, t: &TensorType, role: BufferRole| -> LlirBuffer {
         LlirBuffer {
             id,
-            dtype: "f32",
-            shape: shape.clone(),
-            // validate() checked every shape's bytes fit.
-            bytes: checked_bytes(shape).unwrap_or(usize::MAX),
+            dtype: t.dtype,
+            shape: t.shape.clone(),
+            // infer() checked every shape's bytes fit.
+            bytes: checked_bytes_of(&t.shape, t.dtype).unwrap_or(usize::MAX),
             role,
             uses: Vec::new(),
         }
     };
 
-    for &leaf in &leaves {
-        let (name, role) = match &g[leaf].op {
+    // The signature in declaration order, then constants by value: the same order whatever
+    // order a rewrite rebuilt them in.
+    let mut leaves: Vec<NodeIndex> =
+        g.node_indices().filter(|n| kind[n.index()] == Kind::Leaf).collect();
+    leaves.sort_by_key(|&n| match &g[n].op {
+        HlirOp::Constant { value } => (1, Some(*value), n),
+        _ => (0, None, n),
+    });
+    for n in leaves {
+        let t = &types[n.index()];
+        let (name, role) = match &g[n].op {
             HlirOp::Input { name, .. } => (name.clone(), BufferRole::Input),
             HlirOp::Weight { name, .. } => (name.clone(), BufferRole::Weight),
+            HlirOp::Constant { value } => (format!("const({value})"), BufferRole::Constant(*value)),
             _ => continue,
         };
-        buffer_of[leaf.index()] = Some(buffers.len());
-        buffers.push(tensor_buffer(name, &shapes[leaf.index()], role));
+        buffer_of[n.index()] = Some(buffers.len());
+        buffers.push(tensor_buffer(name, t, role));
     }
     let upload = LlirNode {
         op: LlirOp::Upload,
@@ -97,33 +215,58 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
     for &n in &order {
         let id = nodes.len();
         node_of[n.index()] = id;
+        let malformed = |message: String| CompileError::Malformed { message, location: g[n].location };
         let operands = hlir.operands(n);
-        let operand_shapes: Vec<&Shape> = operands.iter().map(|a| &shapes[a.index()]).collect();
-        let shape = &shapes[n.index()];
-        let mut reads: Vec<BufferId> =
-            operands.iter().filter_map(|a| buffer_of[a.index()]).collect();
-        let op = match (&g[n].op, operand_shapes.as_slice()) {
-            (HlirOp::Matmul { epilogue }, [a, b, ..]) => match (a.as_slice(), b.as_slice()) {
-                ([m, k], [_, n]) => LlirOp::LtMatmul { m: *m, k: *k, n: *n, epilogue: *epilogue },
-                // validate() checked both operands are rank 2.
-                _ => continue,
-            },
-            // validate() checked every shape's bytes fit, so its elements do too.
-            (HlirOp::Add, [a, b]) if a != b => {
-                // The matrix first, the bias second, whichever side the user wrote it on.
-                if is_bias_of(a, b) {
-                    reads.reverse();
+        let mut reads: Vec<Operand> = Vec::with_capacity(operands.len());
+        let mut inputs: Vec<NodeId> = Vec::with_capacity(operands.len());
+        for a in &operands {
+            let (base, view) = src[a.index()]
+                .clone()
+                .ok_or_else(|| malformed(format!("operand %{} has no value", a.index())))?;
+            let buffer = buffer_of[base.index()]
+                .ok_or_else(|| malformed(format!("operand %{} has no buffer", a.index())))?;
+            reads.push(Operand { buffer, view });
+            inputs.push(node_of[base.index()]);
+        }
+        let t = &types[n.index()];
+        let len = element_count(&t.shape).unwrap_or(usize::MAX);
+        let op = match &g[n].op {
+            HlirOp::Map(op) => {
+                for r in &mut reads {
+                    r.view = r.view.expand(&t.shape).ok_or_else(|| {
+                        malformed(format!("{} does not broadcast to {}", ShapeText(r.view.shape.clone()), ShapeText(t.shape.clone())))
+                    })?;
                 }
-                let (m, cols) = match shape.as_slice() {
-                    [m, cols] => (*m, *cols),
-                    _ => (1, elements(shape)),
-                };
-                LlirOp::AddBias { m, n: cols }
+                LlirOp::Map { op: *op, len }
             }
-            (HlirOp::Add, _) => LlirOp::Add { len: elements(shape) },
-            (HlirOp::Relu, _) => LlirOp::Relu { len: elements(shape) },
-            (HlirOp::Gelu, _) => LlirOp::Gelu { len: elements(shape) },
-            _ => continue,
+            HlirOp::Reduce { op, axis } => {
+                let extent = reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
+                LlirOp::Reduce { op: *op, axis: *axis, len, extent }
+            }
+            HlirOp::Matmul { epilogue } => {
+                let [a, b, ..] = reads.as_mut_slice() else {
+                    return Err(malformed("matmul lacks operands".into()));
+                };
+                let (batch, m, k, cols, va, vb) = matmul_views(&a.view, &b.view)
+                    .ok_or_else(|| malformed("matmul operands do not broadcast".into()))?;
+                a.view = va;
+                b.view = vb;
+                LlirOp::LtMatmul { batch, m, k, n: cols, epilogue: *epilogue }
+            }
+            HlirOp::Gather => {
+                let (vocab, dim) = match reads.first().map(|r| r.view.shape.as_slice()) {
+                    Some(&[v, d]) => (v, d),
+                    _ => return Err(malformed("gather's table is not 2-D".into())),
+                };
+                let rows = reads.get(1).map_or(0, |r| r.view.elements());
+                LlirOp::Gather { rows, dim, vocab }
+            }
+            HlirOp::Concat { axis } => LlirOp::Concat { axis: *axis, len },
+            // A reshape the strides cannot express, or an output read through a view.
+            HlirOp::Move(_) | HlirOp::Output { .. } => {
+                LlirOp::Map { op: ElemOp::Unary(UnaryOp::Contiguous), len }
+            }
+            op => return Err(malformed(format!("{} cannot be lowered", op.name()))),
         };
         let workspace = if matches!(op, LlirOp::LtMatmul { .. }) {
             let name =
@@ -131,7 +274,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             next_ws += 1;
             buffers.push(LlirBuffer {
                 id: name,
-                dtype: "u8",
+                dtype: DType::U8,
                 shape: vec![workspace_bytes],
                 bytes: workspace_bytes,
                 role: BufferRole::Workspace,
@@ -141,16 +284,20 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         } else {
             None
         };
-        let out = match &output_name[n.index()] {
-            Some(name) => tensor_buffer(name.clone(), shape, BufferRole::Output),
-            None => {
+        let out = match (&output_name[n.index()], &g[n].name) {
+            (Some((name, shape)), _) => tensor_buffer(
+                name.clone(),
+                &TensorType { shape: shape.clone(), dtype: t.dtype },
+                BufferRole::Output,
+            ),
+            (None, Some(name)) => tensor_buffer(name.clone(), t, BufferRole::Intermediate),
+            (None, None) => {
                 next_t += 1;
-                tensor_buffer(format!("t{}", next_t - 1), shape, BufferRole::Intermediate)
+                tensor_buffer(format!("t{}", next_t - 1), t, BufferRole::Intermediate)
             }
         };
         buffer_of[n.index()] = Some(buffers.len());
         buffers.push(out);
-        let mut inputs: Vec<NodeId> = operands.iter().map(|a| node_of[a.index()]).collect();
         inputs.sort_unstable();
         inputs.dedup();
         nodes.push(LlirNode { op, inputs, reads, writes: vec![buffers.len() - 1], workspace });
@@ -168,14 +315,14 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
     nodes.push(LlirNode {
         op: LlirOp::Readback,
         inputs: rb_inputs,
-        reads: out_nodes.iter().map(|&(b, _)| b).collect(),
+        reads: out_nodes.iter().map(|&(b, _)| Operand::whole(b, &buffers[b].shape)).collect(),
         writes: Vec::new(),
         workspace: None,
     });
     debug_assert_eq!(nodes.len(), readback + 1);
 
     for (id, node) in nodes.iter().enumerate() {
-        for &b in node.reads.iter().chain(&node.writes).chain(&node.workspace) {
+        for b in node.buffers() {
             if let Some(buf) = buffers.get_mut(b) {
                 buf.uses.push(id);
             }
@@ -188,13 +335,58 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
     Ok(Llir { nodes, buffers })
 }
 
-/// Elements of a validated shape (saturating: validate() has refused any that overflow).
-fn elements(shape: &[usize]) -> usize {
-    element_count(shape).unwrap_or(usize::MAX)
+/// The LLIR form of `a [..., M, K] x b [..., K, N]` read through `va` and `vb`: `(batch, m,
+/// k, n, a view, b view)`. Batch axes are broadcast to one shape (stride 0 where an operand
+/// repeats). When `b` is the same matrix for every batch and `a`'s rows fold into one axis,
+/// the product is one GEMM with `m` = every row of `a` (rank-2 views). Otherwise batch axes
+/// of length 1 are dropped and adjacent ones merged where both operands allow, and the views
+/// are `[batch axes..., m, k]` and `[batch axes..., k, n]`. `None` when the batch axes do not
+/// broadcast (validation refuses that first).
+pub fn matmul_views(va: &View, vb: &View) -> Option<(usize, usize, usize, usize, View, View)> {
+    let (ra, rb) = (va.rank(), vb.rank());
+    if ra < 2 || rb < 2 {
+        return None;
+    }
+    let (m, k, n) = (va.shape[ra - 2], va.shape[ra - 1], vb.shape[rb - 1]);
+    let batch = broadcast_shapes(&va.shape[..ra - 2], &vb.shape[..rb - 2])?;
+    let nb = batch.len();
+    let full = |tail: [usize; 2]| -> Vec<usize> { batch.iter().copied().chain(tail).collect() };
+    let a = va.expand(&full([m, k]))?;
+    let b = vb.expand(&full([k, n]))?;
+    let count: usize = batch.iter().product();
+    let matrix = |v: &View| View {
+        shape: v.shape[nb..].to_vec(),
+        strides: v.strides[nb..].to_vec(),
+        offset: v.offset,
+    };
+    let b_repeats = count <= 1
+        || batch.iter().zip(&b.strides).all(|(&d, &s)| d == 1 || s == 0);
+    if b_repeats && let Some(folded) = a.reshape(&[count * m, k]) {
+        return Some((1, count * m, k, n, folded, matrix(&b)));
+    }
+    // Keep batch axes longer than 1, merging neighbours whose strides chain in both.
+    let mut axes: Vec<(usize, usize, usize)> = Vec::new(); // (length, a stride, b stride)
+    for i in (0..nb).filter(|&i| batch[i] > 1) {
+        let (d, sa, sb) = (batch[i], a.strides[i], b.strides[i]);
+        match axes.last_mut() {
+            Some(last) if last.1 == sa * d && last.2 == sb * d => {
+                last.0 *= d;
+                last.1 = sa;
+                last.2 = sb;
+            }
+            _ => axes.push((d, sa, sb)),
+        }
+    }
+    let with_batch = |v: &View, pick: fn(&(usize, usize, usize)) -> usize| View {
+        shape: axes.iter().map(|x| x.0).chain(v.shape[nb..].iter().copied()).collect(),
+        strides: axes.iter().map(pick).chain(v.strides[nb..].iter().copied()).collect(),
+        offset: v.offset,
+    };
+    Some((count, m, k, n, with_batch(&a, |x| x.1), with_batch(&b, |x| x.2)))
 }
 
-/// Nodes from which an output is reachable (outputs included), plus every leaf: the signature
-/// keeps unused inputs.
+/// Nodes from which an output is reachable (outputs included), plus every input and weight:
+/// the signature keeps unused inputs. Constants nothing live reads are dead.
 pub(crate) fn live_nodes(hlir: &Hlir) -> Vec<bool> {
     let g = &hlir.graph;
     let mut live = vec![false; g.node_count()];
@@ -206,21 +398,19 @@ pub(crate) fn live_nodes(hlir: &Hlir) -> Vec<bool> {
         stack.extend(hlir.operands(n));
     }
     for n in g.node_indices() {
-        if g[n].op.is_leaf() {
+        if g[n].op.is_signature() {
             live[n.index()] = true;
         }
     }
     live
 }
 
-/// Initial colour label of a node: op, parameters, and the name of leaves and outputs.
-fn label(op: &HlirOp) -> String {
-    match op {
-        HlirOp::Input { name, shape } => format!("input {name} {}", ShapeText(shape.clone())),
-        HlirOp::Weight { name, shape } => format!("weight {name} {}", ShapeText(shape.clone())),
-        HlirOp::Matmul { epilogue } => format!("matmul {}", epilogue.name()),
-        HlirOp::Output { name } => format!("output {name}"),
-        op => op.name().to_string(),
+/// Initial colour label of a node: op, parameters, and the name of leaves, outputs and
+/// named tensors.
+fn label(node: &crate::hlir::HlirNode) -> String {
+    match &node.name {
+        Some(name) if !node.op.is_leaf() => format!("{} \"{name}\"", node.op.text()),
+        _ => node.op.text(),
     }
 }
 
@@ -236,12 +426,12 @@ fn structural_colors(hlir: &Hlir, live: &[bool]) -> Vec<usize> {
         .map(|n| hlir.consumers(n).into_iter().filter(|(c, _)| live[c.index()]).collect())
         .collect();
 
-    let labels: BTreeSet<String> = nodes.iter().map(|&n| label(&g[n].op)).collect();
+    let labels: BTreeSet<String> = nodes.iter().map(|&n| label(&g[n])).collect();
     let rank: BTreeMap<String, usize> =
         labels.into_iter().enumerate().map(|(i, l)| (l, i)).collect();
     let mut color = vec![usize::MAX; g.node_count()];
     for &n in &nodes {
-        color[n.index()] = rank.get(&label(&g[n].op)).copied().unwrap_or(usize::MAX);
+        color[n.index()] = rank.get(&label(&g[n])).copied().unwrap_or(usize::MAX);
     }
     let mut classes = rank.len();
     // Each round only splits classes, so at most one round per node changes anything.
@@ -273,15 +463,27 @@ fn structural_colors(hlir: &Hlir, live: &[bool]) -> Vec<usize> {
     color
 }
 
-/// Live compute nodes in canonical topological order (see the module docs).
-pub(crate) fn canonical_order(hlir: &Hlir, live: &[bool]) -> Vec<NodeIndex> {
+/// The nodes of `is_node` (kernels) in canonical topological order (see the module docs),
+/// `deps[n]` being the kernels node `n` waits for.
+fn canonical_order(
+    hlir: &Hlir,
+    live: &[bool],
+    is_node: &[bool],
+    deps: &[Vec<NodeIndex>],
+) -> Vec<NodeIndex> {
     let g = &hlir.graph;
     let color = structural_colors(hlir, live);
-    let is_node = |n: NodeIndex| live[n.index()] && g[n].op.is_compute();
     let mut waiting: Vec<usize> = vec![0; g.node_count()];
+    let mut users: Vec<Vec<NodeIndex>> = vec![Vec::new(); g.node_count()];
     let mut ready: BTreeSet<(usize, NodeIndex)> = BTreeSet::new();
-    for n in g.node_indices().filter(|&n| is_node(n)) {
-        waiting[n.index()] = hlir.operands(n).into_iter().filter(|&a| is_node(a)).count();
+    for n in g.node_indices().filter(|n| is_node[n.index()]) {
+        let mut mine = deps[n.index()].clone();
+        mine.sort_unstable();
+        mine.dedup();
+        waiting[n.index()] = mine.len();
+        for d in mine {
+            users[d.index()].push(n);
+        }
         if waiting[n.index()] == 0 {
             ready.insert((color[n.index()], n));
         }
@@ -289,14 +491,26 @@ pub(crate) fn canonical_order(hlir: &Hlir, live: &[bool]) -> Vec<NodeIndex> {
     let mut order = Vec::new();
     while let Some((_, n)) = ready.pop_first() {
         order.push(n);
-        for (c, _) in hlir.consumers(n) {
-            if is_node(c) {
-                waiting[c.index()] -= 1;
-                if waiting[c.index()] == 0 {
-                    ready.insert((color[c.index()], c));
-                }
+        for &c in &users[n.index()] {
+            waiting[c.index()] -= 1;
+            if waiting[c.index()] == 0 {
+                ready.insert((color[c.index()], c));
             }
         }
     }
     order
+}
+
+/// Compute nodes of `hlir` in the canonical order lowering numbers them (see the module
+/// docs), following operands directly: what fusion loads into its e-graph, so e-class ids
+/// do not depend on declaration order.
+pub(crate) fn compute_order(hlir: &Hlir, live: &[bool]) -> Vec<NodeIndex> {
+    let g = &hlir.graph;
+    let is_node: Vec<bool> =
+        g.node_indices().map(|n| live[n.index()] && !g[n].op.is_leaf()).collect();
+    let deps: Vec<Vec<NodeIndex>> = g
+        .node_indices()
+        .map(|n| hlir.operands(n).into_iter().filter(|a| is_node[a.index()]).collect())
+        .collect();
+    canonical_order(hlir, live, &is_node, &deps)
 }

@@ -1,4 +1,5 @@
-//! Built-in programs of the CLI (`lumen compile linear-relu`, `lumen compile mlp`).
+//! Built-in programs of the CLI (`lumen compile linear-relu`, `lumen compile mlp`,
+//! `lumen compile transformer`).
 //!
 //! Their sizes are checked here, before any DSL call, so a bad size is reported in the
 //! program's own words (`linear-relu: x is [m, k] = [...]: too large`) rather than as a DSL
@@ -6,6 +7,7 @@
 
 use std::num::IntErrorKind;
 
+use crate::composite::multi_head_attention;
 use crate::dsl::Graph;
 use crate::error::{CompileError, ShapeText};
 
@@ -19,6 +21,20 @@ pub const DEFAULT_N: usize = 64;
 pub const DEFAULT_LAYERS: &[usize] = &[64, 128, 64, 10];
 /// `mlp`'s default batch rows.
 pub const DEFAULT_BATCH: usize = 32;
+/// `transformer`'s default batch (sequences).
+pub const DEFAULT_TRANSFORMER_BATCH: usize = 2;
+/// `transformer`'s default sequence length (tokens per sequence).
+pub const DEFAULT_SEQ: usize = 16;
+/// `transformer`'s default model width.
+pub const DEFAULT_WIDTH: usize = 64;
+/// `transformer`'s default attention heads.
+pub const DEFAULT_HEADS: usize = 4;
+/// `transformer`'s default FFN hidden width.
+pub const DEFAULT_FFN: usize = 256;
+/// `transformer`'s default encoder blocks.
+pub const DEFAULT_BLOCKS: usize = 2;
+/// The layer-norm epsilon of the `transformer` (PyTorch's default).
+pub const LAYER_NORM_EPS: f32 = 1e-5;
 
 /// Bytes of one f32 element.
 const F32_BYTES: usize = 4;
@@ -127,8 +143,113 @@ pub fn mlp(layers: &[usize], batch: usize) -> Result<Graph, CompileError> {
     Ok(cx)
 }
 
+/// The sizes of the `transformer` built-in program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransformerSizes {
+    /// Sequences per batch.
+    pub batch: usize,
+    /// Tokens per sequence.
+    pub seq: usize,
+    /// Model width D (a multiple of `heads`).
+    pub width: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// FFN hidden width.
+    pub ffn: usize,
+    /// Encoder blocks.
+    pub blocks: usize,
+}
+
+impl Default for TransformerSizes {
+    fn default() -> Self {
+        Self {
+            batch: DEFAULT_TRANSFORMER_BATCH,
+            seq: DEFAULT_SEQ,
+            width: DEFAULT_WIDTH,
+            heads: DEFAULT_HEADS,
+            ffn: DEFAULT_FFN,
+            blocks: DEFAULT_BLOCKS,
+        }
+    }
+}
+
+/// A stack of pre-LN transformer encoder blocks (Vaswani et al. 2017 with the layer norms
+/// moved first, as GPT-2 and ViT place them) over an input `x [batch, seq, width]`, output
+/// `y [batch, seq, width]`. Block `i` (weights prefixed `blk{i}.`) computes
+///
+/// ```text
+/// h = x + attention(layer_norm(x; ln1.g, ln1.b))      # q, k, v, o: w [D, D], b [D]
+/// x = h + ff2(gelu(ff1(layer_norm(h; ln2.g, ln2.b))))  # ff1: [D, F], ff2: [F, D]
+/// ```
+///
+/// with multi-head self-attention ([`multi_head_attention`]: separate Q, K, V projections,
+/// heads split and merged by views, softmax of `q k^T / sqrt(D / heads)`) and the tanh-form
+/// GELU, so fusion makes the Q/K/V/O and FFN projections BIAS and GELU_BIAS epilogues.
+/// Layer norms use eps = 1e-5. Named tensors keep their names in dumps: `blk{i}.attn` (the
+/// attention output) and `blk{i}.ffn` (the FFN output).
+///
+/// # Errors
+/// [`CompileError::Program`] when a size is zero, the width is not a multiple of the heads,
+/// or a tensor's byte size overflows `usize`.
+pub fn transformer(sizes: TransformerSizes) -> Result<Graph, CompileError> {
+    const PROGRAM: &str = "transformer";
+    let bad = |message: String| CompileError::Program { program: PROGRAM, message };
+    let TransformerSizes { batch, seq, width, heads, ffn, blocks } = sizes;
+    for (name, v) in [
+        ("batch", batch),
+        ("seq", seq),
+        ("width", width),
+        ("heads", heads),
+        ("ffn", ffn),
+        ("layers", blocks),
+    ] {
+        if v == 0 {
+            return Err(bad(format!("{name} must be positive")));
+        }
+    }
+    if width % heads != 0 {
+        return Err(bad(format!("width {width} is not a multiple of {heads} heads")));
+    }
+    check_bytes(PROGRAM, "x", "batch, seq, width", &[batch, seq, width])?;
+    check_bytes(PROGRAM, "the FFN hidden", "batch, seq, ffn", &[batch, seq, ffn])?;
+    check_bytes(PROGRAM, "the attention scores", "batch, heads, seq, seq", &[batch, heads, seq, seq])?;
+    check_bytes(PROGRAM, "ff1.w", "width, ffn", &[width, ffn])?;
+
+    let mut cx = Graph::new();
+    let mut x = cx.input("x", [batch, seq, width]);
+    for i in 0..blocks {
+        let mut w = |name: &str, shape: &[usize]| cx.weight(format!("blk{i}.{name}"), shape);
+        let (ln1_g, ln1_b) = (w("ln1.g", &[width]), w("ln1.b", &[width]));
+        let attn_weights = [
+            w("q.w", &[width, width]),
+            w("q.b", &[width]),
+            w("k.w", &[width, width]),
+            w("k.b", &[width]),
+            w("v.w", &[width, width]),
+            w("v.b", &[width]),
+            w("o.w", &[width, width]),
+            w("o.b", &[width]),
+        ];
+        let (ln2_g, ln2_b) = (w("ln2.g", &[width]), w("ln2.b", &[width]));
+        let (ff1_w, ff1_b) = (w("ff1.w", &[width, ffn]), w("ff1.b", &[ffn]));
+        let (ff2_w, ff2_b) = (w("ff2.w", &[ffn, width]), w("ff2.b", &[width]));
+
+        let normed = x.layer_norm(&ln1_g, &ln1_b, LAYER_NORM_EPS);
+        let [q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b] = &attn_weights;
+        let attn = multi_head_attention(&normed, [q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b], heads, None)?
+            .name(format!("blk{i}.attn"));
+        let h = x + attn;
+        let normed = h.layer_norm(&ln2_g, &ln2_b, LAYER_NORM_EPS);
+        let hidden = normed.linear(&ff1_w, Some(&ff1_b)).gelu();
+        let ffn_out = hidden.linear(&ff2_w, Some(&ff2_b)).name(format!("blk{i}.ffn"));
+        x = h + ffn_out;
+    }
+    x.output("y");
+    Ok(cx)
+}
+
 /// Names of the built-in programs, as the CLI takes them.
-pub const BUILTIN: &[&str] = &["linear-relu", "mlp"];
+pub const BUILTIN: &[&str] = &["linear-relu", "mlp", "transformer"];
 
 /// A size of a built-in program, named as its CLI flag; each applies to one program.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -139,14 +260,23 @@ pub enum SizeOption {
     K,
     /// `--n`: linear-relu's columns of y.
     N,
-    /// `--layers`: the mlp's layer sizes.
+    /// `--layers`: the mlp's layer sizes, or the transformer's block count.
     Layers,
-    /// `--batch`: the mlp's batch rows.
+    /// `--batch`: the mlp's batch rows, or the transformer's sequences.
     Batch,
+    /// `--seq`: the transformer's sequence length.
+    Seq,
+    /// `--width`: the transformer's model width.
+    Width,
+    /// `--heads`: the transformer's attention heads.
+    Heads,
+    /// `--ffn`: the transformer's FFN hidden width.
+    Ffn,
 }
 
 impl SizeOption {
-    /// The CLI flag: `--m`, `--k`, `--n`, `--layers`, `--batch`.
+    /// The CLI flag: `--m`, `--k`, `--n`, `--layers`, `--batch`, `--seq`, `--width`,
+    /// `--heads`, `--ffn`.
     pub fn flag(self) -> &'static str {
         match self {
             SizeOption::M => "--m",
@@ -154,15 +284,27 @@ impl SizeOption {
             SizeOption::N => "--n",
             SizeOption::Layers => "--layers",
             SizeOption::Batch => "--batch",
+            SizeOption::Seq => "--seq",
+            SizeOption::Width => "--width",
+            SizeOption::Heads => "--heads",
+            SizeOption::Ffn => "--ffn",
         }
     }
 
-    /// The built-in program ([`BUILTIN`]) the size belongs to.
-    pub fn program(self) -> &'static str {
+    /// The built-in programs ([`BUILTIN`]) the size belongs to.
+    pub fn programs(self) -> &'static [&'static str] {
         match self {
-            SizeOption::M | SizeOption::K | SizeOption::N => "linear-relu",
-            SizeOption::Layers | SizeOption::Batch => "mlp",
+            SizeOption::M | SizeOption::K | SizeOption::N => &["linear-relu"],
+            SizeOption::Layers | SizeOption::Batch => &["mlp", "transformer"],
+            SizeOption::Seq | SizeOption::Width | SizeOption::Heads | SizeOption::Ffn => {
+                &["transformer"]
+            }
         }
+    }
+
+    /// [`SizeOption::programs`] in words: `linear-relu`, `mlp and transformer`.
+    pub fn programs_text(self) -> String {
+        self.programs().join(" and ")
     }
 }
 
@@ -178,7 +320,7 @@ pub fn check_applicable(name: &str, given: &[SizeOption]) -> Result<(), CompileE
             expected: BUILTIN.join(", "),
         });
     }
-    match given.iter().find(|o| o.program() != name) {
+    match given.iter().find(|o| !o.programs().contains(&name)) {
         Some(&option) => Err(CompileError::NotApplicable { option, program: name.to_string() }),
         None => Ok(()),
     }
@@ -186,7 +328,7 @@ pub fn check_applicable(name: &str, given: &[SizeOption]) -> Result<(), CompileE
 
 /// Sizes of the built-in programs, each named as its CLI flag; `None` takes the program's
 /// default ([`DEFAULT_M`], [`DEFAULT_K`], [`DEFAULT_N`], [`DEFAULT_LAYERS`],
-/// [`DEFAULT_BATCH`]). `Default` gives every default. A size given to the program it does not
+/// [`DEFAULT_BATCH`], and [`TransformerSizes::default`] for the transformer). `Default` gives every default. A size given to the program it does not
 /// belong to is an error, not ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BuiltinArgs {
@@ -198,8 +340,16 @@ pub struct BuiltinArgs {
     pub n: Option<usize>,
     /// mlp: layer sizes, input first.
     pub layers: Option<Vec<usize>>,
-    /// mlp: rows of x.
+    /// mlp: rows of x; transformer: sequences.
     pub batch: Option<usize>,
+    /// transformer: tokens per sequence.
+    pub seq: Option<usize>,
+    /// transformer: model width.
+    pub width: Option<usize>,
+    /// transformer: attention heads.
+    pub heads: Option<usize>,
+    /// transformer: FFN hidden width.
+    pub ffn: Option<usize>,
 }
 
 impl BuiltinArgs {
@@ -211,6 +361,10 @@ impl BuiltinArgs {
             (SizeOption::N, self.n.is_some()),
             (SizeOption::Layers, self.layers.is_some()),
             (SizeOption::Batch, self.batch.is_some()),
+            (SizeOption::Seq, self.seq.is_some()),
+            (SizeOption::Width, self.width.is_some()),
+            (SizeOption::Heads, self.heads.is_some()),
+            (SizeOption::Ffn, self.ffn.is_some()),
         ]
         .into_iter()
         .filter_map(|(o, given)| given.then_some(o))
@@ -226,7 +380,31 @@ impl BuiltinArgs {
 /// size of the other program, [`CompileError::Program`] for bad sizes.
 pub fn builtin(name: &str, args: &BuiltinArgs) -> Result<Graph, CompileError> {
     check_applicable(name, &args.given())?;
-    if name == "mlp" {
+    if name == "transformer" {
+        let d = TransformerSizes::default();
+        let blocks = match args.layers.as_deref() {
+            None => d.blocks,
+            Some(&[n]) => n,
+            Some(list) => {
+                return Err(CompileError::Program {
+                    program: "transformer",
+                    message: format!(
+                        "--layers is the number of encoder blocks for the transformer, one \
+                         number, got {}",
+                        ShapeText(list.to_vec())
+                    ),
+                });
+            }
+        };
+        transformer(TransformerSizes {
+            batch: args.batch.unwrap_or(d.batch),
+            seq: args.seq.unwrap_or(d.seq),
+            width: args.width.unwrap_or(d.width),
+            heads: args.heads.unwrap_or(d.heads),
+            ffn: args.ffn.unwrap_or(d.ffn),
+            blocks,
+        })
+    } else if name == "mlp" {
         mlp(args.layers.as_deref().unwrap_or(DEFAULT_LAYERS), args.batch.unwrap_or(DEFAULT_BATCH))
     } else {
         linear_relu(

@@ -21,7 +21,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
+use lumen_compiler::{BufferRole, CompiledProgram, DType, ElemOp, LlirBuffer, LlirOp, ReduceOp, View};
 
 use crate::error::TensorKind;
 use crate::kernels::{self, Activation, epilogue_parts};
@@ -152,7 +152,11 @@ impl Slab {
     }
 }
 
-/// One node, resolved to element ranges of the slab at prepare.
+/// One operand, resolved at prepare: the buffer's word range in the slab and the view read.
+type Arg = (Range<usize>, View);
+
+/// One node, resolved to word ranges of the slab (4-byte words: f32 values, i32 ids, or an
+/// i64 id's two halves) at prepare.
 #[derive(Debug, Clone)]
 enum Step {
     Upload {
@@ -162,29 +166,36 @@ enum Step {
         weights: Vec<(usize, Range<usize>)>,
     },
     Matmul {
-        a: Range<usize>,
-        b: Range<usize>,
-        bias: Option<Range<usize>>,
+        a: Arg,
+        b: Arg,
+        bias: Option<Arg>,
         out: Range<usize>,
-        dims: (usize, usize, usize),
+        dims: (usize, usize, usize, usize),
         act: Activation,
     },
-    AddBias {
-        x: Range<usize>,
-        bias: Range<usize>,
-        out: Range<usize>,
-        m: usize,
-        n: usize,
-    },
-    Add {
-        a: Range<usize>,
-        b: Range<usize>,
+    Map {
+        op: ElemOp,
+        ins: Vec<Arg>,
         out: Range<usize>,
     },
-    Unary {
-        x: Range<usize>,
+    Reduce {
+        op: ReduceOp,
+        input: Arg,
+        axis: usize,
         out: Range<usize>,
-        act: Activation,
+    },
+    Gather {
+        table: Arg,
+        ids: Arg,
+        wide: bool,
+        ids_name: String,
+        out: Range<usize>,
+    },
+    Concat {
+        ins: Vec<Arg>,
+        axis: usize,
+        shape: Vec<usize>,
+        out: Range<usize>,
     },
     Readback {
         outputs: Vec<(String, Vec<usize>, Range<usize>)>,
@@ -226,9 +237,16 @@ impl CpuProgram {
         let fill = if options.memory_debug { f32::NAN } else { 0.0 };
         let mut slab = Slab::new(layout.slab_bytes, fill)?;
         let range = |b: usize| layout.spans[b].elems();
+        let arg = |o: &lumen_compiler::Operand| -> Arg { (range(o.buffer), o.view.clone()) };
         let mut host_weights = Vec::new();
         let mut steps = Vec::with_capacity(llir.nodes.len());
         for node in &llir.nodes {
+            let out = || -> Result<Range<usize>, RuntimeError> {
+                node.writes
+                    .first()
+                    .map(|&w| range(w))
+                    .ok_or_else(|| RuntimeError::invalid(&program.label, "a kernel writes nothing"))
+            };
             let step = match node.op {
                 LlirOp::Upload => {
                     let mut inputs = Vec::new();
@@ -239,57 +257,73 @@ impl CpuProgram {
                             inputs.push((buf.id.clone(), range(w)));
                             continue;
                         }
+                        if let BufferRole::Constant(value) = buf.role {
+                            if options.memory_debug || layout.is_shared(w) {
+                                again.push((host_weights.len(), range(w)));
+                                host_weights.push(vec![value.value()]);
+                            } else {
+                                copy_in(slab.elems_mut(), range(w), &[value.value()])?;
+                            }
+                            continue;
+                        }
                         let Some(t) = weights.get(&buf.id) else { continue };
                         if options.memory_debug || layout.is_shared(w) {
                             again.push((host_weights.len(), range(w)));
-                            host_weights.push(t.data().to_vec());
+                            host_weights.push(t.words().into_owned());
                         } else {
-                            copy_in(slab.elems_mut(), range(w), t.data())?;
+                            copy_in(slab.elems_mut(), range(w), &t.words())?;
                         }
                     }
                     Step::Upload { inputs, weights: again }
                 }
-                LlirOp::LtMatmul { m, k, n, epilogue } => {
+                LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
                     let (_, act) = epilogue_parts(epilogue);
                     let [a, b, rest @ ..] = node.reads.as_slice() else {
                         return Err(RuntimeError::invalid(&program.label, "lt_matmul operands"));
                     };
                     Step::Matmul {
-                        a: range(*a),
-                        b: range(*b),
-                        bias: rest.first().map(|&r| range(r)),
-                        out: range(node.writes[0]),
-                        dims: (m, k, n),
+                        a: arg(a),
+                        b: arg(b),
+                        bias: rest.first().map(arg),
+                        out: out()?,
+                        dims: (batch, m, k, n),
                         act,
                     }
                 }
-                LlirOp::AddBias { m, n } => Step::AddBias {
-                    x: range(node.reads[0]),
-                    bias: range(node.reads[1]),
-                    out: range(node.writes[0]),
-                    m,
-                    n,
-                },
-                LlirOp::Add { .. } => Step::Add {
-                    a: range(node.reads[0]),
-                    b: range(node.reads[1]),
-                    out: range(node.writes[0]),
-                },
-                LlirOp::Relu { .. } => Step::Unary {
-                    x: range(node.reads[0]),
-                    out: range(node.writes[0]),
-                    act: Activation::Relu,
-                },
-                LlirOp::Gelu { .. } => Step::Unary {
-                    x: range(node.reads[0]),
-                    out: range(node.writes[0]),
-                    act: Activation::Gelu,
-                },
+                LlirOp::Map { op, .. } => {
+                    Step::Map { op, ins: node.reads.iter().map(arg).collect(), out: out()? }
+                }
+                LlirOp::Reduce { op, axis, .. } => {
+                    let [input] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "reduce operands"));
+                    };
+                    Step::Reduce { op, input: arg(input), axis, out: out()? }
+                }
+                LlirOp::Gather { .. } => {
+                    let [table, ids] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "gather operands"));
+                    };
+                    let ids_buf = &llir.buffers[ids.buffer];
+                    Step::Gather {
+                        table: arg(table),
+                        ids: arg(ids),
+                        wide: ids_buf.dtype == DType::I64,
+                        ids_name: ids_buf.id.clone(),
+                        out: out()?,
+                    }
+                }
+                LlirOp::Concat { axis, .. } => {
+                    let shape = node
+                        .writes
+                        .first()
+                        .map(|&w| llir.buffers[w].shape.clone())
+                        .unwrap_or_default();
+                    Step::Concat { ins: node.reads.iter().map(arg).collect(), axis, shape, out: out()? }
+                }
                 LlirOp::Readback => Step::Readback {
                     outputs: node
-                        .reads
-                        .iter()
-                        .map(|&r| {
+                        .read_buffers()
+                        .map(|r| {
                             let buf = &llir.buffers[r];
                             (buf.id.clone(), buf.shape.clone(), range(r))
                         })
@@ -361,7 +395,7 @@ impl CpuProgram {
                 for (name, r) in ins {
                     // check_tensors already ran: every declared input is present.
                     if let Some(t) = inputs.get(name) {
-                        copy_in(slab, r.clone(), t.data())?;
+                        copy_in(slab, r.clone(), &t.words())?;
                         prof.upload_bytes += t.bytes();
                     }
                 }
@@ -382,28 +416,33 @@ impl CpuProgram {
                 prof.readback_ms += ms(t);
             }
             Step::Matmul { a, b, bias, out: o, dims, act } => {
-                let (dst, ins) = split(slab, o, [Some(a), Some(b), bias.as_ref()], &self.label)?;
-                let [Some(a), Some(b), bias] = ins else { return Err(oob(&self.label)) };
-                kernels::lt_matmul(a, b, bias, dst, *dims, *act)?;
+                let reads: Vec<&Range<usize>> =
+                    [Some(&a.0), Some(&b.0), bias.as_ref().map(|x| &x.0)].into_iter().flatten().collect();
+                let (dst, ins) = split(slab, o, &reads, &self.label)?;
+                let bias = bias.as_ref().and_then(|x| ins.get(2).map(|buf| (*buf, &x.1)));
+                kernels::lt_matmul_strided((ins[0], &a.1), (ins[1], &b.1), bias, dst, *dims, *act)?;
             }
-            Step::AddBias { x, bias, out: o, m, n } => {
-                let (dst, ins) = split(slab, o, [Some(x), Some(bias), None], &self.label)?;
-                let [Some(x), Some(bias), _] = ins else { return Err(oob(&self.label)) };
-                kernels::add_bias(x, bias, dst, *m, *n)?;
+            Step::Map { op, ins, out: o } => {
+                let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
+                let (dst, bufs) = split(slab, o, &reads, &self.label)?;
+                let args: Vec<kernels::Input<'_>> =
+                    bufs.iter().zip(ins).map(|(buf, x)| (*buf, &x.1)).collect();
+                kernels::map(*op, &args, dst)?;
             }
-            Step::Add { a, b, out: o } => {
-                let (dst, ins) = split(slab, o, [Some(a), Some(b), None], &self.label)?;
-                let [Some(a), Some(b), _] = ins else { return Err(oob(&self.label)) };
-                kernels::add(a, b, dst)?;
+            Step::Reduce { op, input, axis, out: o } => {
+                let (dst, bufs) = split(slab, o, &[&input.0], &self.label)?;
+                kernels::reduce(*op, bufs[0], &input.1, *axis, dst)?;
             }
-            Step::Unary { x, out: o, act } => {
-                let (dst, ins) = split(slab, o, [Some(x), None, None], &self.label)?;
-                let [Some(x), _, _] = ins else { return Err(oob(&self.label)) };
-                match act {
-                    Activation::Gelu => kernels::gelu(x, dst)?,
-                    Activation::Relu => kernels::relu(x, dst)?,
-                    Activation::Identity => dst.copy_from_slice(x),
-                }
+            Step::Gather { table, ids, wide, ids_name, out: o } => {
+                let (dst, bufs) = split(slab, o, &[&table.0, &ids.0], &self.label)?;
+                kernels::gather((bufs[0], &table.1), (bufs[1], &ids.1), *wide, ids_name, dst)?;
+            }
+            Step::Concat { ins, axis, shape, out: o } => {
+                let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
+                let (dst, bufs) = split(slab, o, &reads, &self.label)?;
+                let args: Vec<kernels::Input<'_>> =
+                    bufs.iter().zip(ins).map(|(buf, x)| (*buf, &x.1)).collect();
+                kernels::concat(&args, *axis, shape, dst)?;
             }
         }
         if !matches!(step, Step::Upload { .. } | Step::Readback { .. }) {
@@ -440,18 +479,15 @@ fn copy_in(slab: &mut [f32], r: Range<usize>, data: &[f32]) -> Result<(), Runtim
     }
 }
 
-/// Up to three operands of one kernel, borrowed from the slab.
-type Operands<'s> = [Option<&'s [f32]>; 3];
-
-/// Borrows `out` mutably and up to three operand ranges shared, from one slab, without
-/// copying: split the slab around `out`; each operand must lie wholly before or after it
-/// (the layout check guarantees it; empty operands may lie anywhere).
+/// Borrows `out` mutably and every operand range shared, from one slab, without copying:
+/// split the slab around `out`; each operand must lie wholly before or after it (the layout
+/// check guarantees it; empty operands may lie anywhere).
 fn split<'s>(
     slab: &'s mut [f32],
     out: &Range<usize>,
-    reads: [Option<&Range<usize>>; 3],
+    reads: &[&Range<usize>],
     label: &str,
-) -> Result<(&'s mut [f32], Operands<'s>), RuntimeError> {
+) -> Result<(&'s mut [f32], Vec<&'s [f32]>), RuntimeError> {
     let (lo, rest) = slab.split_at_mut_checked(out.start).ok_or_else(|| oob(label))?;
     let (dst, hi) = rest.split_at_mut_checked(out.len()).ok_or_else(|| oob(label))?;
     let (lo, hi): (&'s [f32], &'s [f32]) = (lo, hi);
@@ -466,12 +502,7 @@ fn split<'s>(
             Err(RuntimeError::invalid(label, "a kernel's output overlaps its operand"))
         }
     };
-    let mut ins = [None; 3];
-    for (slot, r) in ins.iter_mut().zip(reads) {
-        if let Some(r) = r {
-            *slot = Some(get(r)?);
-        }
-    }
+    let ins = reads.iter().map(|r| get(r)).collect::<Result<Vec<_>, _>>()?;
     Ok((dst, ins))
 }
 

@@ -65,6 +65,30 @@ pub enum RuntimeError {
         /// The given shape.
         got: Vec<usize>,
     },
+    /// A given tensor's element type differs from the program's (f32 given for i64 ids).
+    #[error("{kind} `{name}` has dtype {got}, the program expects {expected}")]
+    DTypeMismatch {
+        /// Input or weight.
+        kind: TensorKind,
+        /// The tensor's name.
+        name: String,
+        /// The program's dtype.
+        expected: lumen_compiler::DType,
+        /// The given dtype.
+        got: lumen_compiler::DType,
+    },
+    /// A gather id outside the table's rows, found at run time: nothing is read out of bounds.
+    #[error("gather: id {index} at position {position} of `{tensor}` is out of range for a table of {rows} rows")]
+    IndexOutOfRange {
+        /// The ids buffer's name.
+        tensor: String,
+        /// The id.
+        index: i64,
+        /// Its row-major position in the ids tensor.
+        position: usize,
+        /// Rows of the table.
+        rows: usize,
+    },
     /// The compiled program is inconsistent with itself or its plan (operand counts, sizes,
     /// offsets, order). The compiler never produces one; a hand-built or corrupted one can.
     #[error("invalid program `{label}`: {reason}")]
@@ -80,6 +104,19 @@ pub enum RuntimeError {
         /// The kernel's name (`lt_matmul`, `add_bias`, ...).
         kernel: &'static str,
         /// Which operand is wrong and how.
+        reason: String,
+    },
+    /// A runtime that cannot run one of the program's ops (yet): refused at prepare, naming
+    /// the op and the node, never a panic or a wrong result.
+    #[error("the {runtime} runtime cannot run node {node} ({op}): {reason}")]
+    Unsupported {
+        /// The runtime (`cuda`).
+        runtime: &'static str,
+        /// The op's name in dumps (`exp`, `sum`, `lt_matmul`).
+        op: String,
+        /// The LLIR node.
+        node: usize,
+        /// What exactly it cannot do.
         reason: String,
     },
     /// The slab (or a host copy) could not be allocated.

@@ -1,15 +1,23 @@
-//! CPU kernels over f32 slices: the matmul with its fused epilogue, add_bias, add, relu, gelu.
+//! CPU kernels over f32 slices read through views: the matmul with its fused epilogue, the
+//! elementwise map, reductions, gather and concat.
 //!
-//! The matmul is `matrixmultiply::sgemm` (bluss's packed BLIS-style GEMM: small, well kept,
-//! pure Rust with AVX/FMA/AVX-512 micro-kernels). The epilogue is cuBLASLt's idea
+//! Every kernel takes each operand as the whole buffer plus the [`View`] it reads (shape,
+//! strides, offset in elements), checks that the view stays inside the buffer, and writes its
+//! output contiguous, so movement costs no copy. The scalar meaning of each op comes from the
+//! compiler's op table ([`ElemOp::eval_f32`], [`ReduceOp::combine_f32`]); nothing here
+//! restates it. The matmul is `matrixmultiply::sgemm` (bluss's packed BLIS-style GEMM: small,
+//! well kept, pure Rust with AVX/FMA/AVX-512 micro-kernels), which takes any row and column
+//! stride, so a transposed operand is just a view. The epilogue is cuBLASLt's idea
 //! (`CUBLASLT_EPILOGUE_RELU_BIAS` and friends): bias and activation are applied to each block
-//! of output rows right after the GEMM writes it, while it is still in cache, instead of in
-//! separate passes over DRAM. Every kernel checks its slice lengths and returns
-//! [`RuntimeError::Kernel`] rather than panicking.
+//! of output rows right after the GEMM writes it, while it is still in cache. Every kernel
+//! returns [`RuntimeError::Kernel`] rather than panicking on inconsistent sizes.
 
-use lumen_compiler::Epilogue;
+use lumen_compiler::view::walk;
+use lumen_compiler::{BinaryOp, ElemOp, Epilogue, ReduceOp, UnaryOp, View};
 
 use crate::RuntimeError;
+
+pub use lumen_compiler::ops::gelu_f32 as gelu_scalar;
 
 /// The activation part of an epilogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -22,52 +30,26 @@ pub enum Activation {
     Gelu,
 }
 
+impl Activation {
+    /// Applies the activation to one value, with the op table's semantics.
+    #[inline]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::Identity => x,
+            Activation::Relu => lumen_compiler::ops::relu_f32(x),
+            Activation::Gelu => gelu_scalar(x),
+        }
+    }
+}
+
 /// Splits a cuBLASLt epilogue into (has a bias, activation).
 pub fn epilogue_parts(epilogue: Epilogue) -> (bool, Activation) {
-    match epilogue {
-        Epilogue::Default => (false, Activation::Identity),
-        Epilogue::Bias => (true, Activation::Identity),
-        Epilogue::Relu => (false, Activation::Relu),
-        Epilogue::ReluBias => (true, Activation::Relu),
-        Epilogue::Gelu => (false, Activation::Gelu),
-        Epilogue::GeluBias => (true, Activation::Gelu),
-    }
-}
-
-/// `sqrt(2 / pi)`, the GELU tanh form's constant.
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-
-/// GELU, tanh form (Hendrycks & Gimpel; what PyTorch's `approximate="tanh"` computes):
-/// `0.5 x (1 + tanh(z))` with `z = sqrt(2/pi) (x + 0.044715 x^3)`, evaluated in the
-/// algebraically identical form `x / (1 + exp(-2z))` (`0.5 (1 + tanh z)` is the logistic
-/// sigmoid of `2z`).
-///
-/// The textbook form cancels on the negative tail: for `x < -4`, `1 + tanh(z)` is 1 minus a
-/// number within a few ulps of 1, so gelu(-5) came out as -2.98e-7 instead of -2.29e-7 and
-/// every `x <= -6` as -0 instead of about -8e-11. Here the sigmoid is evaluated with
-/// `t = exp(-2|z|)` in `(0, 1]`, which never overflows: `x / (1 + t)` for `z >= 0` and
-/// `x t / (1 + t)` for `z < 0`, each a product of well-conditioned factors, so the relative
-/// error stays within a few ulps of f32 times `|2z|` (the rounding of `z` itself) down to the
-/// subnormal range. Limits: gelu(+inf) = +inf, gelu(-inf) = -0 (the limit is 0, approached from
-/// below; the formula alone would give `-inf * 0 = NaN`); NaN in, NaN out.
-///
-/// The CPU runtime's elementwise kernel and its fused GELU epilogue both call this; the CUDA
-/// runtime's elementwise kernel uses the same form, while cuBLASLt's `GELU` epilogue is
-/// NVIDIA's own implementation.
-#[inline]
-pub fn gelu_scalar(x: f32) -> f32 {
-    if x == f32::NEG_INFINITY {
-        return -0.0;
-    }
-    let z = SQRT_2_OVER_PI * x * (1.0 + 0.044_715 * x * x);
-    let t = (-2.0 * z.abs()).exp();
-    if z >= 0.0 { x / (1.0 + t) } else { x * t / (1.0 + t) }
-}
-
-#[inline]
-fn relu_scalar(x: f32) -> f32 {
-    // `max` would turn NaN into 0 and hide a poisoned read; keep NaN visible.
-    if x < 0.0 { 0.0 } else { x }
+    let act = match epilogue.activation() {
+        None => Activation::Identity,
+        Some(UnaryOp::Gelu) => Activation::Gelu,
+        Some(_) => Activation::Relu,
+    };
+    (epilogue.has_bias(), act)
 }
 
 /// Output rows per GEMM call of a matmul with an epilogue: the block the epilogue then
@@ -95,8 +77,169 @@ fn check_len(
     }
 }
 
-/// `out[m, n] = act(a[m, k] · b[k, n] + bias[n])`, row-major f32, bias broadcast over rows
-/// when given. With `k = 0` the product is all zeros (so `out = act(bias)`).
+/// Checks that `view` (of `rank` axes, if given) stays inside a buffer of `len` elements.
+fn check_view(
+    kernel: &'static str,
+    what: &str,
+    view: &View,
+    len: usize,
+    rank: Option<usize>,
+) -> Result<(), RuntimeError> {
+    if view.strides.len() != view.shape.len() || rank.is_some_and(|r| r != view.rank()) {
+        return Err(RuntimeError::kernel(kernel, format!("{what}'s view has the wrong rank")));
+    }
+    match view.extent() {
+        Some(e) if e <= len => Ok(()),
+        _ => Err(RuntimeError::kernel(
+            kernel,
+            format!("{what}'s view {:?} reaches past its {len} elements", view.shape),
+        )),
+    }
+}
+
+/// `out[i] = op(operands at row-major index i)`: `ins` are `(buffer, view)` pairs whose views
+/// all have one shape of `out.len()` elements. Contiguous operands take a plain loop.
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] for an arity other than the op's, views of different shapes or
+/// reaching outside their buffers, or an output of another size.
+pub fn map(op: ElemOp, ins: &[(&[f32], &View)], out: &mut [f32]) -> Result<(), RuntimeError> {
+    const K: &str = "map";
+    if ins.len() != op.arity() {
+        return Err(RuntimeError::kernel(K, format!("{} takes {} operands", op.name(), op.arity())));
+    }
+    let shape = &ins[0].1.shape;
+    for (i, (buf, view)) in ins.iter().enumerate() {
+        if &view.shape != shape {
+            return Err(RuntimeError::kernel(K, format!("operand {i} has another shape")));
+        }
+        check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
+    }
+    check_len(K, "out", out.len(), Some(ins[0].1.elements()))?;
+    macro_rules! dispatch {
+        ($($op:expr),* $(,)?) => {
+            $(if op == $op {
+                const OP: ElemOp = $op;
+                return Ok(map_with(ins, out, |a| OP.eval_f32(a)));
+            })*
+        };
+    }
+    dispatch!(
+        ElemOp::Unary(UnaryOp::Neg),
+        ElemOp::Unary(UnaryOp::Exp),
+        ElemOp::Unary(UnaryOp::Log),
+        ElemOp::Unary(UnaryOp::Sqrt),
+        ElemOp::Unary(UnaryOp::Recip),
+        ElemOp::Unary(UnaryOp::Tanh),
+        ElemOp::Unary(UnaryOp::Erf),
+        ElemOp::Unary(UnaryOp::Relu),
+        ElemOp::Unary(UnaryOp::Gelu),
+        ElemOp::Unary(UnaryOp::Contiguous),
+        ElemOp::Binary(BinaryOp::Add),
+        ElemOp::Binary(BinaryOp::Sub),
+        ElemOp::Binary(BinaryOp::Mul),
+        ElemOp::Binary(BinaryOp::Div),
+        ElemOp::Binary(BinaryOp::Maximum),
+        ElemOp::Binary(BinaryOp::LessThan),
+        ElemOp::Binary(BinaryOp::Equal),
+        ElemOp::Select,
+    );
+    // Every op of the table is listed above; this is the generic path for one that is not.
+    map_with(ins, out, |a| op.eval_f32(a));
+    Ok(())
+}
+
+/// The loop of [`map`] with the op's scalar function `f` known at compile time.
+#[inline(always)]
+fn map_with(ins: &[(&[f32], &View)], out: &mut [f32], f: impl Fn([f32; 3]) -> f32) {
+    let whole = |(buf, v): &(&[f32], &View)| v.is_contiguous() && v.offset + out.len() <= buf.len();
+    if ins.iter().all(whole) {
+        let at = |k: usize| ins.get(k).map(|(b, v)| &b[v.offset..v.offset + out.len()]);
+        match (at(0), at(1), at(2)) {
+            (Some(a), None, _) => {
+                for (o, &x) in out.iter_mut().zip(a) {
+                    *o = f([x, 0.0, 0.0]);
+                }
+            }
+            (Some(a), Some(b), None) => {
+                for ((o, &x), &y) in out.iter_mut().zip(a).zip(b) {
+                    *o = f([x, y, 0.0]);
+                }
+            }
+            (Some(a), Some(b), Some(c)) => {
+                for (((o, &x), &y), &z) in out.iter_mut().zip(a).zip(b).zip(c) {
+                    *o = f([x, y, z]);
+                }
+            }
+            _ => {}
+        }
+        return;
+    }
+    let shape = &ins[0].1.shape;
+    let mut i = 0;
+    match ins {
+        [(a, va)] => walk(shape, [*va], |[x]| {
+            out[i] = f([a[x], 0.0, 0.0]);
+            i += 1;
+        }),
+        [(a, va), (b, vb)] => walk(shape, [*va, *vb], |[x, y]| {
+            out[i] = f([a[x], b[y], 0.0]);
+            i += 1;
+        }),
+        [(a, va), (b, vb), (c, vc)] => walk(shape, [*va, *vb, *vc], |[x, y, z]| {
+            out[i] = f([a[x], b[y], c[z]]);
+            i += 1;
+        }),
+        _ => {}
+    }
+}
+
+/// The reduction of `input` (read through `view`) over `axis`, written row-major to `out`
+/// (the view's shape without `axis`). An axis of length 0 gives the op's identity.
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] when `axis` is out of range, the view leaves the buffer, or `out`
+/// has another size.
+pub fn reduce(
+    op: ReduceOp,
+    input: &[f32],
+    view: &View,
+    axis: usize,
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "reduce";
+    check_view(K, "input", view, input.len(), None)?;
+    if axis >= view.rank() {
+        return Err(RuntimeError::kernel(K, format!("axis {axis} of a rank-{} view", view.rank())));
+    }
+    let extent = view.shape[axis];
+    let rows = view.shape.iter().enumerate().filter(|&(a, _)| a != axis).map(|(_, &d)| d).product();
+    check_len(K, "out", out.len(), Some(rows))?;
+    out.fill(op.identity_f32());
+    if extent == 0 {
+        return Ok(());
+    }
+    // The reduced axis last: each run of `extent` visits is one output.
+    let mut perm: Vec<usize> = (0..view.rank()).filter(|&a| a != axis).collect();
+    perm.push(axis);
+    let moved = view.permute(&perm);
+    let (mut i, mut count, mut acc) = (0usize, 0usize, op.identity_f32());
+    walk(&moved.shape, [&moved], |[x]| {
+        acc = op.combine_f32(acc, input[x]);
+        count += 1;
+        if count == extent {
+            out[i] = acc;
+            i += 1;
+            count = 0;
+            acc = op.identity_f32();
+        }
+    });
+    Ok(())
+}
+
+/// `out[m, n] = act(a[m, k] · b[k, n] + bias[n])`, row-major contiguous f32, bias broadcast
+/// over rows when given: [`lt_matmul_strided`] with whole-buffer views. With `k = 0` the
+/// product is all zeros (so `out = act(bias)`).
 ///
 /// FLOP: `2·m·n·k` plus the epilogue's elementwise work.
 ///
@@ -113,134 +256,223 @@ pub fn lt_matmul(
     const K: &str = "lt_matmul";
     check_len(K, "a", a.len(), m.checked_mul(k))?;
     check_len(K, "b", b.len(), k.checked_mul(n))?;
-    check_len(K, "out", out.len(), m.checked_mul(n))?;
     if let Some(bias) = bias {
         check_len(K, "bias", bias.len(), Some(n))?;
     }
-    if m == 0 || n == 0 {
+    let (va, vb) = (View::contiguous(&[m, k]), View::contiguous(&[k, n]));
+    let vbias = View::contiguous(&[n]);
+    lt_matmul_strided(
+        (a, &va),
+        (b, &vb),
+        bias.map(|b| (b, &vbias)),
+        out,
+        (1, m, k, n),
+        act,
+    )
+}
+
+/// One operand of a kernel: the whole buffer and the view read from it.
+pub type Input<'a> = (&'a [f32], &'a View);
+
+/// `batch` products `act(a · b + bias)` read through views: `a` is `[batch axes..., m, k]`,
+/// `b` `[batch axes..., k, n]` (the same batch axes, broadcast ones with stride 0), `bias`
+/// `[n]`; `out` is written row-major `[batch, m, n]`. Any row and column strides work
+/// (a transposed operand is a view with swapped strides), so nothing is copied first.
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] when a view does not match the sizes or leaves its buffer, or
+/// `out` has another size.
+pub fn lt_matmul_strided(
+    (a, va): Input<'_>,
+    (b, vb): Input<'_>,
+    bias: Option<Input<'_>>,
+    out: &mut [f32],
+    (batch, m, k, n): (usize, usize, usize, usize),
+    act: Activation,
+) -> Result<(), RuntimeError> {
+    const K: &str = "lt_matmul";
+    let rank = va.rank();
+    check_view(K, "a", va, a.len(), None)?;
+    check_view(K, "b", vb, b.len(), Some(rank))?;
+    let nb = rank.checked_sub(2).ok_or_else(|| RuntimeError::kernel(K, "a is not a matrix"))?;
+    if va.shape[nb..] != [m, k] || vb.shape[nb..] != [k, n] || va.shape[..nb] != vb.shape[..nb] {
+        return Err(RuntimeError::kernel(K, "operand views do not match m, k, n and the batch"));
+    }
+    let count: usize = va.shape[..nb].iter().product();
+    if count != batch {
+        return Err(RuntimeError::kernel(K, format!("batch is {batch}, the views hold {count}")));
+    }
+    let mn = m.checked_mul(n).ok_or_else(|| RuntimeError::kernel(K, "size overflows"))?;
+    check_len(K, "out", out.len(), batch.checked_mul(mn))?;
+    if let Some((buf, v)) = bias {
+        check_view(K, "bias", v, buf.len(), Some(1))?;
+        check_len(K, "bias", v.elements(), Some(n))?;
+    }
+    if mn == 0 || batch == 0 {
         return Ok(());
     }
-    let (Ok(rsa), Ok(rsc)) = (isize::try_from(k), isize::try_from(n)) else {
-        return Err(RuntimeError::kernel(K, "stride overflows isize"));
-    };
-    if k == 0 {
-        // No product to accumulate: never hand a zero-depth GEMM to the library.
-        out.fill(0.0);
-        apply_epilogue(out, bias, n, act);
-        return Ok(());
-    }
-    let rows =
-        if bias.is_none() && act == Activation::Identity { m } else { epilogue_rows(n).min(m) };
-    for (a_blk, out_blk) in a.chunks(rows * k).zip(out.chunks_mut(rows * n)) {
-        let mb = out_blk.len() / n;
-        // SAFETY: `a_blk` holds `mb·k` elements (a whole number of k-long rows: `a` has
-        // `m·k` and is chunked by `rows·k`), `b` holds `k·n`, `out_blk` holds `mb·n`; with
-        // row strides k and n and column stride 1, sgemm reads exactly a_blk[..mb·k] and
-        // b[..k·n] and writes exactly out_blk[..mb·n]. `out_blk` is a unique borrow, so it
-        // cannot alias `a` or `b`. beta = 0 overwrites (even NaN) rather than scaling.
-        unsafe {
-            matrixmultiply::sgemm(
-                mb,
-                k,
-                n,
-                1.0,
-                a_blk.as_ptr(),
-                rsa,
-                1,
-                b.as_ptr(),
-                rsc,
-                1,
-                0.0,
-                out_blk.as_mut_ptr(),
-                rsc,
-                1,
-            );
+    let stride = |s: usize| isize::try_from(s).map_err(|_| RuntimeError::kernel(K, "stride overflows isize"));
+    let (rsa, csa) = (stride(va.strides[nb])?, stride(va.strides[nb + 1])?);
+    let (rsb, csb) = (stride(vb.strides[nb])?, stride(vb.strides[nb + 1])?);
+    let rsc = stride(n)?;
+    // Batch offsets of each operand, in batch order.
+    let batch_shape = &va.shape[..nb];
+    let a_batch = View { shape: batch_shape.to_vec(), strides: va.strides[..nb].to_vec(), offset: va.offset };
+    let b_batch = View { shape: batch_shape.to_vec(), strides: vb.strides[..nb].to_vec(), offset: vb.offset };
+    let mut offsets = Vec::with_capacity(batch);
+    walk(batch_shape, [&a_batch, &b_batch], |o| offsets.push(o));
+    let fused = bias.is_some() || act != Activation::Identity;
+    let rows = if fused { epilogue_rows(n).min(m) } else { m };
+    for ([oa, ob], out_mat) in offsets.into_iter().zip(out.chunks_mut(mn)) {
+        if k == 0 {
+            // No product to accumulate: never hand a zero-depth GEMM to the library.
+            out_mat.fill(0.0);
+            apply_epilogue(out_mat, bias, n, act);
+            continue;
         }
-        apply_epilogue(out_blk, bias, n, act);
+        for (block, out_blk) in out_mat.chunks_mut(rows * n).enumerate() {
+            let mb = out_blk.len() / n;
+            let a_at = oa + block * rows * va.strides[nb];
+            // SAFETY: check_view proved every element `offset + i·rs + p·cs` of both views
+            // (for every batch index, row i < m and column p < k or n) lies inside `a` and
+            // `b`; this block reads rows `block·rows .. block·rows + mb` of `a`'s matrix at
+            // batch offset `oa`, all of `b`'s matrix at `ob`, and writes exactly the `mb·n`
+            // elements of `out_blk` (row stride n, column stride 1), a unique borrow that
+            // cannot alias `a` or `b`. beta = 0 overwrites (even NaN) rather than scaling.
+            unsafe {
+                matrixmultiply::sgemm(
+                    mb,
+                    k,
+                    n,
+                    1.0,
+                    a.as_ptr().add(a_at),
+                    rsa,
+                    csa,
+                    b.as_ptr().add(ob),
+                    rsb,
+                    csb,
+                    0.0,
+                    out_blk.as_mut_ptr(),
+                    rsc,
+                    1,
+                );
+            }
+            apply_epilogue(out_blk, bias, n, act);
+        }
     }
     Ok(())
 }
 
 /// Bias (over the rows of an `[_, n]` block) and activation, one pass.
-fn apply_epilogue(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activation) {
-    match (bias, act) {
-        (None, Activation::Identity) => {}
-        (None, Activation::Relu) => out.iter_mut().for_each(|v| *v = relu_scalar(*v)),
-        (None, Activation::Gelu) => out.iter_mut().for_each(|v| *v = gelu_scalar(*v)),
-        (Some(bias), act) => {
+fn apply_epilogue(out: &mut [f32], bias: Option<Input<'_>>, n: usize, act: Activation) {
+    match bias {
+        None if act == Activation::Identity => {}
+        None => out.iter_mut().for_each(|v| *v = act.apply(*v)),
+        Some((buf, view)) => {
+            let bias: Vec<f32> = (0..n).map(|j| buf[view.index(j)]).collect();
             for row in out.chunks_exact_mut(n) {
-                for (v, &bv) in row.iter_mut().zip(bias) {
-                    let x = *v + bv;
-                    *v = match act {
-                        Activation::Identity => x,
-                        Activation::Relu => relu_scalar(x),
-                        Activation::Gelu => gelu_scalar(x),
-                    };
+                for (v, &bv) in row.iter_mut().zip(&bias) {
+                    *v = act.apply(*v + bv);
                 }
             }
         }
     }
 }
 
-/// `out[i, j] = x[i, j] + bias[j]` over an `[m, n]` row-major tensor.
+/// The id at slab word offset `word` of an ids buffer (`i64` as two words, low first; `i32`
+/// as one).
+fn id_at(ids: &[f32], element: usize, wide: bool) -> i64 {
+    if wide {
+        let lo = u64::from(ids[2 * element].to_bits());
+        let hi = u64::from(ids[2 * element + 1].to_bits());
+        (lo | (hi << 32)) as i64
+    } else {
+        i64::from(ids[element].to_bits() as i32)
+    }
+}
+
+/// Embedding lookup: `out[i, :] = table[ids[i], :]` for every id in row-major order of
+/// `ids_view`; `table` is read through `table_view` (`[vocab, dim]`), `ids` holds slab words
+/// (`wide`: i64 as two words each; else i32). `ids_name` names the ids in errors.
 ///
 /// # Errors
-/// [`RuntimeError::Kernel`] when a slice's length does not match `m`, `n`.
-pub fn add_bias(
-    x: &[f32],
-    bias: &[f32],
+/// [`RuntimeError::IndexOutOfRange`] for an id outside `0..vocab` (nothing is read for it);
+/// [`RuntimeError::Kernel`] for views that leave their buffers or an output of another size.
+pub fn gather(
+    (table, table_view): Input<'_>,
+    (ids, ids_view): Input<'_>,
+    wide: bool,
+    ids_name: &str,
     out: &mut [f32],
-    m: usize,
-    n: usize,
 ) -> Result<(), RuntimeError> {
-    const K: &str = "add_bias";
-    check_len(K, "x", x.len(), m.checked_mul(n))?;
-    check_len(K, "bias", bias.len(), Some(n))?;
-    check_len(K, "out", out.len(), m.checked_mul(n))?;
-    if n == 0 {
-        return Ok(());
-    }
-    for (orow, xrow) in out.chunks_exact_mut(n).zip(x.chunks_exact(n)) {
-        for ((o, &xv), &bv) in orow.iter_mut().zip(xrow).zip(bias) {
-            *o = xv + bv;
+    const K: &str = "gather";
+    check_view(K, "table", table_view, table.len(), Some(2))?;
+    let words = if wide { ids.len() / 2 } else { ids.len() };
+    check_view(K, "ids", ids_view, words, None)?;
+    let (vocab, dim) = (table_view.shape[0], table_view.shape[1]);
+    check_len(K, "out", out.len(), ids_view.elements().checked_mul(dim))?;
+    let mut result = Ok(());
+    let mut position = 0usize;
+    walk(&ids_view.shape, [ids_view], |[e]| {
+        if result.is_err() {
+            return;
         }
-    }
-    Ok(())
+        let id = id_at(ids, e, wide);
+        match usize::try_from(id).ok().filter(|&r| r < vocab) {
+            Some(row) => {
+                let dst = &mut out[position * dim..(position + 1) * dim];
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = table[table_view.offset + row * table_view.strides[0] + j * table_view.strides[1]];
+                }
+            }
+            None => {
+                result = Err(RuntimeError::IndexOutOfRange {
+                    tensor: ids_name.to_string(),
+                    index: id,
+                    position,
+                    rows: vocab,
+                });
+            }
+        }
+        position += 1;
+    });
+    result
 }
 
-/// Elementwise `out = a + b` of two same-length tensors.
+/// `ins` joined along `axis` into `out` (row-major, of shape `out_shape`): each operand is
+/// copied into its slice of the output.
 ///
 /// # Errors
-/// [`RuntimeError::Kernel`] when the lengths differ.
-pub fn add(a: &[f32], b: &[f32], out: &mut [f32]) -> Result<(), RuntimeError> {
-    check_len("add", "b", b.len(), Some(a.len()))?;
-    check_len("add", "out", out.len(), Some(a.len()))?;
-    for ((o, &av), &bv) in out.iter_mut().zip(a).zip(b) {
-        *o = av + bv;
+/// [`RuntimeError::Kernel`] when the operands do not fill `out_shape` along `axis`, a view
+/// leaves its buffer, or `out` has another size.
+pub fn concat(
+    ins: &[Input<'_>],
+    axis: usize,
+    out_shape: &[usize],
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "concat";
+    let whole = View::contiguous(out_shape);
+    check_len(K, "out", out.len(), Some(whole.elements()))?;
+    if axis >= out_shape.len() {
+        return Err(RuntimeError::kernel(K, "axis out of range"));
     }
-    Ok(())
-}
-
-/// Elementwise `out = max(x, 0)` (NaN stays NaN).
-///
-/// # Errors
-/// [`RuntimeError::Kernel`] when the lengths differ.
-pub fn relu(x: &[f32], out: &mut [f32]) -> Result<(), RuntimeError> {
-    check_len("relu", "out", out.len(), Some(x.len()))?;
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = relu_scalar(v);
+    let mut start = 0usize;
+    for (i, (buf, view)) in ins.iter().enumerate() {
+        check_view(K, &format!("operand {i}"), view, buf.len(), Some(out_shape.len()))?;
+        let len = view.shape[axis];
+        let end = start + len;
+        let fits = end <= out_shape[axis]
+            && view.shape.iter().zip(out_shape).enumerate().all(|(a, (x, y))| a == axis || x == y);
+        if !fits {
+            return Err(RuntimeError::kernel(K, format!("operand {i} does not fit the output")));
+        }
+        let dst = whole.slice(axis, start, end);
+        walk(&view.shape, [&dst, *view], |[o, x]| out[o] = buf[x]);
+        start = end;
     }
-    Ok(())
-}
-
-/// Elementwise GELU, tanh form ([`gelu_scalar`]).
-///
-/// # Errors
-/// [`RuntimeError::Kernel`] when the lengths differ.
-pub fn gelu(x: &[f32], out: &mut [f32]) -> Result<(), RuntimeError> {
-    check_len("gelu", "out", out.len(), Some(x.len()))?;
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = gelu_scalar(v);
+    if start != out_shape[axis] {
+        return Err(RuntimeError::kernel(K, "operands do not fill the output"));
     }
     Ok(())
 }
@@ -336,7 +568,7 @@ mod tests {
         #[test]
         fn gelu_relative_error_is_bounded(x in -10.1f32..10.0) {
             let got = f64::from(gelu_scalar(x));
-            let want = crate::reference::gelu_f64(f64::from(x));
+            let want = lumen_compiler::ops::gelu_f64(f64::from(x));
             if want.abs() >= f64::from(f32::MIN_POSITIVE) {
                 let rel = (got - want).abs() / want.abs();
                 proptest::prop_assert!(rel < 2e-5, "gelu({}) = {:e}, want {:e}", x, got, want);
@@ -370,10 +602,95 @@ mod tests {
     #[test]
     fn relu_keeps_nan() {
         let mut out = [0.0; 3];
-        relu(&[-1.0, f32::NAN, 2.0], &mut out).unwrap();
+        let x = [-1.0, f32::NAN, 2.0];
+        map(ElemOp::Unary(UnaryOp::Relu), &[(&x, &View::contiguous(&[3]))], &mut out).unwrap();
         assert_eq!(out[0], 0.0);
         assert!(out[1].is_nan());
         assert_eq!(out[2], 2.0);
+    }
+
+    #[test]
+    fn strided_operands_broadcast_and_transpose() {
+        // [2, 3] + [3] (bias over rows), and a transposed [3, 2] read as [2, 3].
+        let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [10.0, 20.0, 30.0];
+        let vb = View::contiguous(&[3]).expand(&[2, 3]).unwrap();
+        let mut out = [0.0; 6];
+        let add = ElemOp::Binary(BinaryOp::Add);
+        map(add, &[(&x, &View::contiguous(&[2, 3])), (&b, &vb)], &mut out).unwrap();
+        assert_eq!(out, [11.0, 22.0, 33.0, 14.0, 25.0, 36.0]);
+        let t = View::contiguous(&[3, 2]).permute(&[1, 0]);
+        map(ElemOp::Unary(UnaryOp::Contiguous), &[(&x, &t)], &mut out).unwrap();
+        assert_eq!(out, [1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
+        // A view past the buffer is refused, not read.
+        let past = View { shape: vec![4], strides: vec![2], offset: 0 };
+        let err = map(ElemOp::Unary(UnaryOp::Neg), &[(&x, &past)], &mut [0.0; 4]).unwrap_err();
+        assert!(err.to_string().contains("reaches past"), "{err}");
+    }
+
+    #[test]
+    fn reduce_over_any_axis() {
+        let x: Vec<f32> = (0..24).map(|v| v as f32).collect();
+        let v = View::contiguous(&[2, 3, 4]);
+        let mut out = vec![0.0; 8];
+        reduce(ReduceOp::Sum, &x, &v, 1, &mut out).unwrap();
+        assert_eq!(out, [12.0, 15.0, 18.0, 21.0, 48.0, 51.0, 54.0, 57.0]);
+        let mut out = vec![0.0; 6];
+        reduce(ReduceOp::Max, &x, &v, 2, &mut out).unwrap();
+        assert_eq!(out, [3.0, 7.0, 11.0, 15.0, 19.0, 23.0]);
+        let mut empty = vec![1.0; 2];
+        reduce(ReduceOp::Max, &[], &View::contiguous(&[2, 0]), 1, &mut empty).unwrap();
+        assert_eq!(empty, [f32::NEG_INFINITY; 2]);
+    }
+
+    #[test]
+    fn batched_transposed_matmul_matches_naive() {
+        // [2, 2, 3] x [2, 3, 2]^T-stored: b is read from a [2, 2, 3] buffer transposed.
+        let a: Vec<f32> = (0..12).map(|v| v as f32 - 5.0).collect();
+        let b: Vec<f32> = (0..12).map(|v| (v as f32) * 0.5).collect();
+        let va = View::contiguous(&[2, 2, 3]);
+        let vb = View::contiguous(&[2, 2, 3]).permute(&[0, 2, 1]);
+        let mut out = vec![0.0; 8];
+        lt_matmul_strided((&a, &va), (&b, &vb), None, &mut out, (2, 2, 3, 2), Activation::Identity)
+            .unwrap();
+        for bt in 0..2 {
+            for i in 0..2 {
+                for j in 0..2 {
+                    let want: f32 =
+                        (0..3).map(|p| a[bt * 6 + i * 3 + p] * b[bt * 6 + j * 3 + p]).sum();
+                    assert_eq!(out[bt * 4 + i * 2 + j], want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn gather_and_concat() {
+        let table = [0.0, 1.0, 10.0, 11.0, 20.0, 21.0];
+        let vt = View::contiguous(&[3, 2]);
+        let ids = crate::HostTensor::from_i64([2], vec![2, 0]).unwrap();
+        let words = ids.words();
+        let mut out = [0.0; 4];
+        gather((&table, &vt), (&words, &View::contiguous(&[2])), true, "ids", &mut out).unwrap();
+        assert_eq!(out, [20.0, 21.0, 0.0, 1.0]);
+        let bad = crate::HostTensor::from_i64([1], vec![3]).unwrap();
+        let err = gather((&table, &vt), (&bad.words(), &View::contiguous(&[1])), true, "ids", &mut out[..2])
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "gather: id 3 at position 0 of `ids` is out of range for a table of 3 rows"
+        );
+        let x = [1.0, 2.0];
+        let y = [3.0, 4.0, 5.0, 6.0];
+        let mut cat = [0.0; 6];
+        concat(
+            &[(&x, &View::contiguous(&[2, 1])), (&y, &View::contiguous(&[2, 2]))],
+            1,
+            &[2, 3],
+            &mut cat,
+        )
+        .unwrap();
+        assert_eq!(cat, [1.0, 3.0, 4.0, 2.0, 5.0, 6.0]);
     }
 
     #[test]
@@ -385,9 +702,8 @@ mod tests {
         let err = lt_matmul(&[], &[], None, &mut [], (usize::MAX, 2, 0), Activation::Identity)
             .unwrap_err();
         assert_eq!(err.to_string(), "kernel lt_matmul: a size overflows");
-        assert!(add_bias(&[0.0; 4], &[0.0; 3], &mut out, 2, 2).is_err());
-        assert!(add(&[0.0; 4], &[0.0; 3], &mut out).is_err());
-        assert!(relu(&[0.0; 3], &mut out).is_err());
-        assert!(gelu(&[0.0; 3], &mut out).is_err());
+        let three = View::contiguous(&[3]);
+        assert!(map(ElemOp::Unary(UnaryOp::Relu), &[(&[0.0; 3], &three)], &mut out).is_err());
+        assert!(map(ElemOp::Unary(UnaryOp::Gelu), &[], &mut out).is_err());
     }
 }

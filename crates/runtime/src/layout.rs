@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use lumen_compiler::{BufferId, BufferRole, CompiledProgram, LlirBuffer, LlirOp, NodeId};
+use lumen_compiler::{
+    BufferId, BufferRole, CompiledProgram, DType, Llir, LlirBuffer, LlirNode, LlirOp, NodeId,
+};
 use lumen_planner::{SlabOptions, VerifyError};
 
 use crate::RuntimeError;
@@ -151,7 +153,7 @@ impl SlabLayout {
             }
             for &w in &node.writes {
                 let ws = spans[w].bytes_range();
-                for &r in node.reads.iter().chain(&node.workspace) {
+                for r in node.read_buffers().chain(node.workspace) {
                     if overlap(&ws, &spans[r].bytes_range()) {
                         return Err(RuntimeError::invalid(
                             label,
@@ -208,14 +210,16 @@ impl SlabLayout {
 /// - buffer ids are unique (inputs are fed and outputs returned by name: two outputs of one
 ///   name would come back as one tensor, two inputs of one name would both get one tensor);
 /// - the plan has one offset and one reserved size per buffer;
-/// - every tensor buffer is `f32` with `bytes = 4 · ∏shape`; every buffer has uses, all of
-///   them existing nodes;
+/// - every tensor buffer is f32, i32 or i64 with `bytes = size · ∏shape`; every buffer has
+///   uses, all of them existing nodes;
 /// - nodes are in topological order (each input has a smaller id) and every buffer a node
 ///   reads, writes or uses as workspace lists that node among its uses;
-/// - each op has the operands its kind needs, with matching element counts (matmul a `[m,k]`,
-///   b `[k,n]`, bias `[n]` when the epilogue has one, out `[m,n]`; add_bias x and out `[m,n]`,
-///   bias `[n]`; add, relu, gelu `len` elements);
-/// - upload writes only inputs and weights, and every input and weight is uploaded;
+/// - every operand's view stays inside its buffer, and each op has the operands its kind
+///   needs with matching views (matmul `[.., m, k]` and `[.., k, n]` over `batch` products,
+///   a bias `[n]` when the epilogue has one, out `batch·m·n`; a map's views all of the
+///   output's `len` elements; a reduction's axis of length `extent`; a gather's `[vocab,
+///   dim]` table and integer ids); computed buffers are f32;
+/// - upload writes only inputs, weights and constants, and every one of them is uploaded;
 /// - every buffer read is written by an earlier node.
 ///
 /// # Errors
@@ -246,10 +250,13 @@ pub fn check_program(program: &CompiledProgram) -> Result<(), RuntimeError> {
         if buf.role == BufferRole::Workspace {
             continue;
         }
-        if buf.dtype != "f32" {
-            return Err(bad(format!("buffer `{}` has dtype {}, only f32 runs", buf.id, buf.dtype)));
+        if !matches!(buf.dtype, DType::F32 | DType::I32 | DType::I64) {
+            return Err(bad(format!(
+                "buffer `{}` has dtype {}, only f32, i32 and i64 tensors run",
+                buf.id, buf.dtype
+            )));
         }
-        let want = element_count(&buf.shape).and_then(|n| n.checked_mul(4));
+        let want = element_count(&buf.shape).and_then(|n| n.checked_mul(buf.dtype.size()));
         if want != Some(buf.bytes) {
             return Err(bad(format!(
                 "buffer `{}` has shape {:?} but {} bytes",
@@ -257,23 +264,23 @@ pub fn check_program(program: &CompiledProgram) -> Result<(), RuntimeError> {
             )));
         }
     }
-    let elems = |b: BufferId| llir.buffers.get(b).map(|buf| buf.bytes / 4);
     let mut written = vec![false; nb];
     for (n, node) in llir.nodes.iter().enumerate() {
         let op = node.op;
         let name = op.name();
+        let fail = |what: String| bad(format!("node {n} ({name}) {what}"));
         if let Some(&i) = node.inputs.iter().find(|&&i| i >= n) {
             return Err(bad(format!(
                 "node {n} ({name}) depends on node {i}: nodes are not in topological order"
             )));
         }
-        for &b in node.reads.iter().chain(&node.writes).chain(&node.workspace) {
+        for b in node.buffers() {
             let Some(buf) = llir.buffers.get(b) else {
-                return Err(bad(format!("node {n} ({name}) names absent buffer {b}")));
+                return Err(fail(format!("names absent buffer {b}")));
             };
             if !buf.uses.contains(&n) {
-                return Err(bad(format!(
-                    "node {n} ({name}) uses buffer `{}` but its uses {:?} do not list the node",
+                return Err(fail(format!(
+                    "uses buffer `{}` but its uses {:?} do not list the node",
                     buf.id, buf.uses
                 )));
             }
@@ -281,90 +288,186 @@ pub fn check_program(program: &CompiledProgram) -> Result<(), RuntimeError> {
         if let Some(ws) = node.workspace
             && llir.buffers[ws].role != BufferRole::Workspace
         {
-            return Err(bad(format!(
-                "node {n} ({name}) has workspace `{}`, which is not a workspace buffer",
+            return Err(fail(format!(
+                "has workspace `{}`, which is not a workspace buffer",
                 llir.buffers[ws].id
             )));
         }
-        // (reads, writes) element counts the op needs; None = any count.
-        let want: (Vec<usize>, Vec<usize>) = match op {
-            LlirOp::Upload => {
-                if !node.reads.is_empty() {
-                    return Err(bad(format!("node {n} (upload) reads buffers")));
-                }
-                if let Some(&w) = node.writes.iter().find(|&&w| {
-                    !matches!(llir.buffers[w].role, BufferRole::Input | BufferRole::Weight)
-                }) {
-                    return Err(bad(format!(
-                        "node {n} (upload) writes `{}`, which is not an input or weight",
-                        llir.buffers[w].id
-                    )));
-                }
-                (vec![], node.writes.iter().map(|&w| elems(w).unwrap_or(0)).collect())
+        for o in &node.reads {
+            let buf = &llir.buffers[o.buffer];
+            if buf.role == BufferRole::Workspace {
+                return Err(fail(format!("reads workspace `{}`", buf.id)));
             }
-            LlirOp::Readback => {
-                if !node.writes.is_empty() {
-                    return Err(bad(format!("node {n} (readback) writes buffers")));
-                }
-                (node.reads.iter().map(|&r| elems(r).unwrap_or(0)).collect(), vec![])
-            }
-            LlirOp::LtMatmul { m, k, n: cols, epilogue } => {
-                let mk = m.checked_mul(k);
-                let kn = k.checked_mul(cols);
-                let mn = m.checked_mul(cols);
-                let (Some(mk), Some(kn), Some(mn)) = (mk, kn, mn) else {
-                    return Err(bad(format!("node {n} (lt_matmul) sizes overflow")));
-                };
-                let mut reads = vec![mk, kn];
-                if epilogue.has_bias() {
-                    reads.push(cols);
-                }
-                (reads, vec![mn])
-            }
-            LlirOp::AddBias { m, n: cols } => {
-                let Some(mn) = m.checked_mul(cols) else {
-                    return Err(bad(format!("node {n} (add_bias) sizes overflow")));
-                };
-                (vec![mn, cols], vec![mn])
-            }
-            LlirOp::Add { len } => (vec![len, len], vec![len]),
-            LlirOp::Relu { len } | LlirOp::Gelu { len } => (vec![len], vec![len]),
-        };
-        let check = |what: &str, got: &[BufferId], want: &[usize]| -> Result<(), RuntimeError> {
-            if got.len() != want.len() {
-                return Err(bad(format!(
-                    "node {n} ({name}) {what} {} buffers, the op needs {}",
-                    got.len(),
-                    want.len()
+            let v = &o.view;
+            let fits = v.strides.len() == v.shape.len()
+                && v.extent().is_some_and(|e| e <= buf.bytes / buf.dtype.size());
+            if !fits {
+                return Err(fail(format!(
+                    "reads `{}` (shape {:?}) through a view of shape {:?} that reaches outside it",
+                    buf.id, buf.shape, v.shape
                 )));
             }
-            for (&b, &w) in got.iter().zip(want) {
-                let buf = &llir.buffers[b];
-                if buf.role == BufferRole::Workspace || buf.bytes / 4 != w {
-                    return Err(bad(format!(
-                        "node {n} ({name}) {what} `{}` of shape {:?}, the op needs {w} f32 elements",
-                        buf.id, buf.shape
-                    )));
-                }
-            }
-            Ok(())
-        };
-        check("reads", &node.reads, &want.0)?;
-        check("writes", &node.writes, &want.1)?;
-        if let Some(&r) = node.reads.iter().find(|&&r| !written[r]) {
-            return Err(bad(format!(
-                "node {n} ({name}) reads `{}` before any node writes it",
-                llir.buffers[r].id
-            )));
+        }
+        check_operands(node, llir, &fail)?;
+        if let Some(r) = node.read_buffers().find(|&r| !written[r]) {
+            return Err(fail(format!("reads `{}` before any node writes it", llir.buffers[r].id)));
         }
         for &w in &node.writes {
             written[w] = true;
         }
     }
     if let Some(buf) = llir.buffers.iter().zip(&written).find_map(|(b, &w)| {
-        (!w && matches!(b.role, BufferRole::Input | BufferRole::Weight)).then_some(b)
+        (!w && matches!(b.role, BufferRole::Input | BufferRole::Weight | BufferRole::Constant(_)))
+            .then_some(b)
     }) {
         return Err(bad(format!("{} `{}` is never uploaded", role_name(buf.role), buf.id)));
+    }
+    Ok(())
+}
+
+/// The operands, views and output each op kind needs (see [`check_program`]).
+fn check_operands(
+    node: &LlirNode,
+    llir: &Llir,
+    fail: &dyn Fn(String) -> RuntimeError,
+) -> Result<(), RuntimeError> {
+    let buf = |b: BufferId| &llir.buffers[b];
+    let f32_reads = || -> Result<(), RuntimeError> {
+        match node.reads.iter().find(|o| buf(o.buffer).dtype != DType::F32) {
+            Some(o) => Err(fail(format!("reads `{}` of dtype {}, not f32", buf(o.buffer).id, buf(o.buffer).dtype))),
+            None => Ok(()),
+        }
+    };
+    // The one f32 output of a kernel, with `len` elements.
+    let output = |len: Option<usize>| -> Result<(), RuntimeError> {
+        let [w] = node.writes.as_slice() else {
+            return Err(fail(format!("writes {} buffers, a kernel writes one", node.writes.len())));
+        };
+        let out = buf(*w);
+        if out.dtype != DType::F32 || out.role == BufferRole::Workspace {
+            return Err(fail(format!("writes `{}`, which is not an f32 tensor", out.id)));
+        }
+        if len.is_none_or(|l| l != out.bytes / 4) {
+            return Err(fail(format!(
+                "writes `{}` of shape {:?}, the op needs {} f32 elements",
+                out.id,
+                out.shape,
+                len.map_or("an overflowing count of".to_string(), |l| l.to_string())
+            )));
+        }
+        Ok(())
+    };
+    let arity = |want: usize| -> Result<(), RuntimeError> {
+        if node.reads.len() == want {
+            Ok(())
+        } else {
+            Err(fail(format!("reads {} buffers, the op needs {want}", node.reads.len())))
+        }
+    };
+    match node.op {
+        LlirOp::Upload => {
+            if !node.reads.is_empty() {
+                return Err(fail("reads buffers".to_string()));
+            }
+            if let Some(&w) = node.writes.iter().find(|&&w| {
+                !matches!(buf(w).role, BufferRole::Input | BufferRole::Weight | BufferRole::Constant(_))
+            }) {
+                return Err(fail(format!(
+                    "writes `{}`, which is not an input, weight or constant",
+                    buf(w).id
+                )));
+            }
+        }
+        LlirOp::Readback => {
+            if !node.writes.is_empty() {
+                return Err(fail("writes buffers".to_string()));
+            }
+            f32_reads()?;
+            if let Some(o) = node.reads.iter().find(|o| !o.view.is_whole(&buf(o.buffer).shape)) {
+                return Err(fail(format!("reads `{}` through a view", buf(o.buffer).id)));
+            }
+        }
+        LlirOp::LtMatmul { batch, m, k, n: cols, epilogue } => {
+            arity(2 + usize::from(epilogue.has_bias()))?;
+            f32_reads()?;
+            let (va, vb) = (&node.reads[0].view, &node.reads[1].view);
+            let r = va.rank();
+            let ok = r >= 2
+                && vb.rank() == r
+                && va.shape[r - 2..] == [m, k]
+                && vb.shape[r - 2..] == [k, cols]
+                && va.shape[..r - 2] == vb.shape[..r - 2]
+                && va.shape[..r - 2].iter().try_fold(1usize, |a, &d| a.checked_mul(d)) == Some(batch);
+            if !ok {
+                return Err(fail(format!(
+                    "reads views {:?} and {:?}, the op needs [.., {m}, {k}] and [.., {k}, {cols}] over {batch} products",
+                    va.shape, vb.shape
+                )));
+            }
+            if let Some(bias) = node.reads.get(2)
+                && bias.view.shape != [cols]
+            {
+                return Err(fail(format!("reads a bias view {:?}, the op needs [{cols}]", bias.view.shape)));
+            }
+            output(batch.checked_mul(m).and_then(|x| x.checked_mul(cols)))?;
+        }
+        LlirOp::Map { op, len } => {
+            arity(op.arity())?;
+            f32_reads()?;
+            if let Some(o) = node.reads.iter().find(|o| o.view.elements() != len || o.view.shape != node.reads[0].view.shape) {
+                return Err(fail(format!(
+                    "reads `{}` through a view of shape {:?}, the op needs {len} elements in one shape",
+                    buf(o.buffer).id,
+                    o.view.shape
+                )));
+            }
+            output(Some(len))?;
+        }
+        LlirOp::Reduce { axis, len, extent, .. } => {
+            arity(1)?;
+            f32_reads()?;
+            let v = &node.reads[0].view;
+            let others: Option<usize> = v.shape.iter().enumerate().filter(|&(a, _)| a != axis).try_fold(1usize, |acc, (_, &d)| acc.checked_mul(d));
+            if v.shape.get(axis) != Some(&extent) || others != Some(len) {
+                return Err(fail(format!(
+                    "reads a view of shape {:?}, the op reduces axis {axis} of length {extent} to {len} elements",
+                    v.shape
+                )));
+            }
+            output(Some(len))?;
+        }
+        LlirOp::Gather { rows, dim, vocab } => {
+            arity(2)?;
+            let (table, ids) = (&node.reads[0], &node.reads[1]);
+            if buf(table.buffer).dtype != DType::F32 || table.view.shape != [vocab, dim] {
+                return Err(fail(format!("reads a table view {:?}, the op needs f32 [{vocab}, {dim}]", table.view.shape)));
+            }
+            if !buf(ids.buffer).dtype.is_index() || ids.view.elements() != rows {
+                return Err(fail(format!(
+                    "reads ids `{}` ({}, {} elements), the op needs {rows} i32 or i64 ids",
+                    buf(ids.buffer).id,
+                    buf(ids.buffer).dtype,
+                    ids.view.elements()
+                )));
+            }
+            output(rows.checked_mul(dim))?;
+        }
+        LlirOp::Concat { axis, len } => {
+            if node.reads.is_empty() {
+                return Err(fail("reads nothing".to_string()));
+            }
+            f32_reads()?;
+            let out_shape = node.writes.first().map(|&w| &buf(w).shape);
+            let fits = out_shape.is_some_and(|s| {
+                axis < s.len()
+                    && node.reads.iter().all(|o| o.view.rank() == s.len())
+                    && node.reads.iter().map(|o| o.view.shape[axis]).sum::<usize>() == s[axis]
+            });
+            if !fits {
+                return Err(fail(format!("operands do not fill its output along axis {axis}")));
+            }
+            output(Some(len))?;
+        }
     }
     Ok(())
 }
@@ -486,6 +589,7 @@ pub fn role_name(role: BufferRole) -> &'static str {
     match role {
         BufferRole::Input => "input",
         BufferRole::Weight => "weight",
+        BufferRole::Constant(_) => "constant",
         BufferRole::Workspace => "workspace",
         BufferRole::Intermediate => "intermediate",
         BufferRole::Output => "output",

@@ -2,18 +2,23 @@
 //! own vector, every sum in f64. It is the oracle the numeric tests compare the runtimes
 //! against (the role NumPy plays in TVM's and XLA's test suites).
 //!
-//! Activations have the runtimes' semantics, not whatever an f64 library call happens to do:
-//! NaN in, NaN out for relu and gelu (a runtime that produces NaN must disagree with a finite
-//! oracle, never be excused by it), relu(-0) = -0, gelu(±inf) its limits (+inf, -0).
+//! Every op has the runtimes' semantics, taken from the compiler's op table
+//! ([`lumen_compiler::ElemOp::eval_f64`], [`ReduceOp::combine_f64`]), not whatever an f64 library call happens
+//! to do: NaN in, NaN out for relu and gelu (a runtime that produces NaN must disagree with a
+//! finite oracle, never be excused by it), relu(-0) = -0, gelu(±inf) its limits (+inf, -0).
+//! Operands are read through their views with [`View::index`], one element at a time: slow,
+//! and independent of the kernels' loop nests.
 
 use indexmap::IndexMap;
-use lumen_compiler::{BufferRole, Llir, LlirOp};
+use lumen_compiler::{BufferRole, Llir, LlirOp, ReduceOp, View};
 
 use crate::error::TensorKind;
-use crate::kernels::{Activation, epilogue_parts};
+use crate::kernels::epilogue_parts;
 use crate::layout::duplicate_buffer_id;
 use crate::runtime::check_tensors;
 use crate::{RuntimeError, Tensors};
+
+pub use lumen_compiler::ops::{gelu_f64, relu_f64};
 
 /// A row-major f64 tensor produced by [`execute_f64`].
 #[derive(Debug, Clone, PartialEq)]
@@ -24,43 +29,23 @@ pub struct RefTensor {
     pub data: Vec<f64>,
 }
 
-/// GELU, tanh form, in f64: `0.5 x (1 + tanh(z))`, `z = sqrt(2/pi) (x + 0.044715 x^3)`,
-/// evaluated as `x / (1 + exp(-2z))` with `t = exp(-2|z|)` (`x / (1 + t)` for `z >= 0`,
-/// `x t / (1 + t)` for `z < 0`), the same stable form as [`crate::kernels::gelu_scalar`].
-/// Even in f64 the textbook form cancels: it returns 0 from x = -8 down, where the value is
-/// -3.1e-21. gelu(+inf) = +inf, gelu(-inf) = -0 (the limit), NaN in, NaN out.
-pub fn gelu_f64(x: f64) -> f64 {
-    if x == f64::NEG_INFINITY {
-        return -0.0;
-    }
-    let c = (2.0 / std::f64::consts::PI).sqrt();
-    let z = c * x * (1.0 + 0.044_715 * x * x);
-    let t = (-2.0 * z.abs()).exp();
-    if z >= 0.0 { x / (1.0 + t) } else { x * t / (1.0 + t) }
-}
-
-/// relu in f64 with the runtime's semantics: `x < 0 ? 0 : x`, so NaN in, NaN out (a NaN the
-/// runtime produced must not become 0 in the oracle, as `f64::max` would make it) and -0
-/// stays -0.
-pub fn relu_f64(x: f64) -> f64 {
-    if x < 0.0 { 0.0 } else { x }
-}
-
-fn act_f64(act: Activation, x: f64) -> f64 {
+fn act_f64(act: crate::kernels::Activation, x: f64) -> f64 {
     match act {
-        Activation::Identity => x,
-        Activation::Relu => relu_f64(x),
-        Activation::Gelu => gelu_f64(x),
+        crate::kernels::Activation::Identity => x,
+        crate::kernels::Activation::Relu => relu_f64(x),
+        crate::kernels::Activation::Gelu => gelu_f64(x),
     }
 }
 
 /// Runs `llir` on `weights` and `inputs` in f64 and returns its outputs in readback order.
 ///
 /// # Errors
-/// `Missing`, `Unexpected`, `ShapeMismatch` for tensors that do not match the program;
+/// `Missing`, `Unexpected`, `ShapeMismatch`, `DTypeMismatch` for tensors that do not match the
+/// program; [`RuntimeError::IndexOutOfRange`] for a gather id outside its table;
 /// [`RuntimeError::InvalidProgram`] (label `reference`) when two buffers share an id (checked
-/// first), or a node reads a buffer no earlier node wrote, names an absent buffer or has
-/// operands of the wrong size (or sizes whose product overflows `usize`).
+/// first), or a node reads a buffer no earlier node wrote, names an absent buffer, reads
+/// through a view that leaves its buffer or does not fit the op (or sizes whose product
+/// overflows `usize`).
 pub fn execute_f64(
     llir: &Llir,
     weights: &Tensors,
@@ -75,20 +60,21 @@ pub fn execute_f64(
     let mut vals: Vec<Option<Vec<f64>>> = vec![None; llir.buffers.len()];
     let mut outputs = IndexMap::new();
     for (n, node) in llir.nodes.iter().enumerate() {
-        let read = |i: usize| -> Result<&[f64], RuntimeError> {
-            let b = *node.reads.get(i).ok_or_else(|| bad(format!("node {n} lacks operand {i}")))?;
-            vals.get(b)
+        // Operand i: its buffer's values and its view, checked to stay inside the buffer.
+        let read = |i: usize| -> Result<(&[f64], &View), RuntimeError> {
+            let o = node.reads.get(i).ok_or_else(|| bad(format!("node {n} lacks operand {i}")))?;
+            let v = vals
+                .get(o.buffer)
                 .and_then(|v| v.as_deref())
-                .ok_or_else(|| bad(format!("node {n} reads buffer {b} before it is written")))
-        };
-        let want = |v: &[f64], len: usize| -> Result<(), RuntimeError> {
-            if v.len() == len {
-                Ok(())
-            } else {
-                Err(bad(format!("node {n}: operand size {} != {len}", v.len())))
+                .ok_or_else(|| bad(format!("node {n} reads buffer {} before it is written", o.buffer)))?;
+            let fits = o.view.strides.len() == o.view.shape.len()
+                && o.view.extent().is_some_and(|e| e <= v.len());
+            if !fits {
+                return Err(bad(format!("node {n}: operand {i}'s view leaves its buffer")));
             }
+            Ok((v, &o.view))
         };
-        // Element counts of the op's operands, refused rather than wrapped when they overflow.
+        let at = |(v, view): (&[f64], &View), i: usize| v[view.index(i)];
         let count = |a: usize, b: usize| -> Result<usize, RuntimeError> {
             a.checked_mul(b).ok_or_else(|| bad(format!("node {n}: sizes overflow")))
         };
@@ -98,17 +84,24 @@ pub fn execute_f64(
                     let buf =
                         llir.buffers.get(w).ok_or_else(|| bad(format!("absent buffer {w}")))?;
                     let src = match buf.role {
+                        BufferRole::Constant(value) => {
+                            vals[w] = Some(vec![f64::from(value.value())]);
+                            continue;
+                        }
                         BufferRole::Input => inputs.get(&buf.id),
                         _ => weights.get(&buf.id),
                     };
                     let src =
                         src.ok_or_else(|| bad(format!("upload of `{}`: no tensor", buf.id)))?;
-                    vals[w] = Some(src.data().iter().map(|&x| f64::from(x)).collect());
+                    vals[w] = Some(match src.index_values() {
+                        Some(ids) => ids.iter().map(|&x| x as f64).collect(),
+                        None => src.data().iter().map(|&x| f64::from(x)).collect(),
+                    });
                 }
                 None
             }
             LlirOp::Readback => {
-                for &r in &node.reads {
+                for r in node.read_buffers() {
                     let buf =
                         llir.buffers.get(r).ok_or_else(|| bad(format!("absent buffer {r}")))?;
                     let data = vals.get(r).and_then(Clone::clone).ok_or_else(|| {
@@ -118,45 +111,101 @@ pub fn execute_f64(
                 }
                 None
             }
-            LlirOp::LtMatmul { m, k, n: cols, epilogue } => {
+            LlirOp::LtMatmul { batch, m, k, n: cols, epilogue } => {
                 let (has_bias, act) = epilogue_parts(epilogue);
+                let (mk, kn, mn) = (count(m, k)?, count(k, cols)?, count(m, cols)?);
                 let (a, b) = (read(0)?, read(1)?);
-                want(a, count(m, k)?)?;
-                want(b, count(k, cols)?)?;
-                let bias = if has_bias { Some(read(2)?) } else { None };
-                if let Some(bias) = bias {
-                    want(bias, cols)?;
+                let r = a.1.rank();
+                let fits = r >= 2
+                    && b.1.rank() == r
+                    && a.1.shape[r - 2..] == [m, k]
+                    && b.1.shape[r - 2..] == [k, cols]
+                    && a.1.elements() == count(batch, mk)?
+                    && b.1.elements() == count(batch, kn)?;
+                if !fits {
+                    return Err(bad(format!("node {n}: matmul views do not match its sizes")));
                 }
-                let mut out = vec![0.0; count(m, cols)?];
-                for i in 0..m {
-                    for j in 0..cols {
-                        let dot: f64 = (0..k).map(|p| a[i * k + p] * b[p * cols + j]).sum();
-                        out[i * cols + j] = act_f64(act, dot + bias.map_or(0.0, |bv| bv[j]));
+                let bias = if has_bias { Some(read(2)?) } else { None };
+                if bias.is_some_and(|b| b.1.elements() != cols) {
+                    return Err(bad(format!("node {n}: bias view is not [{cols}]")));
+                }
+                let mut out = vec![0.0; count(batch, mn)?];
+                for t in 0..batch {
+                    for i in 0..m {
+                        for j in 0..cols {
+                            let dot: f64 = (0..k)
+                                .map(|p| at(a, (t * m + i) * k + p) * at(b, (t * k + p) * cols + j))
+                                .sum();
+                            let bv = bias.map_or(0.0, |bv| at(bv, j));
+                            out[(t * m + i) * cols + j] = act_f64(act, dot + bv);
+                        }
                     }
                 }
                 Some(out)
             }
-            LlirOp::AddBias { m, n: cols } => {
-                let (x, bias) = (read(0)?, read(1)?);
-                want(x, count(m, cols)?)?;
-                want(bias, cols)?;
-                Some(x.iter().enumerate().map(|(i, v)| v + bias[i % cols]).collect())
+            LlirOp::Map { op, len } => {
+                let ins = (0..op.arity()).map(read).collect::<Result<Vec<_>, _>>()?;
+                if ins.iter().any(|x| x.1.elements() != len) {
+                    return Err(bad(format!("node {n}: operand size != {len}")));
+                }
+                let arg = |k: usize, i: usize| ins.get(k).map_or(0.0, |&x| at(x, i));
+                Some((0..len).map(|i| op.eval_f64([arg(0, i), arg(1, i), arg(2, i)])).collect())
             }
-            LlirOp::Add { len } => {
-                let (a, b) = (read(0)?, read(1)?);
-                want(a, len)?;
-                want(b, len)?;
-                Some(a.iter().zip(b).map(|(x, y)| x + y).collect())
-            }
-            LlirOp::Relu { len } | LlirOp::Gelu { len } => {
+            LlirOp::Reduce { op, axis, len, extent } => {
                 let x = read(0)?;
-                want(x, len)?;
-                let act = if matches!(node.op, LlirOp::Relu { .. }) {
-                    Activation::Relu
-                } else {
-                    Activation::Gelu
-                };
-                Some(x.iter().map(|&v| act_f64(act, v)).collect())
+                if x.1.shape.get(axis) != Some(&extent) {
+                    return Err(bad(format!("node {n}: axis {axis} is not of length {extent}")));
+                }
+                Some(reduce_f64(op, x, axis, len))
+            }
+            LlirOp::Gather { rows, dim, vocab } => {
+                let (table, ids) = (read(0)?, read(1)?);
+                if table.1.shape != [vocab, dim] || ids.1.elements() != rows {
+                    return Err(bad(format!("node {n}: gather views do not match its sizes")));
+                }
+                let mut out = Vec::with_capacity(count(rows, dim)?);
+                for p in 0..rows {
+                    let id = at(ids, p);
+                    if !(0.0..vocab as f64).contains(&id) {
+                        let tensor = node
+                            .reads
+                            .get(1)
+                            .and_then(|o| llir.buffers.get(o.buffer))
+                            .map_or_else(String::new, |b| b.id.clone());
+                        return Err(RuntimeError::IndexOutOfRange {
+                            tensor,
+                            index: id as i64,
+                            position: p,
+                            rows: vocab,
+                        });
+                    }
+                    out.extend((0..dim).map(|j| at(table, id as usize * dim + j)));
+                }
+                Some(out)
+            }
+            LlirOp::Concat { axis, len } => {
+                let out_buf = node
+                    .writes
+                    .first()
+                    .and_then(|&w| llir.buffers.get(w))
+                    .ok_or_else(|| bad(format!("node {n} writes nothing")))?;
+                let shape = out_buf.shape.clone();
+                let mut out = vec![0.0; len];
+                let mut start = 0usize;
+                for i in 0..node.reads.len() {
+                    let x = read(i)?;
+                    let whole = View::contiguous(&shape);
+                    let width = x.1.shape.get(axis).copied().unwrap_or(0);
+                    if x.1.rank() != shape.len() || axis >= shape.len() || start + width > shape[axis] {
+                        return Err(bad(format!("node {n}: concat operand {i} does not fit")));
+                    }
+                    let dst = whole.slice(axis, start, start + width);
+                    for e in 0..x.1.elements() {
+                        out[dst.index(e)] = at(x, e);
+                    }
+                    start += width;
+                }
+                Some(out)
             }
         };
         if let Some(result) = result {
@@ -166,6 +215,22 @@ pub fn execute_f64(
         }
     }
     Ok(outputs)
+}
+
+/// The reduction of `x` over `axis` in f64, `len` outputs in row-major order of the other axes.
+fn reduce_f64(op: ReduceOp, (v, view): (&[f64], &View), axis: usize, len: usize) -> Vec<f64> {
+    let extent = view.shape[axis];
+    // Output index o, reduced index r -> the element's row-major index in the view.
+    let inner: usize = view.shape[axis + 1..].iter().product();
+    (0..len)
+        .map(|o| {
+            let (outer, rest) = (o / inner.max(1), o % inner.max(1));
+            (0..extent).fold(op.identity_f64(), |acc, r| {
+                let i = (outer * extent + r) * inner + rest;
+                op.combine_f64(acc, v[view.index(i)])
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -216,14 +281,11 @@ mod tests {
         assert_eq!(ok["y"].data, [3.0; 4]);
         for (m, k, n) in [(usize::MAX, 3, 2), (2, usize::MAX, 2), (2, 3, usize::MAX)] {
             let mut llir = program.llir.clone();
-            llir.nodes[1].op = LlirOp::LtMatmul { m, k, n, epilogue: Epilogue::Default };
+            llir.nodes[1].op = LlirOp::LtMatmul { batch: 1, m, k, n, epilogue: Epilogue::Default };
             let err = execute_f64(&llir, &weights, &inputs).unwrap_err();
             assert!(err.to_string().contains("node 1: sizes overflow"), "{err}");
         }
-        let mut llir = program.llir.clone();
-        llir.nodes[1].op = LlirOp::AddBias { m: usize::MAX, n: 2 };
-        let err = execute_f64(&llir, &weights, &inputs).unwrap_err();
-        assert!(err.to_string().contains("node 1: sizes overflow"), "{err}");
+
     }
 
     #[test]
@@ -233,7 +295,7 @@ mod tests {
         assert_eq!(relu_f64(3.5), 3.5);
         assert_eq!(relu_f64(f64::NEG_INFINITY), 0.0);
         assert_eq!(relu_f64(f64::INFINITY), f64::INFINITY);
-        assert!(act_f64(Activation::Relu, f64::NAN).is_nan());
-        assert!(act_f64(Activation::Gelu, f64::NAN).is_nan());
+        assert!(act_f64(crate::kernels::Activation::Relu, f64::NAN).is_nan());
+        assert!(act_f64(crate::kernels::Activation::Gelu, f64::NAN).is_nan());
     }
 }

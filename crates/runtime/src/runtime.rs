@@ -179,6 +179,14 @@ pub fn check_tensors(
                 got: t.shape().to_vec(),
             });
         }
+        if t.dtype() != buf.dtype {
+            return Err(RuntimeError::DTypeMismatch {
+                kind,
+                name: buf.id.clone(),
+                expected: buf.dtype,
+                got: t.dtype(),
+            });
+        }
     }
     if let Some(name) = given.keys().find(|name| !declared().any(|b| &b.id == *name)) {
         return Err(RuntimeError::Unexpected { kind, name: name.clone() });

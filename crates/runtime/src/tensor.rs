@@ -1,18 +1,28 @@
 //! Host tensors: what callers hand to a runtime and get back from it.
 
 use indexmap::IndexMap;
+use lumen_compiler::DType;
 
 use crate::RuntimeError;
 
-/// A row-major f32 tensor in host memory.
+/// A row-major tensor in host memory: f32 values, or i32/i64 indices (gather ids).
 ///
 /// The data length always equals the product of the shape (a `[2, 0]` tensor holds nothing,
-/// a `[]` scalar holds one value); [`HostTensor::new`] checks it, so every `HostTensor` is
-/// well formed.
+/// a `[]` scalar holds one value); the constructors check it, so every `HostTensor` is well
+/// formed. Outputs are always f32.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostTensor {
     shape: Vec<usize>,
     data: Vec<f32>,
+    ids: Ids,
+}
+
+/// The elements of an integer tensor (none for f32).
+#[derive(Debug, Clone, PartialEq)]
+enum Ids {
+    None,
+    I32(Vec<i32>),
+    I64(Vec<i64>),
 }
 
 /// Named host tensors, in a deterministic order: a program's inputs, weights or outputs.
@@ -33,13 +43,74 @@ impl HostTensor {
     /// [`RuntimeError::DataLength`] when `data.len()` is not the product of `shape`.
     pub fn new(shape: impl Into<Vec<usize>>, data: Vec<f32>) -> Result<Self, RuntimeError> {
         let shape = shape.into();
-        match element_count(&shape) {
-            Some(n) if n == data.len() => Ok(Self { shape, data }),
-            other => Err(RuntimeError::DataLength {
-                shape,
-                expected: other.unwrap_or(usize::MAX),
-                len: data.len(),
-            }),
+        check_len(&shape, data.len())?;
+        Ok(Self { shape, data, ids: Ids::None })
+    }
+
+    /// An i64 index tensor (token ids for a gather) of `shape` holding `data`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::DataLength`] when `data.len()` is not the product of `shape`.
+    pub fn from_i64(shape: impl Into<Vec<usize>>, data: Vec<i64>) -> Result<Self, RuntimeError> {
+        let shape = shape.into();
+        check_len(&shape, data.len())?;
+        Ok(Self { shape, data: Vec::new(), ids: Ids::I64(data) })
+    }
+
+    /// An i32 index tensor of `shape` holding `data`.
+    ///
+    /// # Errors
+    /// [`RuntimeError::DataLength`] when `data.len()` is not the product of `shape`.
+    pub fn from_i32(shape: impl Into<Vec<usize>>, data: Vec<i32>) -> Result<Self, RuntimeError> {
+        let shape = shape.into();
+        check_len(&shape, data.len())?;
+        Ok(Self { shape, data: Vec::new(), ids: Ids::I32(data) })
+    }
+
+    /// The element type: f32, i32 or i64.
+    pub fn dtype(&self) -> DType {
+        match self.ids {
+            Ids::None => DType::F32,
+            Ids::I32(_) => DType::I32,
+            Ids::I64(_) => DType::I64,
+        }
+    }
+
+    /// The i64 elements of an i64 tensor, else `None`.
+    pub fn i64_data(&self) -> Option<&[i64]> {
+        match &self.ids {
+            Ids::I64(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The i32 elements of an i32 tensor, else `None`.
+    pub fn i32_data(&self) -> Option<&[i32]> {
+        match &self.ids {
+            Ids::I32(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The elements of an index tensor as i64 (i32 widened), else `None`.
+    pub fn index_values(&self) -> Option<Vec<i64>> {
+        match &self.ids {
+            Ids::None => None,
+            Ids::I32(v) => Some(v.iter().map(|&x| i64::from(x)).collect()),
+            Ids::I64(v) => Some(v.clone()),
+        }
+    }
+
+    /// The tensor as the 4-byte words a slab holds (f32 bits; an i32 per word; an i64 as
+    /// its low then high 32 bits), for a runtime's upload.
+    pub fn words(&self) -> std::borrow::Cow<'_, [f32]> {
+        match &self.ids {
+            Ids::None => std::borrow::Cow::Borrowed(&self.data),
+            Ids::I32(v) => v.iter().map(|&x| f32::from_bits(x as u32)).collect(),
+            Ids::I64(v) => v
+                .iter()
+                .flat_map(|&x| [f32::from_bits(x as u64 as u32), f32::from_bits((x as u64 >> 32) as u32)])
+                .collect(),
         }
     }
 
@@ -54,7 +125,7 @@ impl HostTensor {
         data.try_reserve_exact(n)
             .map_err(|_| RuntimeError::Alloc { bytes: n.saturating_mul(4) })?;
         data.resize(n, 0.0);
-        Ok(Self { shape, data })
+        Ok(Self { shape, data, ids: Ids::None })
     }
 
     /// The shape, in elements, outermost first.
@@ -62,19 +133,30 @@ impl HostTensor {
         &self.shape
     }
 
-    /// The elements, row-major.
+    /// The f32 elements, row-major (empty for an index tensor: see [`HostTensor::i64_data`]).
     pub fn data(&self) -> &[f32] {
         &self.data
     }
 
-    /// Consumes the tensor and returns its elements.
+    /// Consumes the tensor and returns its f32 elements (empty for an index tensor).
     pub fn into_data(self) -> Vec<f32> {
         self.data
     }
 
-    /// Size of the data in bytes (4 per element).
+    /// Size of the data in bytes (4 per f32 or i32 element, 8 per i64).
     pub fn bytes(&self) -> usize {
-        self.data.len() * 4
+        element_count(&self.shape).unwrap_or(0) * self.dtype().size()
+    }
+}
+
+fn check_len(shape: &[usize], len: usize) -> Result<(), RuntimeError> {
+    match element_count(shape) {
+        Some(n) if n == len => Ok(()),
+        other => Err(RuntimeError::DataLength {
+            shape: shape.to_vec(),
+            expected: other.unwrap_or(usize::MAX),
+            len,
+        }),
     }
 }
 
@@ -91,6 +173,18 @@ mod tests {
         assert_eq!(err.to_string(), "tensor data has 5 elements but shape [2, 3] holds 6");
         let err = HostTensor::new([usize::MAX, 2], vec![]).unwrap_err();
         assert!(matches!(err, RuntimeError::DataLength { expected: usize::MAX, .. }));
+    }
+
+    #[test]
+    fn index_tensors_carry_their_dtype_and_words() {
+        let t = HostTensor::from_i64([2], vec![3, -1]).unwrap();
+        assert_eq!(t.dtype(), DType::I64);
+        assert_eq!(t.bytes(), 16);
+        let w = t.words();
+        assert_eq!((w[0].to_bits(), w[1].to_bits(), w[3].to_bits()), (3, 0, u32::MAX));
+        assert_eq!(t.index_values(), Some(vec![3, -1]));
+        assert!(HostTensor::from_i32([3], vec![1]).is_err());
+        assert_eq!(HostTensor::new([1], vec![1.0]).unwrap().dtype(), DType::F32);
     }
 
     #[test]

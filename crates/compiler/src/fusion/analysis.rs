@@ -1,5 +1,7 @@
-//! The e-class analysis: every e-class's shape, and how a broadcast operand lines up with the
-//! tensor it is added to. The fusion rules' legality conditions read it.
+//! The e-class analysis: every e-class's type (shape and dtype), and how a broadcast operand
+//! lines up with the tensor it is added to. The fusion rules' legality conditions read it.
+//! Types come from the HLIR's own shape rules ([`crate::hlir::Hlir::infer`]), applied to each
+//! e-node's op: one rule per op, for validation and the e-graph alike.
 //!
 //! This is egg's `Analysis` used the way TVM and XLA check a bias before folding it into a
 //! GEMM epilogue: cuBLASLt's BIAS epilogues add a vector of length N to every row of the
@@ -8,37 +10,49 @@
 
 use std::collections::BTreeMap;
 
-use egg::{Analysis, DidMerge, Id};
+use egg::{Analysis, DidMerge, Id, Language};
 
 use super::lang::{FusionEGraph, FusionLang};
-use crate::hlir::Shape;
+use crate::error::SourceLocation;
+use crate::hlir::{HlirNode, Shape, TensorType, infer_type};
 
 /// What the analysis knows about one e-class.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClassData {
-    /// Shape in elements (row-major f32); `None` for an ill-shaped term (the rules never fire
-    /// on it and extraction never picks it) and for the `outputs` root.
+    /// Shape in elements (row-major); `None` for an ill-shaped term (the rules never fire on
+    /// it and extraction never picks it) and for the `outputs` root.
     pub shape: Option<Shape>,
+    /// Element type, with the shape.
+    pub dtype: Option<crate::dtype::DType>,
 }
 
-/// Shapes of the leaves (inputs and weights by name); the analysis derives every other
-/// e-class's shape from them.
+/// Types of the leaves (inputs and weights by name); the analysis derives every other
+/// e-class's type from them.
 #[derive(Debug, Clone, Default)]
 pub struct ShapeAnalysis {
-    leaves: BTreeMap<String, Shape>,
+    leaves: BTreeMap<String, TensorType>,
 }
 
 impl ShapeAnalysis {
-    /// An analysis whose leaf `name` has shape `leaves[name]` (elements). A leaf missing from
-    /// the map is ill-shaped.
-    pub fn new(leaves: BTreeMap<String, Shape>) -> Self {
+    /// An analysis whose leaf `name` has type `leaves[name]`. A leaf missing from the map is
+    /// ill-shaped.
+    pub fn new(leaves: BTreeMap<String, TensorType>) -> Self {
         Self { leaves }
     }
 
     /// The shape of leaf `name`, if known.
     pub fn leaf_shape(&self, name: &str) -> Option<&Shape> {
-        self.leaves.get(name)
+        self.leaves.get(name).map(|t| &t.shape)
     }
+}
+
+/// The type of e-node `enode` whose children have the types `children` (in order), by the
+/// HLIR's shape rules; `None` when ill-typed.
+pub fn enode_type(enode: &FusionLang, children: &[Option<TensorType>]) -> Option<TensorType> {
+    let op = enode.to_op()?;
+    let children: Option<Vec<&TensorType>> = children.iter().map(Option::as_ref).collect();
+    let node = HlirNode { op, location: SourceLocation::caller(), name: None };
+    infer_type(&node, &children?).ok()
 }
 
 /// How an operand `bias` broadcasts when added to `out` (numpy rules: shapes align on their
@@ -88,60 +102,50 @@ pub fn bias_broadcast(bias: &[usize], out: &[usize]) -> BiasBroadcast {
 }
 
 /// The legality condition of every BIAS fusion: `bias` has shape `[N]` and indexes the last
-/// axis of the `[M, N]` matmul output `out`. Refuses a `[M, 1]` row bias even on a square
-/// output, a `[1, N]` (rank 2, not cuBLASLt's vector), and a scalar unless N = 1.
+/// axis of the `[..., M, N]` matmul output `out`. Refuses a `[M, 1]` row bias even on a square
+/// output, a `[1, N]` (rank 2, not cuBLASLt's vector), and a scalar unless N = 1. (The matmul
+/// must also be one GEMM, a 2-D right operand: the HLIR's shape rule for a bias epilogue
+/// checks that.)
 pub fn bias_is_fusable(bias: &[usize], out: &[usize]) -> bool {
-    out.len() == 2 && bias.len() == 1 && bias_broadcast(bias, out) == BiasBroadcast::LastAxis
+    out.len() >= 2 && bias.len() == 1 && bias_broadcast(bias, out) == BiasBroadcast::LastAxis
 }
 
-/// The `[M, N]` shape of `a [M, K] x w [K, N]`, or `None` when the operands are not rank 2
-/// with equal inner dimensions.
+/// The `[..., M, N]` shape of `a [..., M, K] x w [..., K, N]` (batch axes broadcast), or
+/// `None` when the operands are not at least rank 2 with equal inner dimensions.
 pub fn matmul_shape(a: &[usize], w: &[usize]) -> Option<Shape> {
-    match (a, w) {
-        ([m, k], [k2, n]) if k == k2 => Some(vec![*m, *n]),
-        _ => None,
-    }
+    let t = |s: &[usize]| Some(TensorType::f32(s.to_vec()));
+    let node = FusionLang::Matmul([Id::from(0usize), Id::from(1usize)]);
+    enode_type(&node, &[t(a), t(w)]).map(|t| t.shape)
 }
 
-/// The shape of `a + b` under broadcasting, or `None` when they do not broadcast.
+/// The shape of `a + b` under NumPy broadcasting, or `None` when they do not broadcast.
 pub fn add_shape(a: &[usize], b: &[usize]) -> Option<Shape> {
-    if bias_broadcast(b, a) != BiasBroadcast::Incompatible {
-        Some(a.to_vec())
-    } else if bias_broadcast(a, b) != BiasBroadcast::Incompatible {
-        Some(b.to_vec())
-    } else {
-        None
-    }
-}
-
-fn shape_of(egraph: &FusionEGraph, id: Id) -> Option<&Shape> {
-    egraph[id].data.shape.as_ref()
+    crate::view::broadcast_shapes(a, b)
 }
 
 impl Analysis<FusionLang> for ShapeAnalysis {
     type Data = ClassData;
 
     fn make(egraph: &mut FusionEGraph, enode: &FusionLang, _id: Id) -> ClassData {
-        let s = |id: &Id| shape_of(egraph, *id);
-        let shape = match enode {
-            FusionLang::Leaf(name) => egraph.analysis.leaf_shape(name.as_str()).cloned(),
-            FusionLang::Matmul([a, w])
-            | FusionLang::LtRelu([a, w])
-            | FusionLang::LtGelu([a, w]) => s(a).zip(s(w)).and_then(|(a, w)| matmul_shape(a, w)),
-            FusionLang::LtBias([a, w, b])
-            | FusionLang::LtReluBias([a, w, b])
-            | FusionLang::LtGeluBias([a, w, b]) => {
-                let out = s(a).zip(s(w)).and_then(|(a, w)| matmul_shape(a, w));
-                match (out, s(b)) {
-                    (Some(out), Some(b)) if bias_is_fusable(b, &out) => Some(out),
-                    _ => None,
-                }
-            }
-            FusionLang::Add([a, b]) => s(a).zip(s(b)).and_then(|(a, b)| add_shape(a, b)),
-            FusionLang::Relu(a) | FusionLang::Gelu(a) => s(a).cloned(),
+        let t = match enode {
+            FusionLang::Leaf(name) => egraph.analysis.leaves.get(name.as_str()).cloned(),
             FusionLang::Outputs(_) => None,
+            _ => {
+                let children: Vec<Option<TensorType>> = enode
+                    .children()
+                    .iter()
+                    .map(|&c| {
+                        let d = &egraph[c].data;
+                        d.shape.clone().zip(d.dtype).map(|(shape, dtype)| TensorType { shape, dtype })
+                    })
+                    .collect();
+                enode_type(enode, &children)
+            }
         };
-        ClassData { shape }
+        match t {
+            Some(t) => ClassData { shape: Some(t.shape), dtype: Some(t.dtype) },
+            None => ClassData::default(),
+        }
     }
 
     fn merge(&mut self, to: &mut ClassData, from: ClassData) -> DidMerge {
@@ -150,6 +154,7 @@ impl Analysis<FusionLang> for ShapeAnalysis {
         match (&to.shape, from.shape) {
             (None, Some(shape)) => {
                 to.shape = Some(shape);
+                to.dtype = from.dtype;
                 DidMerge(true, false)
             }
             (Some(_), None) => DidMerge(false, true),

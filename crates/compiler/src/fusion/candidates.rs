@@ -30,6 +30,7 @@ use crate::compile::{CompileOptions, llir_figures, lower_with_options, plan_llir
 use crate::error::CompileError;
 use crate::hlir::Hlir;
 use crate::llir::Llir;
+use crate::ops::BinaryOp;
 use crate::program::CompiledProgram;
 
 /// The extraction policies, in candidate order: label and the fused forms allowed.
@@ -171,8 +172,8 @@ pub fn hidden_classes(eg: &FusionEGraph, node: &FusionLang) -> Vec<Id> {
         }
         FusionLang::LtReluBias([a, w, b]) | FusionLang::LtGeluBias([a, w, b]) => {
             let Some(p) = product(a, w) else { return Vec::new() };
-            let biased =
-                eg.lookup(FusionLang::Add([p, b])).or_else(|| eg.lookup(FusionLang::Add([b, p])));
+            let add = |x, y| eg.lookup(FusionLang::Binary(BinaryOp::Add, [x, y]));
+            let biased = add(p, b).or_else(|| add(b, p));
             std::iter::once(p).chain(biased).collect()
         }
         _ => Vec::new(),

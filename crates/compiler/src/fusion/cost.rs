@@ -144,7 +144,8 @@ impl<'a> ExtractionCost<'a> {
             Some(NodeCost { launches: 1, dram_bytes: dram })
         };
         match enode {
-            FusionLang::Leaf(_) | FusionLang::Outputs(_) => Some(NodeCost::default()),
+            // Views, constants, leaves and the root launch nothing and move no bytes.
+            node if !node.is_kernel() => Some(NodeCost::default()),
             _ => {
                 // The output's shape is its e-class's; hash-consing finds the class.
                 let out = self.egraph.lookup(enode.clone()).and_then(|id| self.bytes(id));

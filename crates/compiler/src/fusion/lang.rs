@@ -1,46 +1,130 @@
 //! The e-graph language over the HLIR, and the two conversions: HLIR -> e-graph, and one
 //! chosen e-node per e-class -> HLIR.
 //!
-//! The language is Luminal's idea of running egg over the high-level graph: plain ops
-//! (`matmul`, `add`, `relu`, `gelu`), the fused cuBLASLt forms (`lt_bias`, `lt_relu`,
-//! `lt_relu_bias`, `lt_gelu`, `lt_gelu_bias`: one matmul launch with that epilogue), leaves named
-//! after the program's inputs and weights, and one `outputs` root whose children are the
-//! program outputs in order. Putting every output under one root keeps shared subterms shared:
-//! a matmul used by two outputs is one e-class, extracted once.
+//! The language is Luminal's idea of running egg over the high-level graph, built from the op
+//! table ([`crate::ops`]) rather than by hand: every HLIR primitive is an e-node carrying its
+//! op as data (`Unary(UnaryOp, Id)`, `Binary(BinaryOp, [Id; 2])`, `Reduce(ReduceSpec, Id)`,
+//! `Move(MoveOp, Id)`, ...), so patterns read `(relu (matmul ?a ?w))` and a new elementwise
+//! op needs no edit here. Beside the plain `matmul` are the fused cuBLASLt forms (`lt_bias`,
+//! `lt_relu`, `lt_relu_bias`, `lt_gelu`, `lt_gelu_bias`: one matmul launch with that
+//! epilogue), leaves named after the program's inputs and weights, constants by value, and one
+//! `outputs` root whose children are the program outputs in order. Putting every output under
+//! one root keeps shared subterms shared: a matmul used by two outputs is one e-class,
+//! extracted once.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
 
 use egg::{EGraph, Id, Language, Symbol};
 use petgraph::graph::NodeIndex;
 
 use super::analysis::ShapeAnalysis;
+use crate::dtype::Scalar;
 use crate::error::{CompileError, SourceLocation};
-use crate::hlir::{Hlir, HlirNode, HlirOp, Shape};
+use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorType};
 use crate::llir::Epilogue;
+use crate::ops::{BinaryOp, ElemOp, ReduceOp, UnknownOp, UnaryOp};
+
+/// A reduction's e-node data: the op and the axis, written `sum:1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReduceSpec {
+    /// Sum or max.
+    pub op: ReduceOp,
+    /// The reduced axis.
+    pub axis: usize,
+}
+
+impl fmt::Display for ReduceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.op, self.axis)
+    }
+}
+
+impl FromStr for ReduceSpec {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || UnknownOp(s.to_string());
+        let (op, axis) = s.split_once(':').ok_or_else(bad)?;
+        Ok(Self { op: op.parse()?, axis: axis.parse().map_err(|_| bad())? })
+    }
+}
+
+/// A concat's e-node data: the axis, written `concat:1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConcatAxis(pub usize);
+
+impl fmt::Display for ConcatAxis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "concat:{}", self.0)
+    }
+}
+
+impl FromStr for ConcatAxis {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.strip_prefix("concat:")
+            .and_then(|a| a.parse().ok())
+            .map(ConcatAxis)
+            .ok_or_else(|| UnknownOp(s.to_string()))
+    }
+}
+
+/// A constant's e-node data, written `const:0.125` (so an input named `0.125` stays a leaf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConstValue(pub Scalar);
+
+impl fmt::Display for ConstValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "const:{}", self.0)
+    }
+}
+
+impl FromStr for ConstValue {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.strip_prefix("const:")
+            .and_then(|v| v.parse().ok())
+            .map(ConstValue)
+            .ok_or_else(|| UnknownOp(s.to_string()))
+    }
+}
 
 egg::define_language! {
-    /// One e-node of the fusion e-graph. Every tensor is row-major f32.
+    /// One e-node of the fusion e-graph. Computed tensors are row-major f32.
     ///
-    /// - `matmul a w`: `a [M, K] x w [K, N] -> [M, N]`, cuBLASLt epilogue DEFAULT.
-    /// - `add a b`: equal shapes, or a broadcast operand (the analysis says which axis it indexes).
-    /// - `relu x`, `gelu x` (tanh form): elementwise.
+    /// - `matmul a w`: `a [..., M, K] x w [..., K, N]`, cuBLASLt epilogue DEFAULT.
     /// - `lt_bias a w b`: `a x w + b[N]` in one cuBLASLt call (epilogue BIAS).
     /// - `lt_relu a w`, `lt_gelu a w`: epilogues RELU and GELU, no bias.
     /// - `lt_relu_bias a w b`, `lt_gelu_bias a w b`: `act(a x w + b[N])` (RELU_BIAS, GELU_BIAS).
+    /// - `gather table ids`; `select c a b`.
     /// - `outputs y0 y1 ...`: the root, the program outputs in output order (no value itself).
-    /// - a leaf: an input or weight, by its (unique) name.
+    /// - `Unary(op, x)` (`relu x`, `exp x`, ...) and `Binary(op, [a, b])` (`add a b`, ...):
+    ///   elementwise ops by their table name, operands broadcast NumPy-style.
+    /// - `Reduce(sum:1, x)`, `Move(reshape:2,3, x)`, `Concat(concat:0, [..])`: the other
+    ///   primitives with their parameters.
+    /// - `Const(const:0.5)`: a scalar constant; a leaf: an input or weight, by its (unique)
+    ///   name.
     #[allow(missing_docs)]
     pub enum FusionLang {
         "matmul" = Matmul([Id; 2]),
-        "add" = Add([Id; 2]),
-        "relu" = Relu(Id),
-        "gelu" = Gelu(Id),
         "lt_bias" = LtBias([Id; 3]),
         "lt_relu" = LtRelu([Id; 2]),
         "lt_relu_bias" = LtReluBias([Id; 3]),
         "lt_gelu" = LtGelu([Id; 2]),
         "lt_gelu_bias" = LtGeluBias([Id; 3]),
+        "gather" = Gather([Id; 2]),
+        "select" = Select([Id; 3]),
         "outputs" = Outputs(Box<[Id]>),
+        Unary(UnaryOp, Id),
+        Binary(BinaryOp, [Id; 2]),
+        Reduce(ReduceSpec, Id),
+        Move(MoveOp, Id),
+        Concat(ConcatAxis, Box<[Id]>),
+        Const(ConstValue),
         Leaf(Symbol),
     }
 }
@@ -75,6 +159,59 @@ impl FusionLang {
     /// Whether the e-node is a fused matmul (any epilogue but DEFAULT).
     pub fn is_fused(&self) -> bool {
         self.epilogue().is_some_and(|e| e != Epilogue::Default)
+    }
+
+    /// The e-node of HLIR compute or movement op `op` over `children` (operand order), or
+    /// `None` when `op` is a leaf or an output, or the arity does not match.
+    pub fn from_op(op: &HlirOp, children: &[Id]) -> Option<FusionLang> {
+        Some(match (op, children) {
+            (HlirOp::Matmul { epilogue }, &[a, w]) if !epilogue.has_bias() => {
+                FusionLang::matmul(*epilogue, a, w, w)
+            }
+            (HlirOp::Matmul { epilogue }, &[a, w, b]) if epilogue.has_bias() => {
+                FusionLang::matmul(*epilogue, a, w, b)
+            }
+            (HlirOp::Map(ElemOp::Unary(u)), &[a]) => FusionLang::Unary(*u, a),
+            (HlirOp::Map(ElemOp::Binary(b)), &[x, y]) => FusionLang::Binary(*b, [x, y]),
+            (HlirOp::Map(ElemOp::Select), &[c, a, b]) => FusionLang::Select([c, a, b]),
+            (HlirOp::Reduce { op, axis }, &[a]) => {
+                FusionLang::Reduce(ReduceSpec { op: *op, axis: *axis }, a)
+            }
+            (HlirOp::Move(m), &[a]) => FusionLang::Move(m.clone(), a),
+            (HlirOp::Gather, &[t, i]) => FusionLang::Gather([t, i]),
+            (HlirOp::Concat { axis }, ids) if !ids.is_empty() => {
+                FusionLang::Concat(ConcatAxis(*axis), ids.into())
+            }
+            (HlirOp::Constant { value }, []) => FusionLang::Const(ConstValue(*value)),
+            _ => return None,
+        })
+    }
+
+    /// The HLIR op of a non-leaf, non-root e-node.
+    pub fn to_op(&self) -> Option<HlirOp> {
+        if let Some(epilogue) = self.epilogue() {
+            return Some(HlirOp::Matmul { epilogue });
+        }
+        Some(match self {
+            FusionLang::Unary(u, _) => HlirOp::Map(ElemOp::Unary(*u)),
+            FusionLang::Binary(b, _) => HlirOp::Map(ElemOp::Binary(*b)),
+            FusionLang::Select(_) => HlirOp::Map(ElemOp::Select),
+            FusionLang::Reduce(spec, _) => HlirOp::Reduce { op: spec.op, axis: spec.axis },
+            FusionLang::Move(m, _) => HlirOp::Move(m.clone()),
+            FusionLang::Gather(_) => HlirOp::Gather,
+            FusionLang::Concat(axis, _) => HlirOp::Concat { axis: axis.0 },
+            FusionLang::Const(v) => HlirOp::Constant { value: v.0 },
+            _ => return None,
+        })
+    }
+
+    /// Whether the e-node launches a kernel when lowered (movement ops, leaves, constants and
+    /// the root do not).
+    pub fn is_kernel(&self) -> bool {
+        !matches!(
+            self,
+            FusionLang::Move(..) | FusionLang::Const(_) | FusionLang::Leaf(_) | FusionLang::Outputs(_)
+        )
     }
 }
 
@@ -119,6 +256,20 @@ impl Loaded {
         }
         at
     }
+
+    /// The user's tensor name ([`crate::Tensor::name`]) for each e-class, canonical after
+    /// rewriting: the first named HLIR node (in node index order) that landed in it.
+    pub fn names(&self, hlir: &Hlir) -> BTreeMap<Id, String> {
+        let mut names = BTreeMap::new();
+        for n in hlir.graph.node_indices() {
+            if let (Some(Some(id)), Some(HlirNode { name: Some(name), .. })) =
+                (self.class_of.get(n.index()), hlir.graph.node_weight(n))
+            {
+                names.entry(self.egraph.find(*id)).or_insert_with(|| name.clone());
+            }
+        }
+        names
+    }
 }
 
 /// Loads the live part of a validated `hlir` (every node that reaches an output) into a fresh
@@ -134,18 +285,23 @@ impl Loaded {
 /// Every error of [`Hlir::validate`]; [`CompileError::Fusion`] if a node's operands do not
 /// match its arity (only a malformed HLIR that escaped validation can do that).
 pub fn load(hlir: &Hlir) -> Result<Loaded, CompileError> {
-    let shapes = hlir.validate()?;
+    let types = hlir.infer()?;
     let g = &hlir.graph;
-    let mut leaves: BTreeMap<String, Shape> = BTreeMap::new();
+    let mut leaves: BTreeMap<String, TensorType> = BTreeMap::new();
     for n in g.node_indices() {
         if let HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } = &g[n].op {
-            leaves.insert(name.clone(), shapes.get(n.index()).cloned().unwrap_or_default());
+            leaves.insert(name.clone(), types[n.index()].clone());
         }
     }
     let mut egraph = FusionEGraph::new(ShapeAnalysis::new(leaves));
     let live = crate::lower::live_nodes(hlir);
-    let mut order: Vec<NodeIndex> = g.node_indices().filter(|&n| g[n].op.is_leaf()).collect();
-    order.extend(crate::lower::canonical_order(hlir, &live));
+    let mut order: Vec<NodeIndex> =
+        g.node_indices().filter(|&n| g[n].op.is_leaf() && live[n.index()]).collect();
+    order.extend(
+        crate::lower::compute_order(hlir, &live)
+            .into_iter()
+            .filter(|&n| !matches!(g[n].op, HlirOp::Output { .. })),
+    );
     let mut class_of: Vec<Option<Id>> = vec![None; g.node_count()];
     let mut written = BTreeSet::new();
     for n in order {
@@ -159,24 +315,15 @@ pub fn load(hlir: &Hlir) -> Result<Loaded, CompileError> {
             (HlirOp::Input { name, .. } | HlirOp::Weight { name, .. }, []) => {
                 FusionLang::Leaf(Symbol::from(name.as_str()))
             }
-            (HlirOp::Matmul { epilogue }, [a, w]) if !epilogue.has_bias() => {
-                FusionLang::matmul(*epilogue, *a, *w, *w)
-            }
-            (HlirOp::Matmul { epilogue }, [a, w, b]) if epilogue.has_bias() => {
-                FusionLang::matmul(*epilogue, *a, *w, *b)
-            }
-            (HlirOp::Add, [a, b]) => FusionLang::Add([*a, *b]),
-            (HlirOp::Relu, [a]) => FusionLang::Relu(*a),
-            (HlirOp::Gelu, [a]) => FusionLang::Gelu(*a),
-            _ => {
-                return Err(CompileError::Fusion(format!(
+            (op, ops) => FusionLang::from_op(op, ops).ok_or_else(|| {
+                CompileError::Fusion(format!(
                     "{} at {} has {} loaded operands, expected {}",
-                    node.op.name(),
+                    op.name(),
                     node.location,
                     ops.len(),
-                    node.op.arity()
-                )));
-            }
+                    op.arity()
+                ))
+            })?,
         };
         written.insert(enode.clone());
         class_of[n.index()] = Some(egraph.add(enode));
@@ -219,14 +366,18 @@ pub fn build_hlir(
 ) -> Result<Hlir, CompileError> {
     let eg = &loaded.egraph;
     let locations = loaded.locations(original);
+    let names = loaded.names(original);
     let fallback = SourceLocation::caller();
     let mut hlir = Hlir::new();
     let mut leaf_node: BTreeMap<String, NodeIndex> = BTreeMap::new();
     for n in original.graph.node_indices() {
         let node = &original.graph[n];
         if let HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } = &node.op {
-            let idx =
-                hlir.graph.add_node(HlirNode { op: node.op.clone(), location: node.location });
+            let idx = hlir.graph.add_node(HlirNode {
+                op: node.op.clone(),
+                location: node.location,
+                name: None,
+            });
             leaf_node.insert(name.clone(), idx);
         }
     }
@@ -261,19 +412,20 @@ pub fn build_hlir(
                     return Err(CompileError::Fusion("an outputs node below the root".into()));
                 }
                 _ => {
-                    let op = match (enode, enode.epilogue()) {
-                        (_, Some(epilogue)) => HlirOp::Matmul { epilogue },
-                        (FusionLang::Add(_), None) => HlirOp::Add,
-                        (FusionLang::Relu(_), None) => HlirOp::Relu,
-                        _ => HlirOp::Gelu,
-                    };
+                    let op = enode.to_op().ok_or_else(|| {
+                        CompileError::Fusion(format!("e-node {enode} has no HLIR op"))
+                    })?;
                     let operands: Vec<NodeIndex> = enode
                         .children()
                         .iter()
                         .filter_map(|c| built.get(&eg.find(*c)).copied())
                         .collect();
                     let location = locations.get(&class).copied().unwrap_or(fallback);
-                    hlir.add_op(op, &operands, location)
+                    let idx = hlir.add_op(op, &operands, location);
+                    if let Some(name) = names.get(&class) {
+                        hlir.graph[idx].name = Some(name.clone());
+                    }
+                    idx
                 }
             };
             built.insert(class, idx);

@@ -7,7 +7,7 @@
 //! | `fuse-gelu-bias` | `(gelu (lt_bias ?a ?w ?b))` | `(lt_gelu_bias ?a ?w ?b)` | |
 //! | `fuse-relu` | `(relu (matmul ?a ?w))` | `(lt_relu ?a ?w)` | |
 //! | `fuse-gelu` | `(gelu (matmul ?a ?w))` | `(lt_gelu ?a ?w)` | |
-//! | `add-commute` | `(add ?x ?y)` | `(add ?y ?x)` | |
+//! | `add-commute` (and `mul-`, `equal-commute`) | `(add ?x ?y)` | `(add ?y ?x)` | |
 //! | `relu-idempotent` (optional) | `(relu (relu ?x))` | `(relu ?x)` | |
 //!
 //! Because egg matches through e-classes, `relu(b + x.matmul(w))` fuses too (commutativity puts
@@ -15,12 +15,21 @@
 //! only way to RELU_BIAS is a `relu` whose operand e-class holds an `lt_bias`, i.e. equals
 //! `matmul + b`, and `relu(matmul) + b` is a different value. The activation rules fuse the
 //! activation AFTER the bias, the order cuBLASLt's `*_BIAS` epilogues compute.
+//!
+//! The activation and commutativity rules are generated from the op table
+//! ([`crate::ops::UnaryOp::epilogue_activation`], [`crate::ops::ElemOp::is_commutative`]), so
+//! erf-GELU, which has no cuBLASLt epilogue, can never fuse. The bias must be `[N]` along the
+//! last output axis of a product that is one GEMM (a 2-D right operand): a batched product's
+//! `add` stays an `add`.
 
 use egg::{ConditionalApplier, Id, Pattern, Rewrite, Subst, Var};
 
-use super::analysis::{ShapeAnalysis, bias_is_fusable, matmul_shape};
+use super::analysis::{ShapeAnalysis, enode_type};
 use super::lang::{FusionEGraph, FusionLang};
 use crate::error::CompileError;
+use crate::hlir::TensorType;
+use crate::llir::Epilogue;
+use crate::ops::{BinaryOp, ElemOp, UnaryOp};
 
 /// A fusion rewrite over the HLIR e-graph.
 pub type FusionRewrite = Rewrite<FusionLang, ShapeAnalysis>;
@@ -48,8 +57,9 @@ fn rule(name: &str, from: &str, to: &str) -> Result<FusionRewrite, CompileError>
         .map_err(|e| CompileError::Fusion(format!("bad rule {name}: {e}")))
 }
 
-/// The legality condition of `fuse-bias`, read from the analysis: `?a x ?w` is a well-shaped
-/// `[M, N]` product and `?b` is `[N]`, indexing its last axis ([`bias_is_fusable`]).
+/// The legality condition of `fuse-bias`, read from the analysis: `?a x ?w + ?b` is typed as
+/// a BIAS-epilogue matmul by the HLIR's own rule (`?b` is `[N]`, `?w` is 2-D: one GEMM), and
+/// the sum has the product's shape (the product itself is not broadcast).
 #[derive(Debug, Clone)]
 pub struct BiasCondition {
     a: Var,
@@ -58,24 +68,26 @@ pub struct BiasCondition {
 }
 
 impl BiasCondition {
-    /// Whether the substitution's bias may be fused into the product's epilogue.
-    pub fn holds(&self, egraph: &FusionEGraph, subst: &Subst) -> bool {
-        let shape = |v: Var| -> Option<&Vec<usize>> {
-            let id: Id = *subst.get(v)?;
-            egraph[id].data.shape.as_ref()
+    /// Whether the substitution's bias may be fused into the product's epilogue of the sum
+    /// e-class `sum`.
+    pub fn holds(&self, egraph: &FusionEGraph, sum: Id, subst: &Subst) -> bool {
+        let ty = |id: Id| -> Option<TensorType> {
+            let d = &egraph[id].data;
+            d.shape.clone().zip(d.dtype).map(|(shape, dtype)| TensorType { shape, dtype })
         };
-        match (shape(self.a), shape(self.w), shape(self.b)) {
-            (Some(a), Some(w), Some(b)) => {
-                matmul_shape(a, w).is_some_and(|out| bias_is_fusable(b, &out))
-            }
-            _ => false,
+        let var = |v: Var| subst.get(v).copied().and_then(ty);
+        let zero = Id::from(0usize);
+        let fused = FusionLang::LtBias([zero, zero, zero]);
+        match enode_type(&fused, &[var(self.a), var(self.w), var(self.b)]) {
+            Some(t) => ty(sum).is_some_and(|s| s == t),
+            None => false,
         }
     }
 }
 
 impl egg::Condition<FusionLang, ShapeAnalysis> for BiasCondition {
-    fn check(&self, egraph: &mut FusionEGraph, _eclass: Id, subst: &Subst) -> bool {
-        self.holds(egraph, subst)
+    fn check(&self, egraph: &mut FusionEGraph, eclass: Id, subst: &Subst) -> bool {
+        self.holds(egraph, eclass, subst)
     }
 
     fn vars(&self) -> Vec<Var> {
@@ -101,14 +113,38 @@ pub fn fuse_bias_rule() -> Result<FusionRewrite, CompileError> {
 /// # Errors
 /// [`CompileError::Fusion`] only if the built-in patterns fail to parse (a bug).
 pub fn rules(set: &RuleSet) -> Result<Vec<FusionRewrite>, CompileError> {
-    let mut rules = vec![
-        fuse_bias_rule()?,
-        rule("fuse-relu-bias", "(relu (lt_bias ?a ?w ?b))", "(lt_relu_bias ?a ?w ?b)")?,
-        rule("fuse-gelu-bias", "(gelu (lt_bias ?a ?w ?b))", "(lt_gelu_bias ?a ?w ?b)")?,
-        rule("fuse-relu", "(relu (matmul ?a ?w))", "(lt_relu ?a ?w)")?,
-        rule("fuse-gelu", "(gelu (matmul ?a ?w))", "(lt_gelu ?a ?w)")?,
-        rule("add-commute", "(add ?x ?y)", "(add ?y ?x)")?,
-    ];
+    let mut rules = vec![fuse_bias_rule()?];
+    let fused_name = |e: Epilogue| match e {
+        Epilogue::Default => "matmul",
+        Epilogue::Bias => "lt_bias",
+        Epilogue::Relu => "lt_relu",
+        Epilogue::ReluBias => "lt_relu_bias",
+        Epilogue::Gelu => "lt_gelu",
+        Epilogue::GeluBias => "lt_gelu_bias",
+    };
+    let activations: Vec<UnaryOp> =
+        UnaryOp::ALL.into_iter().filter_map(UnaryOp::epilogue_activation).collect();
+    for &act in &activations {
+        if let Some(e) = Epilogue::from_parts(true, Some(act)) {
+            rules.push(rule(
+                &format!("fuse-{act}-bias"),
+                &format!("({act} (lt_bias ?a ?w ?b))"),
+                &format!("({} ?a ?w ?b)", fused_name(e)),
+            )?);
+        }
+    }
+    for &act in &activations {
+        if let Some(e) = Epilogue::from_parts(false, Some(act)) {
+            rules.push(rule(
+                &format!("fuse-{act}"),
+                &format!("({act} (matmul ?a ?w))"),
+                &format!("({} ?a ?w)", fused_name(e)),
+            )?);
+        }
+    }
+    for op in BinaryOp::ALL.into_iter().filter(|&op| ElemOp::Binary(op).is_commutative()) {
+        rules.push(rule(&format!("{op}-commute"), &format!("({op} ?x ?y)"), &format!("({op} ?y ?x)"))?);
+    }
     if set.relu_idempotence {
         rules.push(rule("relu-idempotent", "(relu (relu ?x))", "(relu ?x)")?);
     }

@@ -33,7 +33,9 @@ use std::time::Instant;
 use cudarc::driver::result;
 use cudarc::driver::safe::{CudaEvent, CudaStream};
 use cudarc::driver::sys::{self, CUdeviceptr};
-use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
+use lumen_compiler::{
+    BinaryOp, BufferRole, CompiledProgram, ElemOp, LlirBuffer, LlirOp, Operand, UnaryOp, View,
+};
 
 pub use device::{
     CUBLASLT, DEVICE_ALIGNMENT, DRIVER, Device, DeviceInfo, Libraries, MIN_DRIVER_VERSION, NVRTC,
@@ -283,6 +285,21 @@ impl CudaProgram {
             check_aligned(&what, addr(b))?;
             Ok(addr(b))
         };
+        let unsupported = |n: usize, reason: &str| RuntimeError::Unsupported {
+            runtime: "cuda",
+            op: llir.nodes[n].op.name().to_string(),
+            node: n,
+            reason: reason.to_string(),
+        };
+        // The kernels and cuBLASLt calls of this runtime read whole row-major buffers only.
+        let whole = |o: &Operand, shape: &[usize]| {
+            o.view.offset == 0 && o.view.is_contiguous() && o.view.shape == shape
+        };
+        // A `[n]` vector broadcast over the rows of `shape`: add_bias's operand.
+        let row_bias = |o: &Operand, shape: &[usize]| {
+            let n = shape.last().copied().unwrap_or(0);
+            View::contiguous(&[n]).expand(shape).is_some_and(|v| v == o.view)
+        };
 
         let t = Instant::now();
         let mut lt = LtPlan::new(&device)?;
@@ -304,28 +321,46 @@ impl CudaProgram {
                             inputs.push((buf.id.clone(), dst, buf.bytes));
                             continue;
                         }
-                        let Some(t) = weights.get(&buf.id) else { continue };
+                        let data: Vec<f32> = match buf.role {
+                            BufferRole::Constant(value) => vec![value.value()],
+                            _ => match weights.get(&buf.id) {
+                                Some(t) => t.words().into_owned(),
+                                None => continue,
+                            },
+                        };
                         if options.memory_debug || layout.is_shared(w) {
                             again.push((host_weights.len(), dst));
-                            host_weights.push(t.data().to_vec());
-                        } else if !t.data().is_empty() {
+                            host_weights.push(data);
+                        } else if !data.is_empty() {
                             let tu = Instant::now();
                             // SAFETY: dst..dst+bytes is this buffer's checked range of the slab.
-                            unsafe { result::memcpy_htod_sync(dst, t.data()) }
+                            unsafe { result::memcpy_htod_sync(dst, &data) }
                                 .map_err(drv("cuMemcpyHtoD_v2"))?;
-                            weight_bytes += t.bytes();
+                            weight_bytes += data.len() * 4;
                             upload_ms += tu.elapsed().as_secs_f64() * 1e3;
                         }
                     }
                     Step::Upload { inputs, weights: again }
                 }
-                LlirOp::LtMatmul { m, k, n: cols, epilogue } => {
+                LlirOp::LtMatmul { batch, m, k, n: cols, epilogue } => {
                     let [a, b, rest @ ..] = node.reads.as_slice() else {
                         return Err(RuntimeError::invalid(&program.label, "lt_matmul operands"));
                     };
-                    let (x, w) = (checked(*a, n)?, checked(*b, n)?);
+                    if batch != 1 {
+                        return Err(unsupported(n, "a batched product (the CPU runtime runs it)"));
+                    }
+                    let plain = whole(a, &[m, k])
+                        && whole(b, &[k, cols])
+                        && rest.first().is_none_or(|r| whole(r, &[cols]));
+                    if !plain {
+                        return Err(unsupported(
+                            n,
+                            "an operand read through a strided view (the CPU runtime runs it)",
+                        ));
+                    }
+                    let (x, w) = (checked(a.buffer, n)?, checked(b.buffer, n)?);
                     let bias = match rest.first() {
-                        Some(&r) => Some(checked(r, n)?),
+                        Some(r) => Some(checked(r.buffer, n)?),
                         None => None,
                     };
                     let y = checked(node.writes[0], n)?;
@@ -353,45 +388,55 @@ impl CudaProgram {
                         Step::Matmul(call)
                     }
                 }
-                LlirOp::AddBias { m, n: cols } => Step::Elementwise {
-                    kernel: Kernel::AddBias,
-                    ptrs: vec![
-                        checked(node.reads[0], n)?,
-                        checked(node.reads[1], n)?,
-                        checked(node.writes[0], n)?,
-                    ],
-                    len: m * cols,
-                    n: cols,
-                },
-                LlirOp::Add { len } => Step::Elementwise {
-                    kernel: Kernel::Add,
-                    ptrs: vec![
-                        checked(node.reads[0], n)?,
-                        checked(node.reads[1], n)?,
-                        checked(node.writes[0], n)?,
-                    ],
-                    len,
-                    n: 0,
-                },
-                LlirOp::Relu { len } | LlirOp::Gelu { len } => Step::Elementwise {
-                    kernel: if matches!(node.op, LlirOp::Relu { .. }) {
-                        Kernel::Relu
-                    } else {
-                        Kernel::Gelu
-                    },
-                    ptrs: vec![checked(node.reads[0], n)?, checked(node.writes[0], n)?],
-                    len,
-                    n: 0,
-                },
+                LlirOp::Map { op, len } => {
+                    let shape = llir.buffers[node.writes[0]].shape.clone();
+                    let shape = node.reads.first().map_or(shape, |o| o.view.shape.clone());
+                    let out = checked(node.writes[0], n)?;
+                    let ptr = |o: &Operand| checked(o.buffer, n);
+                    match (op, node.reads.as_slice()) {
+                        (ElemOp::Binary(BinaryOp::Add), [x, y]) if whole(x, &shape) && whole(y, &shape) => {
+                            Step::Elementwise { kernel: Kernel::Add, ptrs: vec![ptr(x)?, ptr(y)?, out], len, n: 0 }
+                        }
+                        (ElemOp::Binary(BinaryOp::Add), [x, y] | [y, x])
+                            if whole(x, &shape) && row_bias(y, &shape) =>
+                        {
+                            let cols = shape.last().copied().unwrap_or(0);
+                            Step::Elementwise {
+                                kernel: Kernel::AddBias,
+                                ptrs: vec![ptr(x)?, ptr(y)?, out],
+                                len,
+                                n: cols,
+                            }
+                        }
+                        (ElemOp::Unary(u @ (UnaryOp::Relu | UnaryOp::Gelu)), [x]) if whole(x, &shape) => {
+                            let kernel = if u == UnaryOp::Relu { Kernel::Relu } else { Kernel::Gelu };
+                            Step::Elementwise { kernel, ptrs: vec![ptr(x)?, out], len, n: 0 }
+                        }
+                        _ => {
+                            return Err(unsupported(
+                                n,
+                                "its NVRTC kernel is not written yet (the CUDA runtime runs add, \
+                                 add of a row bias, relu and gelu over whole buffers; the CPU \
+                                 runtime runs every op)",
+                            ));
+                        }
+                    }
+                }
+                LlirOp::Reduce { .. } | LlirOp::Gather { .. } | LlirOp::Concat { .. } => {
+                    return Err(unsupported(
+                        n,
+                        "its NVRTC kernel is not written yet (the CPU runtime runs every op)",
+                    ));
+                }
                 LlirOp::Readback => {
                     let mut outputs = Vec::new();
-                    for &r in &node.reads {
+                    for r in node.read_buffers() {
                         let buf = &llir.buffers[r];
                         let elems = buf.bytes / 4;
                         outputs.push((
                             buf.id.clone(),
                             buf.shape.clone(),
-                            checked(r, n)?,
+                                checked(r, n)?,
                             elems,
                             staging_elems,
                         ));
@@ -540,9 +585,10 @@ impl CudaProgram {
                             return Err(RuntimeError::kernel("upload", "input size changed"));
                         }
                         if *bytes > 0 {
+                            let words = t.words();
                             // SAFETY: dst..dst+bytes is the input's range of the slab; pageable
                             // memory is staged by the driver before the call returns.
-                            unsafe { result::memcpy_htod_async(*dst, t.data(), stream) }
+                            unsafe { result::memcpy_htod_async(*dst, &words, stream) }
                                 .map_err(drv("cuMemcpyHtoDAsync_v2"))?;
                         }
                         prof.upload_bytes += bytes;

@@ -1,0 +1,681 @@
+//! The op table: every fact about an elementwise op or a reduction, in one place.
+//!
+//! Each stage derives what it needs from here instead of matching on ops itself: the DSL and
+//! the HLIR take names and arities, the LLIR its FLOP counts, the dumps and the e-graph
+//! language their names (`Display`/`FromStr`), the CPU runtime [`ElemOp::eval_f32`], the f64
+//! reference interpreter [`ElemOp::eval_f64`], the CUDA runtime [`ElemOp::cuda_fn`], and
+//! fusion the epilogue an activation can become ([`UnaryOp::epilogue_activation`]). Adding an
+//! elementwise op is one variant and one arm per `match` below; the compiler lists every fact
+//! left out. This is how Luminal's `op.rs` and tinygrad's `Ops`/`GroupOp` keep an op's facts
+//! together (candle does the same with its `UnaryOpT` trait).
+//!
+//! Every row states its contract on NaN, signed zero and infinities; the f32 and f64 forms
+//! and the CUDA source sit side by side so they keep to it. All tensors are f32; comparisons
+//! return 1.0 or 0.0.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// `sqrt(2 / pi)`, the constant of the tanh form of GELU.
+const SQRT_2_OVER_PI_F64: f64 = 0.797_884_560_802_865_4;
+
+/// Unary elementwise ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryOp {
+    /// `-x` (flips the sign of 0 and NaN too).
+    Neg,
+    /// `e^x`: exp(-inf) = 0, exp(+inf) = +inf.
+    Exp,
+    /// Natural log: log(0) = -inf, log(x < 0) = NaN.
+    Log,
+    /// Square root: sqrt(-0) = -0, sqrt(x < 0) = NaN.
+    Sqrt,
+    /// `1 / x`: recip(+0) = +inf, recip(-0) = -inf.
+    Recip,
+    /// Hyperbolic tangent: +-1 at +-inf.
+    Tanh,
+    /// The error function: +-1 at +-inf (libm's `erff`/`erf`, CUDA's `erff`).
+    Erf,
+    /// `x < 0 ? 0 : x`: NaN stays NaN (a `max` would hide a poisoned read), -0 stays -0.
+    Relu,
+    /// GELU, tanh form (Hendrycks & Gimpel; PyTorch's `approximate="tanh"`), see [`gelu_f32`]:
+    /// gelu(+inf) = +inf, gelu(-inf) = -0.
+    Gelu,
+    /// The identity, written to a fresh row-major buffer: how a view a kernel cannot read
+    /// through becomes contiguous (Luminal's `Contiguous`). Every value, NaN included, is
+    /// copied bit for bit.
+    Contiguous,
+}
+
+/// Binary elementwise ops (operands broadcast NumPy-style in the HLIR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryOp {
+    /// `a + b`, IEEE 754.
+    Add,
+    /// `a - b`, IEEE 754.
+    Sub,
+    /// `a * b`, IEEE 754.
+    Mul,
+    /// `a / b`, IEEE 754 (x / 0 = +-inf, 0 / 0 = NaN).
+    Div,
+    /// The larger of `a` and `b`; NaN if either is NaN (NumPy's `maximum`, not `fmax`);
+    /// `maximum(-0, +0)` is the first operand.
+    Maximum,
+    /// `a < b ? 1 : 0` (0 when either is NaN).
+    LessThan,
+    /// `a == b ? 1 : 0` (0 when either is NaN; `-0 == +0` is 1).
+    Equal,
+}
+
+/// An elementwise op of any arity: what an LLIR `map` node computes per element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ElemOp {
+    /// One operand.
+    Unary(UnaryOp),
+    /// Two operands.
+    Binary(BinaryOp),
+    /// `select(c, a, b) = c != 0 ? a : b` (a NaN condition selects `a`, since NaN != 0).
+    Select,
+}
+
+impl UnaryOp {
+    /// Every unary op, in declaration order.
+    pub const ALL: [UnaryOp; 10] = [
+        UnaryOp::Neg,
+        UnaryOp::Exp,
+        UnaryOp::Log,
+        UnaryOp::Sqrt,
+        UnaryOp::Recip,
+        UnaryOp::Tanh,
+        UnaryOp::Erf,
+        UnaryOp::Relu,
+        UnaryOp::Gelu,
+        UnaryOp::Contiguous,
+    ];
+
+    /// The activation a cuBLASLt epilogue can apply for this op (`Relu`, `Gelu`), if any.
+    /// Only the tanh-form GELU is cuBLASLt's GELU; erf-GELU is a composite and never fuses.
+    pub fn epilogue_activation(self) -> Option<UnaryOp> {
+        matches!(self, UnaryOp::Relu | UnaryOp::Gelu).then_some(self)
+    }
+}
+
+impl BinaryOp {
+    /// Every binary op, in declaration order.
+    pub const ALL: [BinaryOp; 7] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Maximum,
+        BinaryOp::LessThan,
+        BinaryOp::Equal,
+    ];
+}
+
+impl ElemOp {
+    /// Every elementwise op: the unary ops, the binary ops, then select.
+    pub const ALL: [ElemOp; 18] = [
+        ElemOp::Unary(UnaryOp::Neg),
+        ElemOp::Unary(UnaryOp::Exp),
+        ElemOp::Unary(UnaryOp::Log),
+        ElemOp::Unary(UnaryOp::Sqrt),
+        ElemOp::Unary(UnaryOp::Recip),
+        ElemOp::Unary(UnaryOp::Tanh),
+        ElemOp::Unary(UnaryOp::Erf),
+        ElemOp::Unary(UnaryOp::Relu),
+        ElemOp::Unary(UnaryOp::Gelu),
+        ElemOp::Unary(UnaryOp::Contiguous),
+        ElemOp::Binary(BinaryOp::Add),
+        ElemOp::Binary(BinaryOp::Sub),
+        ElemOp::Binary(BinaryOp::Mul),
+        ElemOp::Binary(BinaryOp::Div),
+        ElemOp::Binary(BinaryOp::Maximum),
+        ElemOp::Binary(BinaryOp::LessThan),
+        ElemOp::Binary(BinaryOp::Equal),
+        ElemOp::Select,
+    ];
+
+    /// The name in the DSL, dumps, errors, the e-graph language and the CUDA kernel
+    /// (`lumen_{name}`): `neg`, `exp`, ..., `contiguous`, `add`, ..., `less_than`, `equal`,
+    /// `select`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemOp::Unary(op) => match op {
+                UnaryOp::Neg => "neg",
+                UnaryOp::Exp => "exp",
+                UnaryOp::Log => "log",
+                UnaryOp::Sqrt => "sqrt",
+                UnaryOp::Recip => "recip",
+                UnaryOp::Tanh => "tanh",
+                UnaryOp::Erf => "erf",
+                UnaryOp::Relu => "relu",
+                UnaryOp::Gelu => "gelu",
+                UnaryOp::Contiguous => "contiguous",
+            },
+            ElemOp::Binary(op) => match op {
+                BinaryOp::Add => "add",
+                BinaryOp::Sub => "sub",
+                BinaryOp::Mul => "mul",
+                BinaryOp::Div => "div",
+                BinaryOp::Maximum => "maximum",
+                BinaryOp::LessThan => "less_than",
+                BinaryOp::Equal => "equal",
+            },
+            ElemOp::Select => "select",
+        }
+    }
+
+    /// Operands: 1, 2 or 3.
+    pub fn arity(self) -> usize {
+        match self {
+            ElemOp::Unary(_) => 1,
+            ElemOp::Binary(_) => 2,
+            ElemOp::Select => 3,
+        }
+    }
+
+    /// FLOP per output element: 0 for `contiguous` (a copy), 8 for `gelu` (its tanh form),
+    /// 1 for every other op (one instruction or one library call, the convention of fvcore
+    /// and XLA's cost analysis).
+    pub fn flops_per_element(self) -> u64 {
+        match self {
+            ElemOp::Unary(UnaryOp::Contiguous) => 0,
+            ElemOp::Unary(UnaryOp::Gelu) => 8,
+            ElemOp::Unary(_) | ElemOp::Binary(_) | ElemOp::Select => 1,
+        }
+    }
+
+    /// Whether swapping the two operands never changes the result, bit for bit: `add`, `mul`,
+    /// `equal` (`maximum` is not: it returns its first operand on `-0` vs `+0`).
+    pub fn is_commutative(self) -> bool {
+        matches!(self, ElemOp::Binary(BinaryOp::Add | BinaryOp::Mul | BinaryOp::Equal))
+    }
+
+    /// The op on f32 operands (`a[i]` for operand `i`; unused slots are ignored): what the
+    /// CPU runtime computes.
+    #[inline]
+    pub fn eval_f32(self, a: [f32; 3]) -> f32 {
+        let [x, y, z] = a;
+        match self {
+            ElemOp::Unary(op) => match op {
+                UnaryOp::Neg => -x,
+                UnaryOp::Exp => x.exp(),
+                UnaryOp::Log => x.ln(),
+                UnaryOp::Sqrt => x.sqrt(),
+                UnaryOp::Recip => 1.0 / x,
+                UnaryOp::Tanh => x.tanh(),
+                UnaryOp::Erf => libm::erff(x),
+                UnaryOp::Relu => relu_f32(x),
+                UnaryOp::Gelu => gelu_f32(x),
+                UnaryOp::Contiguous => x,
+            },
+            ElemOp::Binary(op) => match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div => x / y,
+                BinaryOp::Maximum => {
+                    if x.is_nan() || y.is_nan() {
+                        f32::NAN
+                    } else if x >= y {
+                        x
+                    } else {
+                        y
+                    }
+                }
+                BinaryOp::LessThan => f32::from(u8::from(x < y)),
+                BinaryOp::Equal => f32::from(u8::from(x == y)),
+            },
+            ElemOp::Select => {
+                if x != 0.0 {
+                    y
+                } else {
+                    z
+                }
+            }
+        }
+    }
+
+    /// The op on f64 operands, with the same contract as [`ElemOp::eval_f32`]: what the
+    /// reference interpreter computes.
+    pub fn eval_f64(self, a: [f64; 3]) -> f64 {
+        let [x, y, z] = a;
+        match self {
+            ElemOp::Unary(op) => match op {
+                UnaryOp::Neg => -x,
+                UnaryOp::Exp => x.exp(),
+                UnaryOp::Log => x.ln(),
+                UnaryOp::Sqrt => x.sqrt(),
+                UnaryOp::Recip => 1.0 / x,
+                UnaryOp::Tanh => x.tanh(),
+                UnaryOp::Erf => libm::erf(x),
+                UnaryOp::Relu => relu_f64(x),
+                UnaryOp::Gelu => gelu_f64(x),
+                UnaryOp::Contiguous => x,
+            },
+            ElemOp::Binary(op) => match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div => x / y,
+                BinaryOp::Maximum => {
+                    if x.is_nan() || y.is_nan() {
+                        f64::NAN
+                    } else if x >= y {
+                        x
+                    } else {
+                        y
+                    }
+                }
+                BinaryOp::LessThan => f64::from(u8::from(x < y)),
+                BinaryOp::Equal => f64::from(u8::from(x == y)),
+            },
+            ElemOp::Select => {
+                if x != 0.0 {
+                    y
+                } else {
+                    z
+                }
+            }
+        }
+    }
+
+    /// The body of the op's CUDA device function `float lumen_op_{name}(float a, float b,
+    /// float c)` (see [`ElemOp::cuda_fn`]): one C expression over `a`, `b`, `c`, with no
+    /// includes (NVRTC provides `expf`, `logf`, `sqrtf`, `tanhf`, `erff`, `fabsf`).
+    pub fn cuda_expr(self) -> &'static str {
+        match self {
+            ElemOp::Unary(op) => match op {
+                UnaryOp::Neg => "-a",
+                UnaryOp::Exp => "expf(a)",
+                UnaryOp::Log => "logf(a)",
+                UnaryOp::Sqrt => "sqrtf(a)",
+                UnaryOp::Recip => "1.0f / a",
+                UnaryOp::Tanh => "tanhf(a)",
+                UnaryOp::Erf => "erff(a)",
+                UnaryOp::Relu => "a < 0.0f ? 0.0f : a",
+                // The stable form of gelu_f32: t = exp(-2|z|) in (0, 1] never overflows; -inf
+                // (the only value below -FLT_MAX) maps to its limit -0.
+                UnaryOp::Gelu => {
+                    "a < -3.40282347e+38f ? -0.0f : lumen_gelu_stable(a, 0.7978846f * a * \
+                     (1.0f + 0.044715f * a * a))"
+                }
+                UnaryOp::Contiguous => "a",
+            },
+            ElemOp::Binary(op) => match op {
+                BinaryOp::Add => "a + b",
+                BinaryOp::Sub => "a - b",
+                BinaryOp::Mul => "a * b",
+                BinaryOp::Div => "a / b",
+                // a + b is NaN when either is: NumPy's maximum, unlike fmaxf.
+                BinaryOp::Maximum => "(a != a || b != b) ? a + b : (a >= b ? a : b)",
+                BinaryOp::LessThan => "a < b ? 1.0f : 0.0f",
+                BinaryOp::Equal => "a == b ? 1.0f : 0.0f",
+            },
+            ElemOp::Select => "a != 0.0f ? b : c",
+        }
+    }
+
+    /// The op's CUDA C device function, `lumen_op_{name}`, preceded by the helpers it needs.
+    /// The CUDA runtime's generated kernels call it once per element.
+    pub fn cuda_fn(self) -> String {
+        let helper = if self == ElemOp::Unary(UnaryOp::Gelu) {
+            "__device__ __forceinline__ float lumen_gelu_stable(float x, float z) {\n    \
+             float t = expf(-2.0f * fabsf(z));\n    \
+             return z >= 0.0f ? x / (1.0f + t) : x * t / (1.0f + t);\n}\n"
+        } else {
+            ""
+        };
+        format!(
+            "{helper}__device__ __forceinline__ float lumen_op_{}(float a, float b, float c) {{\n    \
+             (void)b; (void)c;\n    return {};\n}}\n",
+            self.name(),
+            self.cuda_expr()
+        )
+    }
+}
+
+impl fmt::Display for ElemOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown op name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownOp(pub String);
+
+impl fmt::Display for UnknownOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown op `{}`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownOp {}
+
+impl FromStr for ElemOp {
+    type Err = UnknownOp;
+
+    /// The op named `s` ([`ElemOp::name`]).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ElemOp::ALL.into_iter().find(|op| op.name() == s).ok_or_else(|| UnknownOp(s.to_string()))
+    }
+}
+
+impl fmt::Display for UnaryOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(ElemOp::Unary(*self).name())
+    }
+}
+
+impl FromStr for UnaryOp {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.parse::<ElemOp>()? {
+            ElemOp::Unary(op) => Ok(op),
+            _ => Err(UnknownOp(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for BinaryOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(ElemOp::Binary(*self).name())
+    }
+}
+
+impl FromStr for BinaryOp {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.parse::<ElemOp>()? {
+            ElemOp::Binary(op) => Ok(op),
+            _ => Err(UnknownOp(s.to_string())),
+        }
+    }
+}
+
+/// Reductions over one axis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReduceOp {
+    /// Sum, accumulated in order along the axis (f32 on the CPU, f64 in the reference); the
+    /// sum of an empty axis is 0. NaN and infinities propagate by IEEE 754.
+    Sum,
+    /// Maximum; NaN if any element is NaN; the maximum of an empty axis is -inf (the
+    /// identity). On ties between -0 and +0 the earlier element is kept.
+    Max,
+}
+
+impl ReduceOp {
+    /// Every reduction.
+    pub const ALL: [ReduceOp; 2] = [ReduceOp::Sum, ReduceOp::Max];
+
+    /// The name in the DSL, dumps and kernels: `sum`, `max`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Max => "max",
+        }
+    }
+
+    /// The identity, the result over an empty axis: 0 or -inf.
+    pub fn identity_f32(self) -> f32 {
+        match self {
+            ReduceOp::Sum => 0.0,
+            ReduceOp::Max => f32::NEG_INFINITY,
+        }
+    }
+
+    /// Folds `x` into the running value `acc` (f32).
+    #[inline]
+    pub fn combine_f32(self, acc: f32, x: f32) -> f32 {
+        match self {
+            ReduceOp::Sum => acc + x,
+            ReduceOp::Max => {
+                if acc.is_nan() || x.is_nan() {
+                    f32::NAN
+                } else if x > acc {
+                    x
+                } else {
+                    acc
+                }
+            }
+        }
+    }
+
+    /// [`ReduceOp::identity_f32`] in f64.
+    pub fn identity_f64(self) -> f64 {
+        f64::from(self.identity_f32())
+    }
+
+    /// [`ReduceOp::combine_f32`] in f64.
+    pub fn combine_f64(self, acc: f64, x: f64) -> f64 {
+        match self {
+            ReduceOp::Sum => acc + x,
+            ReduceOp::Max => {
+                if acc.is_nan() || x.is_nan() {
+                    f64::NAN
+                } else if x > acc {
+                    x
+                } else {
+                    acc
+                }
+            }
+        }
+    }
+
+    /// The identity as a CUDA C expression (no includes: `-inf` by its bits).
+    pub fn cuda_identity(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "0.0f",
+            ReduceOp::Max => "__int_as_float(0xff800000)",
+        }
+    }
+
+    /// The combine step as a CUDA C expression over the running value `acc` and `x`.
+    pub fn cuda_combine(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "acc + x",
+            ReduceOp::Max => "(acc != acc || x != x) ? acc + x : (x > acc ? x : acc)",
+        }
+    }
+}
+
+impl fmt::Display for ReduceOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ReduceOp {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ReduceOp::ALL.into_iter().find(|op| op.name() == s).ok_or_else(|| UnknownOp(s.to_string()))
+    }
+}
+
+/// relu in f32: `x < 0 ? 0 : x`, so NaN stays NaN and -0 stays -0.
+#[inline]
+pub fn relu_f32(x: f32) -> f32 {
+    if x < 0.0 { 0.0 } else { x }
+}
+
+/// relu in f64 with the same contract as [`relu_f32`].
+pub fn relu_f64(x: f64) -> f64 {
+    if x < 0.0 { 0.0 } else { x }
+}
+
+/// GELU, tanh form (Hendrycks & Gimpel; what PyTorch's `approximate="tanh"` computes):
+/// `0.5 x (1 + tanh(z))` with `z = sqrt(2/pi) (x + 0.044715 x^3)`, evaluated in the
+/// algebraically identical form `x / (1 + exp(-2z))` (`0.5 (1 + tanh z)` is the logistic
+/// sigmoid of `2z`).
+///
+/// The textbook form cancels on the negative tail: for `x < -4`, `1 + tanh(z)` is 1 minus a
+/// number within a few ulps of 1, so gelu(-5) came out as -2.98e-7 instead of -2.29e-7 and
+/// every `x <= -6` as -0 instead of about -8e-11. Here the sigmoid is evaluated with
+/// `t = exp(-2|z|)` in `(0, 1]`, which never overflows: `x / (1 + t)` for `z >= 0` and
+/// `x t / (1 + t)` for `z < 0`, each a product of well-conditioned factors, so the relative
+/// error stays within a few ulps of f32 times `|2z|` (the rounding of `z` itself) down to the
+/// subnormal range. Limits: gelu(+inf) = +inf, gelu(-inf) = -0 (the limit is 0, approached from
+/// below; the formula alone would give `-inf * 0 = NaN`); NaN in, NaN out.
+///
+/// The CPU runtime's elementwise kernel and its fused GELU epilogue both call this; the CUDA
+/// kernels use the same form ([`ElemOp::cuda_fn`]), while cuBLASLt's `GELU` epilogue is
+/// NVIDIA's own implementation.
+#[inline]
+pub fn gelu_f32(x: f32) -> f32 {
+    if x == f32::NEG_INFINITY {
+        return -0.0;
+    }
+    let z = SQRT_2_OVER_PI_F64 as f32 * x * (1.0 + 0.044_715 * x * x);
+    let t = (-2.0 * z.abs()).exp();
+    if z >= 0.0 { x / (1.0 + t) } else { x * t / (1.0 + t) }
+}
+
+/// GELU, tanh form, in f64, in the same stable form as [`gelu_f32`]. Even in f64 the
+/// textbook form cancels: it returns 0 from x = -8 down, where the value is -3.1e-21.
+/// gelu(+inf) = +inf, gelu(-inf) = -0 (the limit), NaN in, NaN out.
+pub fn gelu_f64(x: f64) -> f64 {
+    if x == f64::NEG_INFINITY {
+        return -0.0;
+    }
+    let z = SQRT_2_OVER_PI_F64 * x * (1.0 + 0.044_715 * x * x);
+    let t = (-2.0 * z.abs()).exp();
+    if z >= 0.0 { x / (1.0 + t) } else { x * t / (1.0 + t) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Awkward operands: zeros of both signs, infinities, NaN, subnormals, tails.
+    const SPECIALS: [f32; 16] = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -2.5,
+        10.0,
+        -10.0,
+        88.0,
+        -104.0,
+        1e-40,
+        -1e-40,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        3.4e38,
+    ];
+
+    #[test]
+    fn all_lists_every_op_once_and_names_round_trip() {
+        let mut names: Vec<&str> = ElemOp::ALL.iter().map(|op| op.name()).collect();
+        assert_eq!(names.len(), UnaryOp::ALL.len() + BinaryOp::ALL.len() + 1);
+        for op in ElemOp::ALL {
+            assert_eq!(op.name().parse::<ElemOp>(), Ok(op));
+            assert_eq!(op.to_string(), op.name());
+            match op {
+                ElemOp::Unary(u) => assert!(UnaryOp::ALL.contains(&u)),
+                ElemOp::Binary(b) => assert!(BinaryOp::ALL.contains(&b)),
+                ElemOp::Select => {}
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ElemOp::ALL.len());
+        assert!("nope".parse::<ElemOp>().is_err());
+        for op in ReduceOp::ALL {
+            assert_eq!(op.name().parse::<ReduceOp>(), Ok(op));
+        }
+    }
+
+    /// f32 against f64 on every special operand combination: the same NaN-ness, the same
+    /// sign of zero, the same infinities, and finite values within a relative 2e-5 (the f32
+    /// libraries' accuracy; gelu's z rounding), or both below f32's normal range.
+    #[test]
+    fn eval_f32_keeps_the_contract_of_eval_f64() {
+        for op in ElemOp::ALL {
+            for &a in &SPECIALS {
+                for &b in &SPECIALS {
+                    for &c in &[0.0f32, 1.0, f32::NAN] {
+                        let (x, y, z) = (a, b, if op == ElemOp::Select { c } else { 2.0 });
+                        let got = op.eval_f32([x, y, z]);
+                        let want = op.eval_f64([f64::from(x), f64::from(y), f64::from(z)]);
+                        let what = format!("{}({x}, {y}, {z}) = {got:e}, f64 {want:e}", op.name());
+                        assert_eq!(got.is_nan(), want.is_nan(), "{what}");
+                        if want.is_nan() {
+                            continue;
+                        }
+                        let want32 = want as f32;
+                        if want32.is_infinite() || want32 == 0.0 {
+                            // Overflow and underflow as f32 agree with the rounded f64 value.
+                            assert!(
+                                got == want32 || (got.abs() < 1e-37 && want.abs() < 1e-37),
+                                "{what}"
+                            );
+                            if want == 0.0 {
+                                assert_eq!(got.is_sign_negative(), want.is_sign_negative(), "{what}");
+                            }
+                        } else if want.abs() >= f64::from(f32::MIN_POSITIVE) {
+                            let rel = (f64::from(got) - want).abs() / want.abs();
+                            // gelu: f32's rounding of z magnified by |2z| (87 at x = -10).
+                            assert!(rel < 2e-5, "{what}, rel {rel:e}");
+                        } else {
+                            assert!((f64::from(got) - want).abs() < 1e-37, "{what}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn contracts_on_special_values() {
+        let e = |op: ElemOp, a: f32, b: f32| op.eval_f32([a, b, 0.0]);
+        let relu = ElemOp::Unary(UnaryOp::Relu);
+        assert!(e(relu, f32::NAN, 0.0).is_nan());
+        assert!(e(relu, -0.0, 0.0).is_sign_negative());
+        let max = ElemOp::Binary(BinaryOp::Maximum);
+        assert!(e(max, f32::NAN, 1.0).is_nan() && e(max, 1.0, f32::NAN).is_nan());
+        assert!(e(max, -0.0, 0.0).is_sign_negative());
+        assert_eq!(e(ElemOp::Binary(BinaryOp::LessThan), f32::NAN, 1.0), 0.0);
+        assert_eq!(e(ElemOp::Binary(BinaryOp::Equal), -0.0, 0.0), 1.0);
+        assert_eq!(ElemOp::Select.eval_f32([f32::NAN, 1.0, 2.0]), 1.0);
+        assert_eq!(ElemOp::Select.eval_f32([0.0, 1.0, 2.0]), 2.0);
+        assert_eq!(e(ElemOp::Unary(UnaryOp::Recip), -0.0, 0.0), f32::NEG_INFINITY);
+        assert_eq!(e(ElemOp::Unary(UnaryOp::Erf), f32::INFINITY, 0.0), 1.0);
+        let gelu = ElemOp::Unary(UnaryOp::Gelu);
+        assert_eq!(e(gelu, f32::INFINITY, 0.0), f32::INFINITY);
+        assert!(e(gelu, f32::NEG_INFINITY, 0.0).is_sign_negative());
+        assert!(ReduceOp::Max.combine_f32(1.0, f32::NAN).is_nan());
+        assert!(ReduceOp::Max.combine_f32(f32::NAN, 1.0).is_nan());
+        assert!(ReduceOp::Max.combine_f32(-0.0, 0.0).is_sign_negative());
+        assert_eq!(ReduceOp::Max.identity_f32(), f32::NEG_INFINITY);
+    }
+
+    #[test]
+    fn flops_commutativity_and_epilogues() {
+        assert_eq!(ElemOp::Unary(UnaryOp::Gelu).flops_per_element(), 8);
+        assert_eq!(ElemOp::Unary(UnaryOp::Contiguous).flops_per_element(), 0);
+        assert_eq!(ElemOp::Binary(BinaryOp::Add).flops_per_element(), 1);
+        assert!(ElemOp::Binary(BinaryOp::Add).is_commutative());
+        assert!(!ElemOp::Binary(BinaryOp::Maximum).is_commutative());
+        assert!(!ElemOp::Binary(BinaryOp::Sub).is_commutative());
+        assert_eq!(UnaryOp::Relu.epilogue_activation(), Some(UnaryOp::Relu));
+        assert_eq!(UnaryOp::Erf.epilogue_activation(), None);
+        for op in ElemOp::ALL {
+            let f = op.cuda_fn();
+            assert!(f.contains(&format!("lumen_op_{}(", op.name())), "{f}");
+        }
+    }
+}
