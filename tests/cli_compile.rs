@@ -14,15 +14,21 @@ fn linear_relu_no_fuse_json_is_the_golden_table() {
     let nodes = v["nodes"].as_array().unwrap();
     let op_of = |id: &Value| nodes[id.as_u64().unwrap() as usize]["op"].as_str().unwrap();
     let ops: Vec<&str> = nodes.iter().map(|n| n["op"].as_str().unwrap()).collect();
-    assert_eq!(ops, ["upload", "lt_matmul", "add_bias", "relu", "readback"]);
+    assert_eq!(ops, ["upload", "lt_matmul", "add", "relu", "readback"]);
     assert_eq!(nodes[1]["epilogue"], "DEFAULT");
+    // The bias is read broadcast over the rows: stride 0 along them.
+    assert_eq!(nodes[2]["reads"], serde_json::json!(["t0", "b"]));
+    assert_eq!(
+        nodes[2]["views"][1],
+        serde_json::json!({"shape": [64, 64], "strides": [0, 1], "offset": 0})
+    );
     let table: [(&str, u64, &[&str], u64); 7] = [
         ("x", 65_536, &["upload", "lt_matmul"], 0),
         ("w", 65_536, &["upload", "lt_matmul"], 65_536),
-        ("b", 256, &["upload", "add_bias"], 131_072),
+        ("b", 256, &["upload", "add"], 131_072),
         ("workspace", 1_048_576, &["lt_matmul"], 131_328),
-        ("t0", 16_384, &["lt_matmul", "add_bias"], 1_179_904),
-        ("t1", 16_384, &["add_bias", "relu"], 0),
+        ("t0", 16_384, &["lt_matmul", "add"], 1_179_904),
+        ("t1", 16_384, &["add", "relu"], 0),
         ("y", 16_384, &["relu", "readback"], 16_384),
     ];
     let buffers = v["buffers"].as_array().unwrap();
@@ -255,14 +261,14 @@ fn size_messages_say_what_is_wrong() {
 #[test]
 fn sizes_of_the_other_program_are_refused() {
     let e = error_line(&["compile", "linear-relu", "--layers", "5,3"]);
-    assert_eq!(e.trim_end(), "error: --layers applies to mlp, not linear-relu");
+    assert_eq!(e.trim_end(), "error: --layers applies to mlp and transformer, not linear-relu");
     // About the flag, even when its text would not parse.
     let e = error_line(&["compile", "linear-relu", "--layers", "x"]);
-    assert_eq!(e.trim_end(), "error: --layers applies to mlp, not linear-relu");
+    assert_eq!(e.trim_end(), "error: --layers applies to mlp and transformer, not linear-relu");
     let e = error_line(&["compile", "mlp", "--m", "5"]);
     assert_eq!(e.trim_end(), "error: --m applies to linear-relu, not mlp");
     let e = error_line(&["compare", "linear-relu", "--batch", "5"]);
-    assert_eq!(e.trim_end(), "error: --batch applies to mlp, not linear-relu");
+    assert_eq!(e.trim_end(), "error: --batch applies to mlp and transformer, not linear-relu");
     let e = error_line(&["compile", "resnet", "--m", "5"]);
     assert!(e.contains("unknown program \"resnet\""), "{e}");
 
@@ -442,7 +448,20 @@ fn nodes_is_a_list_in_compile_json_and_a_count_elsewhere() {
     matmul.sort_unstable();
     assert_eq!(
         matmul,
-        ["epilogue", "id", "inputs", "k", "m", "n", "op", "reads", "workspace", "writes"]
+        [
+            "batch",
+            "epilogue",
+            "id",
+            "inputs",
+            "k",
+            "m",
+            "n",
+            "op",
+            "reads",
+            "views",
+            "workspace",
+            "writes"
+        ]
     );
     assert_eq!(nodes[3]["op"], "relu");
     assert_eq!(nodes[3]["len"], 64 * 64);

@@ -38,11 +38,11 @@ fn flag_misuse_after_parsing_is_a_usage_error() {
     let usage = [
         (
             &["compile", "linear-relu", "--layers", "64"][..],
-            "--layers applies to mlp, not linear-relu",
+            "--layers applies to mlp and transformer, not linear-relu",
         ),
         (&["compile", "mlp", "--m", "4"], "--m applies to linear-relu, not mlp"),
-        (&["compare", "linear-relu", "--batch", "5"], "--batch applies to mlp, not linear-relu"),
-        (&["compile", "resnet"], "unknown program \"resnet\" (expected one of: linear-relu, mlp)"),
+        (&["compare", "linear-relu", "--batch", "5"], "--batch applies to mlp and transformer, not linear-relu"),
+        (&["compile", "resnet"], "unknown program \"resnet\" (expected one of: linear-relu, mlp, transformer)"),
         (
             &["compare", "mlp", "--layers", "64,x,10"],
             "mlp: layer size \"x\" in --layers \"64,x,10\" is not a whole number",

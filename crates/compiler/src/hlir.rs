@@ -238,15 +238,16 @@ impl HlirOp {
     }
 
     /// The node's text in HLIR dumps and structural labels: the name with its parameters
-    /// (`matmul[RELU_BIAS]`, `sum:1`, `reshape:2,3`, `input x f32[2, 3]`, `constant 0.5`).
+    /// (`matmul[RELU_BIAS]`, `sum:1`, `reshape:2,3`, `input x`, `input ids i64`,
+    /// `constant 0.5`).
     pub fn text(&self) -> String {
+        let typed = |kind: &str, name: &str, dtype: &DType| match dtype {
+            DType::F32 => format!("{kind} {name}"),
+            other => format!("{kind} {name} {other}"),
+        };
         match self {
-            HlirOp::Input { name, shape, dtype } => {
-                format!("input {name} {dtype}{}", ShapeText(shape.clone()))
-            }
-            HlirOp::Weight { name, shape, dtype } => {
-                format!("weight {name} {dtype}{}", ShapeText(shape.clone()))
-            }
+            HlirOp::Input { name, dtype, .. } => typed("input", name, dtype),
+            HlirOp::Weight { name, dtype, .. } => typed("weight", name, dtype),
             HlirOp::Constant { value } => format!("constant {value}"),
             HlirOp::Matmul { epilogue } => format!("matmul[{}]", epilogue.name()),
             HlirOp::Reduce { op, axis } => format!("{op}:{axis}"),
@@ -848,8 +849,12 @@ impl fmt::Display for Hlir {
             for (i, a) in self.operands(n).iter().enumerate() {
                 write!(f, "{} %{}", if i == 0 { "" } else { "," }, a.index())?;
             }
-            if let Some(t) = types.as_ref().and_then(|t| t.get(n.index())) {
-                write!(f, " : {}", ShapeText(t.shape.clone()))?;
+            match (types.as_ref().and_then(|t| t.get(n.index())), &node.op) {
+                (Some(t), _) => write!(f, " : {}", ShapeText(t.shape.clone()))?,
+                (None, HlirOp::Input { shape, .. } | HlirOp::Weight { shape, .. }) => {
+                    write!(f, " : {}", ShapeText(shape.clone()))?;
+                }
+                (None, _) => {}
             }
             writeln!(f)?;
         }

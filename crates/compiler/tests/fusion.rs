@@ -31,7 +31,7 @@ fn fused_linear_relu_is_the_spec_golden_plan() {
         ops(&p),
         [
             LlirOp::Upload,
-            LlirOp::LtMatmul { m: 64, k: 256, n: 64, epilogue: Epilogue::ReluBias },
+            LlirOp::LtMatmul { batch: 1, m: 64, k: 256, n: 64, epilogue: Epilogue::ReluBias },
             LlirOp::Readback
         ]
     );
@@ -85,7 +85,7 @@ fn linear_relu_candidates_compare_as_the_spec_says() {
     assert_eq!(epilogues(&bias.program), [Epilogue::Bias]);
     assert_eq!(
         ops(&bias.program)[2],
-        LlirOp::Relu { len: 4096 },
+        LlirOp::Map { op: lumen_compiler::ElemOp::Unary(lumen_compiler::UnaryOp::Relu), len: 4096 },
         "bias-only fused keeps the activation as its own launch"
     );
     // Cost = launches x 8,000,000 + DRAM bytes + LLIR nodes.
@@ -232,11 +232,11 @@ fn nothing_to_fuse_gives_one_candidate() {
 fn a_hand_fused_program_round_trips() {
     let at = SourceLocation::caller();
     let mut h = Hlir::new();
-    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![4, 8] }, &[], at);
-    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![8, 8] }, &[], at);
-    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![8] }, &[], at);
+    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![4, 8], dtype: lumen_compiler::DType::F32 }, &[], at);
+    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![8, 8], dtype: lumen_compiler::DType::F32 }, &[], at);
+    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![8], dtype: lumen_compiler::DType::F32 }, &[], at);
     let mm = h.add_op(HlirOp::Matmul { epilogue: Epilogue::Bias }, &[x, w, b], at);
-    let r = h.add_op(HlirOp::Relu, &[mm], at);
+    let r = h.add_op(HlirOp::Map(lumen_compiler::ElemOp::Unary(lumen_compiler::UnaryOp::Relu)), &[mm], at);
     h.add_op(HlirOp::Output { name: "y".into() }, &[r], at);
     let p = fusion::compile_fused(&h, "hand", &CompileOptions::default()).unwrap();
     // lt_bias then relu fuses on to RELU_BIAS.

@@ -1,6 +1,9 @@
 //! The golden plan of SPEC sections 2 and 3: unfused linear-relu, M=64, K=256, N=64.
 
-use lumen_compiler::{BufferRole, CompileOptions, Epilogue, Graph, LlirOp, programs};
+use lumen_compiler::{
+    BinaryOp, BufferRole, CompileOptions, ElemOp, Epilogue, Graph, LlirOp, UnaryOp, View,
+    programs,
+};
 
 fn spec_program() -> Graph {
     let mut cx = Graph::new();
@@ -15,22 +18,26 @@ fn spec_program() -> Graph {
 fn unfused_linear_relu_matches_the_spec_table() {
     let p = spec_program().compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     let ops: Vec<&str> = p.llir.nodes.iter().map(|n| n.op.name()).collect();
-    assert_eq!(ops, ["upload", "lt_matmul", "add_bias", "relu", "readback"]);
+    // SPEC's add_bias is the elementwise add reading the bias [64] broadcast over the rows.
+    assert_eq!(ops, ["upload", "lt_matmul", "add", "relu", "readback"]);
     assert_eq!(
         p.llir.nodes[1].op,
-        LlirOp::LtMatmul { m: 64, k: 256, n: 64, epilogue: Epilogue::Default }
+        LlirOp::LtMatmul { batch: 1, m: 64, k: 256, n: 64, epilogue: Epilogue::Default }
     );
-    assert_eq!(p.llir.nodes[2].op, LlirOp::AddBias { m: 64, n: 64 });
-    assert_eq!(p.llir.nodes[3].op, LlirOp::Relu { len: 4096 });
+    assert_eq!(p.llir.nodes[2].op, LlirOp::Map { op: ElemOp::Binary(BinaryOp::Add), len: 4096 });
+    let bias = &p.llir.nodes[2].reads[1];
+    assert_eq!(p.llir.buffers[bias.buffer].id, "b");
+    assert_eq!(bias.view, View { shape: vec![64, 64], strides: vec![0, 1], offset: 0 });
+    assert_eq!(p.llir.nodes[3].op, LlirOp::Map { op: ElemOp::Unary(UnaryOp::Relu), len: 4096 });
 
     // (id, bytes, uses by op name, offset) exactly as SPEC section 2's table.
     let table: [(&str, usize, &[&str], usize); 7] = [
         ("x", 65_536, &["upload", "lt_matmul"], 0),
         ("w", 65_536, &["upload", "lt_matmul"], 65_536),
-        ("b", 256, &["upload", "add_bias"], 131_072),
+        ("b", 256, &["upload", "add"], 131_072),
         ("workspace", 1_048_576, &["lt_matmul"], 131_328),
-        ("t0", 16_384, &["lt_matmul", "add_bias"], 1_179_904),
-        ("t1", 16_384, &["add_bias", "relu"], 0),
+        ("t0", 16_384, &["lt_matmul", "add"], 1_179_904),
+        ("t1", 16_384, &["add", "relu"], 0),
         ("y", 16_384, &["relu", "readback"], 16_384),
     ];
     assert_eq!(p.llir.buffers.len(), table.len());

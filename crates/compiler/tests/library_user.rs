@@ -45,7 +45,7 @@ fn a_huge_matmul_saturates_its_flops() {
         if fuse {
             assert_eq!(p.figures.dram_bytes as u64, 3 * t + (4 << 21));
         } else {
-            // matmul reads x, w, writes t0; add_bias reads t0, b, writes t1; relu t1 -> y.
+            // matmul reads x, w, writes t0; add reads t0, b (broadcast), writes t1; relu t1 -> y.
             assert_eq!(p.figures.dram_bytes as u64, 7 * t + (4 << 21));
         }
     }
@@ -54,19 +54,26 @@ fn a_huge_matmul_saturates_its_flops() {
 #[test]
 fn op_flops_saturate_for_every_op() {
     let big = usize::MAX;
+    use lumen_compiler::{ElemOp, Epilogue, ReduceOp, UnaryOp};
+    let gelu = ElemOp::Unary(UnaryOp::Gelu);
     for op in [
-        LlirOp::LtMatmul { m: big, k: big, n: big, epilogue: lumen_compiler::Epilogue::GeluBias },
-        LlirOp::LtMatmul { m: 1 << 40, k: 1, n: 1 << 40, epilogue: lumen_compiler::Epilogue::Gelu },
-        LlirOp::AddBias { m: big, n: big },
-        LlirOp::Gelu { len: big },
+        LlirOp::LtMatmul { batch: 1, m: big, k: big, n: big, epilogue: Epilogue::GeluBias },
+        LlirOp::LtMatmul { batch: 1, m: 1 << 40, k: 1, n: 1 << 40, epilogue: Epilogue::Gelu },
+        LlirOp::LtMatmul { batch: big, m: 1, k: 1, n: 1, epilogue: Epilogue::Default },
+        LlirOp::Map { op: gelu, len: big },
+        LlirOp::Reduce { op: ReduceOp::Sum, axis: 0, len: big, extent: 2 },
     ] {
         assert_eq!(op.flops(), u64::MAX, "{op:?}");
     }
     // Small ones stay exact: 2*64*64*256 + 2*64*64 (bias and relu).
-    let golden =
-        LlirOp::LtMatmul { m: 64, k: 256, n: 64, epilogue: lumen_compiler::Epilogue::ReluBias };
+    let golden = LlirOp::LtMatmul { batch: 1, m: 64, k: 256, n: 64, epilogue: Epilogue::ReluBias };
     assert_eq!(golden.flops(), 2 * 64 * 64 * 256 + 2 * 64 * 64);
-    assert_eq!(LlirOp::Gelu { len: 10 }.flops(), 80);
+    let batched = LlirOp::LtMatmul { batch: 8, m: 16, k: 16, n: 16, epilogue: Epilogue::Default };
+    assert_eq!(batched.flops(), 8 * 2 * 16 * 16 * 16);
+    assert_eq!(LlirOp::Map { op: gelu, len: 10 }.flops(), 80);
+    let copy = ElemOp::Unary(UnaryOp::Contiguous);
+    assert_eq!(LlirOp::Map { op: copy, len: 10 }.flops(), 0);
+    assert_eq!(LlirOp::Reduce { op: ReduceOp::Max, axis: 1, len: 4, extent: 16 }.flops(), 64);
 }
 
 // ---- 2. names ----

@@ -1,7 +1,7 @@
 //! Lifetimes handed to the planner: outputs that are also consumed, dead ops, every epilogue.
 
 use lumen_compiler::{
-    BufferRole, CompileOptions, CompiledProgram, Epilogue, Graph, Hlir, HlirOp, LlirOp,
+    BinaryOp, BufferRole, CompileOptions, DType, ElemOp, UnaryOp, CompiledProgram, Epilogue, Graph, Hlir, HlirOp, LlirOp,
     SourceLocation, compile_hlir,
 };
 use lumen_planner::{SlabOptions, verify};
@@ -42,7 +42,7 @@ fn an_output_also_consumed_lives_until_readback() {
     // Producer (relu, node 2), consumer (the second matmul, node 3) and readback.
     assert_eq!(hb.uses, [2, 3, readback]);
     let readback_reads: Vec<&str> =
-        p.llir.nodes[readback].reads.iter().map(|&b| p.llir.buffers[b].id.as_str()).collect();
+        p.llir.nodes[readback].read_buffers().map(|b| p.llir.buffers[b].id.as_str()).collect();
     assert_eq!(readback_reads, ["h", "z"]);
     // Every buffer born after h's consumer is live while h still is: none may share its bytes.
     for (i, b) in p.llir.buffers.iter().enumerate() {
@@ -88,7 +88,7 @@ fn dead_ops_are_removed_before_planning() {
     let p = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     check_plan(&p);
     let ops: Vec<&str> = p.llir.nodes.iter().map(|n| n.op.name()).collect();
-    assert_eq!(ops, ["upload", "lt_matmul", "add_bias", "relu", "readback"]);
+    assert_eq!(ops, ["upload", "lt_matmul", "add", "relu", "readback"]);
     let ids: Vec<&str> = p.llir.buffers.iter().map(|b| b.id.as_str()).collect();
     // The unused input stays in the signature (upload writes it) but takes no launch.
     assert_eq!(ids, ["x", "w", "b", "unused", "workspace", "t0", "t1", "y"]);
@@ -112,9 +112,9 @@ fn every_epilogue_lowers_to_one_lt_matmul() {
     ] {
         let here = SourceLocation::caller();
         let mut h = Hlir::new();
-        let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![64, 256] }, &[], here);
-        let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![256, 64] }, &[], here);
-        let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![64] }, &[], here);
+        let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![64, 256], dtype: DType::F32 }, &[], here);
+        let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![256, 64], dtype: DType::F32 }, &[], here);
+        let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![64], dtype: DType::F32 }, &[], here);
         let operands = if epilogue.has_bias() { vec![x, w, b] } else { vec![x, w] };
         let mm = h.add_op(HlirOp::Matmul { epilogue }, &operands, here);
         h.add_op(HlirOp::Output { name: "y".into() }, &[mm], here);
@@ -123,8 +123,8 @@ fn every_epilogue_lowers_to_one_lt_matmul() {
         check_plan(&p);
         assert_eq!(p.label, "linear-relu-fused");
         let node = &p.llir.nodes[1];
-        assert_eq!(node.op, LlirOp::LtMatmul { m: 64, k: 256, n: 64, epilogue });
-        let reads: Vec<&str> = node.reads.iter().map(|&r| p.llir.buffers[r].id.as_str()).collect();
+        assert_eq!(node.op, LlirOp::LtMatmul { batch: 1, m: 64, k: 256, n: 64, epilogue });
+        let reads: Vec<&str> = node.read_buffers().map(|r| p.llir.buffers[r].id.as_str()).collect();
         let want: &[&str] = if epilogue.has_bias() { &["x", "w", "b"] } else { &["x", "w"] };
         assert_eq!(reads, want, "{epilogue:?}");
         assert_eq!(p.figures.launches, 1);
@@ -142,9 +142,9 @@ fn every_epilogue_lowers_to_one_lt_matmul() {
 fn a_bias_epilogue_checks_the_bias_shape() {
     let here = SourceLocation::caller();
     let mut h = Hlir::new();
-    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![2, 4] }, &[], here);
-    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![4, 5] }, &[], here);
-    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![3] }, &[], here);
+    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![2, 4], dtype: DType::F32 }, &[], here);
+    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![4, 5], dtype: DType::F32 }, &[], here);
+    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![3], dtype: DType::F32 }, &[], here);
     let mm = h.add_op(HlirOp::Matmul { epilogue: Epilogue::ReluBias }, &[x, w, b], here);
     h.add_op(HlirOp::Output { name: "y".into() }, &[mm], here);
     let err =
@@ -193,9 +193,9 @@ fn residual_add_of_equal_shapes_lowers_to_add() {
         ops,
         [
             LlirOp::Upload,
-            LlirOp::LtMatmul { m: 8, k: 16, n: 16, epilogue: Epilogue::Default },
-            LlirOp::Gelu { len: 128 },
-            LlirOp::Add { len: 128 },
+            LlirOp::LtMatmul { batch: 1, m: 8, k: 16, n: 16, epilogue: Epilogue::Default },
+            LlirOp::Map { op: ElemOp::Unary(UnaryOp::Gelu), len: 128 },
+            LlirOp::Map { op: ElemOp::Binary(BinaryOp::Add), len: 128 },
             LlirOp::Readback
         ]
     );

@@ -50,24 +50,47 @@ fn bias_must_match_the_last_axis() {
 }
 
 #[test]
-fn a_column_is_not_a_bias() {
-    // [2, 1] broadcast over the columns is not a bias over the last axis: lumen refuses it.
+fn a_column_broadcasts_but_is_never_a_bias_epilogue() {
+    // [2, 1] broadcast over the columns is a legal NumPy add, but not cuBLASLt's bias over the
+    // last axis: it compiles, and fusion leaves it an add.
     let mut cx = Graph::new();
     let x = cx.input("x", [2, 3]);
     let w = cx.weight("w", [3, 2]);
     let c = cx.weight("c", [2, 1]);
     (x.matmul(w) + c).output("y");
-    let err = compile(&cx).unwrap_err();
-    assert!(
-        matches!(&err, CompileError::ShapeMismatch { op: "add", lhs, rhs, .. }
-            if *lhs == ShapeText(vec![2, 2]) && *rhs == ShapeText(vec![2, 1])),
-        "{err:?}"
-    );
-    assert!(err.to_string().contains("[2, 2] and [2, 1]"), "{err}");
+    let p = compile(&cx).unwrap();
+    let ops: Vec<String> =
+        p.llir.nodes.iter().map(|n| lumen_compiler::dump::op_params(&n.op)).collect();
+    assert!(ops.iter().any(|o| o.ends_with("epilogue=DEFAULT")), "{ops:?}");
+    let add = &p.llir.nodes[2];
+    assert_eq!(add.op.name(), "add");
+    assert_eq!(add.reads[1].view.strides, [1, 0], "c read once per row");
 }
 
 #[test]
-fn bias_on_the_left_is_accepted_and_lowered_as_add_bias() {
+fn shapes_that_do_not_broadcast_name_the_axis() {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 3, 4]);
+    let y = cx.input("y", [5, 4]);
+    let line = line!() + 1;
+    (x * y).output("z");
+    let err = compile(&cx).unwrap_err();
+    assert!(
+        matches!(&err, CompileError::ShapeMismatch { op: "mul", location, .. } if location.line() == line),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(
+            "mul: shapes [2, 3, 4] and [5, 4] do not match: they do not broadcast: axis -2 has \
+             lengths 3 and 5"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bias_on_the_left_is_accepted_and_read_broadcast() {
     let mut cx = Graph::new();
     let x = cx.input("x", [2, 3]);
     let w = cx.weight("w", [3, 5]);
@@ -75,10 +98,14 @@ fn bias_on_the_left_is_accepted_and_lowered_as_add_bias() {
     (&b + x.matmul(&w)).output("y");
     let p = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     let add = &p.llir.nodes[2];
-    assert_eq!(add.op, lumen_compiler::LlirOp::AddBias { m: 2, n: 5 });
-    // Matrix first, bias second, whichever side the user wrote it on.
-    let reads: Vec<&str> = add.reads.iter().map(|&r| p.llir.buffers[r].id.as_str()).collect();
-    assert_eq!(reads, ["t0", "b"]);
+    assert_eq!(add.op.name(), "add");
+    // Operands in the order written; the bias read through a broadcast view.
+    let reads: Vec<&str> = add.read_buffers().map(|r| p.llir.buffers[r].id.as_str()).collect();
+    assert_eq!(reads, ["b", "t0"]);
+    assert_eq!(add.reads[0].view.strides, [0, 1]);
+    // With fusion, commutativity still finds the BIAS epilogue.
+    let fused = cx.compile(&CompileOptions::default()).unwrap();
+    assert_eq!(fused.figures.launches, 1);
 }
 
 #[test]
@@ -327,7 +354,7 @@ fn builtin_sizes_must_apply_to_the_program() {
             program: "linear-relu".to_string()
         }
     );
-    assert_eq!(e.to_string(), "--layers applies to mlp, not linear-relu");
+    assert_eq!(e.to_string(), "--layers applies to mlp and transformer, not linear-relu");
     let m = BuiltinArgs { m: Some(5), ..Default::default() };
     assert_eq!(
         programs::builtin("mlp", &m).unwrap_err().to_string(),
@@ -336,7 +363,20 @@ fn builtin_sizes_must_apply_to_the_program() {
     let batch = BuiltinArgs { batch: Some(5), ..Default::default() };
     assert_eq!(
         programs::builtin("linear-relu", &batch).unwrap_err().to_string(),
-        "--batch applies to mlp, not linear-relu"
+        "--batch applies to mlp and transformer, not linear-relu"
+    );
+    let seq = BuiltinArgs { seq: Some(8), ..Default::default() };
+    assert_eq!(
+        programs::builtin("mlp", &seq).unwrap_err().to_string(),
+        "--seq applies to transformer, not mlp"
+    );
+    let two = BuiltinArgs { layers: Some(vec![2, 3]), ..Default::default() };
+    let e = programs::builtin("transformer", &two).unwrap_err().to_string();
+    assert!(e.contains("--layers is the number of encoder blocks"), "{e}");
+    let heads = BuiltinArgs { heads: Some(5), ..Default::default() };
+    assert_eq!(
+        programs::builtin("transformer", &heads).unwrap_err().to_string(),
+        "transformer: width 64 is not a multiple of 5 heads"
     );
     assert!(matches!(
         programs::check_applicable("resnet", &[]),
