@@ -24,6 +24,7 @@ pub mod device;
 pub mod error;
 pub mod kernels;
 pub mod lt;
+pub mod support;
 
 use std::cell::OnceCell;
 use std::rc::Rc;
@@ -33,9 +34,7 @@ use std::time::Instant;
 use cudarc::driver::result;
 use cudarc::driver::safe::{CudaEvent, CudaStream};
 use cudarc::driver::sys::{self, CUdeviceptr};
-use lumen_compiler::{
-    BinaryOp, BufferRole, CompiledProgram, ElemOp, LlirBuffer, LlirOp, Operand, UnaryOp, View,
-};
+use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
 
 pub use device::{
     CUBLASLT, DEVICE_ALIGNMENT, DRIVER, Device, DeviceInfo, Libraries, MIN_DRIVER_VERSION, NVRTC,
@@ -47,6 +46,7 @@ pub use kernels::{
     kernel_sources, nvrtc_present, nvrtc_version,
 };
 pub use lt::{ColumnMajor, ComputeMode, column_major, cublaslt_epilogue};
+pub use support::{Launch, check_supported};
 
 use self::device::{DeviceAlloc, PinnedHost};
 use self::error::drv;
@@ -260,6 +260,8 @@ impl CudaProgram {
         let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
+        // Refused before any device memory is touched.
+        support::check_supported(program)?;
         device.bind()?;
 
         let t = Instant::now();
@@ -284,21 +286,6 @@ impl CudaProgram {
             );
             check_aligned(&what, addr(b))?;
             Ok(addr(b))
-        };
-        let unsupported = |n: usize, reason: &str| RuntimeError::Unsupported {
-            runtime: "cuda",
-            op: llir.nodes[n].op.name().to_string(),
-            node: n,
-            reason: reason.to_string(),
-        };
-        // The kernels and cuBLASLt calls of this runtime read whole row-major buffers only.
-        let whole = |o: &Operand, shape: &[usize]| {
-            o.view.offset == 0 && o.view.is_contiguous() && o.view.shape == shape
-        };
-        // A `[n]` vector broadcast over the rows of `shape`: add_bias's operand.
-        let row_bias = |o: &Operand, shape: &[usize]| {
-            let n = shape.last().copied().unwrap_or(0);
-            View::contiguous(&[n]).expand(shape).is_some_and(|v| v == o.view)
         };
 
         let t = Instant::now();
@@ -342,22 +329,10 @@ impl CudaProgram {
                     }
                     Step::Upload { inputs, weights: again }
                 }
-                LlirOp::LtMatmul { batch, m, k, n: cols, epilogue } => {
+                LlirOp::LtMatmul { m, k, n: cols, epilogue, .. } => {
                     let [a, b, rest @ ..] = node.reads.as_slice() else {
                         return Err(RuntimeError::invalid(&program.label, "lt_matmul operands"));
                     };
-                    if batch != 1 {
-                        return Err(unsupported(n, "a batched product (the CPU runtime runs it)"));
-                    }
-                    let plain = whole(a, &[m, k])
-                        && whole(b, &[k, cols])
-                        && rest.first().is_none_or(|r| whole(r, &[cols]));
-                    if !plain {
-                        return Err(unsupported(
-                            n,
-                            "an operand read through a strided view (the CPU runtime runs it)",
-                        ));
-                    }
                     let (x, w) = (checked(a.buffer, n)?, checked(b.buffer, n)?);
                     let bias = match rest.first() {
                         Some(r) => Some(checked(r.buffer, n)?),
@@ -388,45 +363,22 @@ impl CudaProgram {
                         Step::Matmul(call)
                     }
                 }
-                LlirOp::Map { op, len } => {
-                    let shape = llir.buffers[node.writes[0]].shape.clone();
-                    let shape = node.reads.first().map_or(shape, |o| o.view.shape.clone());
+                LlirOp::Map { len, .. } => {
+                    let Launch::Kernel { kernel, matrix, bias, cols } = support::launch(program, n)?
+                    else {
+                        return Err(RuntimeError::invalid(&program.label, "a map without a kernel"));
+                    };
                     let out = checked(node.writes[0], n)?;
-                    let ptr = |o: &Operand| checked(o.buffer, n);
-                    match (op, node.reads.as_slice()) {
-                        (ElemOp::Binary(BinaryOp::Add), [x, y]) if whole(x, &shape) && whole(y, &shape) => {
-                            Step::Elementwise { kernel: Kernel::Add, ptrs: vec![ptr(x)?, ptr(y)?, out], len, n: 0 }
-                        }
-                        (ElemOp::Binary(BinaryOp::Add), [x, y] | [y, x])
-                            if whole(x, &shape) && row_bias(y, &shape) =>
-                        {
-                            let cols = shape.last().copied().unwrap_or(0);
-                            Step::Elementwise {
-                                kernel: Kernel::AddBias,
-                                ptrs: vec![ptr(x)?, ptr(y)?, out],
-                                len,
-                                n: cols,
-                            }
-                        }
-                        (ElemOp::Unary(u @ (UnaryOp::Relu | UnaryOp::Gelu)), [x]) if whole(x, &shape) => {
-                            let kernel = if u == UnaryOp::Relu { Kernel::Relu } else { Kernel::Gelu };
-                            Step::Elementwise { kernel, ptrs: vec![ptr(x)?, out], len, n: 0 }
-                        }
-                        _ => {
-                            return Err(unsupported(
-                                n,
-                                "its NVRTC kernel is not written yet (the CUDA runtime runs add, \
-                                 add of a row bias, relu and gelu over whole buffers; the CPU \
-                                 runtime runs every op)",
-                            ));
-                        }
-                    }
+                    let ptr = |i: usize| checked(node.reads[i].buffer, n);
+                    let ptrs = match kernel {
+                        Kernel::Relu | Kernel::Gelu => vec![ptr(matrix)?, out],
+                        Kernel::Add | Kernel::AddBias => vec![ptr(matrix)?, ptr(bias)?, out],
+                    };
+                    Step::Elementwise { kernel, ptrs, len, n: cols }
                 }
                 LlirOp::Reduce { .. } | LlirOp::Gather { .. } | LlirOp::Concat { .. } => {
-                    return Err(unsupported(
-                        n,
-                        "its NVRTC kernel is not written yet (the CPU runtime runs every op)",
-                    ));
+                    support::launch(program, n)?;
+                    return Err(RuntimeError::invalid(&program.label, "an op without a kernel"));
                 }
                 LlirOp::Readback => {
                     let mut outputs = Vec::new();
