@@ -7,7 +7,8 @@
 //! - [`view`]: views (shape, strides, offset), how kernels read movement without copies;
 //! - [`dsl`] and [`composite`]: the primitives and the composites written over them;
 //! - [`hlir`], [`lower`], [`llir`]: the two IRs and the lowering between them;
-//! - [`fusion`]: egg rewrites into cuBLASLt epilogues; [`dump`]: canonical text.
+//! - [`fusion`]: egg rewrites into cuBLASLt epilogues; [`dump`]: canonical text;
+//! - [`interpret`]: an f64 interpreter of the HLIR, the oracle of lowering.
 
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod dump;
 pub mod error;
 pub mod fusion;
 pub mod hlir;
+pub mod interpret;
 pub mod llir;
 pub mod lower;
 pub mod ops;

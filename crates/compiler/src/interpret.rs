@@ -1,0 +1,206 @@
+//! An f64 interpreter of the HLIR: the program as the user wrote it, op by op on whole
+//! row-major values, with no lowering, no views in buffers, no fusion and no slab.
+//!
+//! It is the oracle that checks lowering itself: the runtimes and the LLIR reference
+//! interpreter (in lumen-runtime) both read operands through the views lowering made, so a
+//! wrong view would fool them alike; this interpreter never sees one. Movement ops copy,
+//! broadcasting is NumPy's, matmuls are plain triple loops, and elementwise ops and
+//! reductions take their scalar meaning from the op table ([`crate::ops`]), so a NaN rule is
+//! the same everywhere. The role NumPy plays for TVM's and XLA's lowering tests.
+
+use std::collections::BTreeMap;
+
+use crate::error::CompileError;
+use crate::hlir::{Hlir, HlirOp, MoveOp, Shape};
+use crate::llir::Epilogue;
+use crate::ops::ElemOp;
+use crate::view::{View, walk};
+
+/// A row-major f64 tensor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Value {
+    /// Shape in elements.
+    pub shape: Shape,
+    /// Elements, row-major.
+    pub data: Vec<f64>,
+}
+
+/// The elements of contiguous `data` read through `view` of it, in row-major order.
+fn read(data: &[f64], view: &View) -> Vec<f64> {
+    let mut out = Vec::with_capacity(view.elements());
+    walk(&view.shape, [view], |[o]| out.push(data[o]));
+    out
+}
+
+fn epilogue_f64(epilogue: Epilogue, x: f64) -> f64 {
+    match epilogue.activation() {
+        Some(act) => ElemOp::Unary(act).eval_f64([x, 0.0, 0.0]),
+        None => x,
+    }
+}
+
+/// Runs `hlir` on `leaves` (every input and weight by name, row-major values: f32 data
+/// widened, integer ids as whole numbers) and returns every output by name.
+///
+/// # Errors
+/// Every error of [`Hlir::infer`]; [`CompileError::Program`] (program `interpret`) for a
+/// missing leaf, a leaf of the wrong size, or a gather id outside its table.
+pub fn eval_hlir(
+    hlir: &Hlir,
+    leaves: &BTreeMap<String, Vec<f64>>,
+) -> Result<BTreeMap<String, Value>, CompileError> {
+    let bad = |message: String| CompileError::Program { program: "interpret", message };
+    let types = hlir.infer()?;
+    // Leaves checked in declaration order, so the first missing one is named.
+    for n in hlir.graph.node_indices() {
+        if let HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } = &hlir.graph[n].op {
+            let want: usize = types[n.index()].shape.iter().product();
+            match leaves.get(name) {
+                None => return Err(bad(format!("no values for `{name}`"))),
+                Some(d) if d.len() != want => {
+                    return Err(bad(format!("`{name}` has {} values, expected {want}", d.len())));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let order = petgraph::algo::toposort(&hlir.graph, None).map_err(|_| CompileError::Cyclic)?;
+    let mut vals: Vec<Vec<f64>> = vec![Vec::new(); hlir.graph.node_count()];
+    let mut outs = BTreeMap::new();
+    for n in order {
+        let ops = hlir.operands(n);
+        let shape = |i: usize| types[ops[i].index()].shape.clone();
+        let v = |i: usize| &vals[ops[i].index()];
+        let out_shape = types[n.index()].shape.clone();
+        let len: usize = out_shape.iter().product();
+        let value = match &hlir.graph[n].op {
+            HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } => {
+                leaves.get(name).cloned().unwrap_or_default()
+            }
+            HlirOp::Constant { value } => vec![f64::from(value.value())],
+            HlirOp::Map(op) => {
+                let args: Vec<Vec<f64>> = (0..ops.len())
+                    .map(|i| {
+                        let view = View::contiguous(&shape(i)).expand(&out_shape);
+                        view.map(|view| read(v(i), &view)).ok_or_else(|| bad("broadcast".into()))
+                    })
+                    .collect::<Result<_, _>>()?;
+                let arg = |k: usize, i: usize| args.get(k).map_or(0.0, |a| a[i]);
+                (0..len).map(|i| op.eval_f64([arg(0, i), arg(1, i), arg(2, i)])).collect()
+            }
+            HlirOp::Reduce { op, axis } => {
+                let s = shape(0);
+                let x = v(0);
+                let inner: usize = s[axis + 1..].iter().product();
+                let outer: usize = s[..*axis].iter().product();
+                let mut out = Vec::with_capacity(len);
+                for o in 0..outer {
+                    for r in 0..inner {
+                        let along = (0..s[*axis]).map(|e| x[(o * s[*axis] + e) * inner + r]);
+                        out.push(along.fold(op.identity_f64(), |acc, y| op.combine_f64(acc, y)));
+                    }
+                }
+                out
+            }
+            HlirOp::Matmul { epilogue } => {
+                let (sa, sb) = (shape(0), shape(1));
+                let (ra, rb) = (sa.len(), sb.len());
+                let (m, k, cols) = (sa[ra - 2], sa[ra - 1], sb[rb - 1]);
+                let batch = &out_shape[..out_shape.len() - 2];
+                let full = |tail: [usize; 2]| batch.iter().copied().chain(tail).collect::<Vec<_>>();
+                let expand = |i: usize, to: &[usize]| {
+                    View::contiguous(&shape(i)).expand(to).map(|view| read(v(i), &view))
+                };
+                let a = expand(0, &full([m, k])).ok_or_else(|| bad("matmul batch".into()))?;
+                let w = expand(1, &full([k, cols])).ok_or_else(|| bad("matmul batch".into()))?;
+                let bias = if epilogue.has_bias() { v(2).clone() } else { vec![0.0; cols] };
+                let count: usize = batch.iter().product();
+                let mut out = vec![0.0; count * m * cols];
+                for t in 0..count {
+                    for i in 0..m {
+                        for j in 0..cols {
+                            let dot: f64 = (0..k)
+                                .map(|p| a[(t * m + i) * k + p] * w[(t * k + p) * cols + j])
+                                .sum();
+                            out[(t * m + i) * cols + j] = epilogue_f64(*epilogue, dot + bias[j]);
+                        }
+                    }
+                }
+                out
+            }
+            HlirOp::Gather => {
+                let (table, ids) = (v(0), v(1));
+                let (rows, dim) = (shape(0)[0], shape(0)[1]);
+                let mut out = Vec::with_capacity(len);
+                for &id in ids {
+                    if !(0.0..rows as f64).contains(&id) {
+                        return Err(bad(format!("gather id {id} outside 0..{rows}")));
+                    }
+                    let r = id as usize;
+                    out.extend_from_slice(&table[r * dim..(r + 1) * dim]);
+                }
+                out
+            }
+            HlirOp::Concat { axis } => {
+                let mut out = vec![0.0; len];
+                let whole = View::contiguous(&out_shape);
+                let mut start = 0;
+                for i in 0..ops.len() {
+                    let width = shape(i)[*axis];
+                    let dst = whole.slice(*axis, start, start + width);
+                    let x = v(i);
+                    let mut e = 0;
+                    walk(&dst.shape, [&dst], |[o]| {
+                        out[o] = x[e];
+                        e += 1;
+                    });
+                    start += width;
+                }
+                out
+            }
+            HlirOp::Move(m) => {
+                let src = View::contiguous(&shape(0));
+                let view = match m {
+                    MoveOp::Reshape { shape } => Some(View::contiguous(shape)),
+                    MoveOp::Permute { perm } => Some(src.permute(perm)),
+                    MoveOp::Expand { shape } => src.expand(shape),
+                    MoveOp::Slice { axis, start, end } => Some(src.slice(*axis, *start, *end)),
+                };
+                read(v(0), &view.ok_or_else(|| bad("expand".into()))?)
+            }
+            HlirOp::Output { name } => {
+                outs.insert(name.clone(), Value { shape: out_shape.clone(), data: v(0).clone() });
+                Vec::new()
+            }
+        };
+        vals[n.index()] = value;
+    }
+    Ok(outs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Graph;
+
+    #[test]
+    fn movement_broadcast_and_matmul_by_the_book() {
+        let mut cx = Graph::new();
+        let x = cx.input("x", [2, 3]);
+        let b = cx.weight("b", [3]);
+        (x.transpose(0, 1).matmul(&x) + &b).output("y");
+        x.sum(0, false).output("s");
+        let leaves: BTreeMap<String, Vec<f64>> = [
+            ("x".to_string(), vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            ("b".to_string(), vec![10.0, 20.0, 30.0]),
+        ]
+        .into();
+        let out = eval_hlir(&cx.hlir(), &leaves).unwrap();
+        // x^T x = [[17, 22, 27], [22, 29, 36], [27, 36, 45]], plus b on every row.
+        assert_eq!(out["y"].data, [27.0, 42.0, 57.0, 32.0, 49.0, 66.0, 37.0, 56.0, 75.0]);
+        assert_eq!(out["y"].shape, [3, 3]);
+        assert_eq!(out["s"].data, [5.0, 7.0, 9.0]);
+        let err = eval_hlir(&cx.hlir(), &BTreeMap::new()).unwrap_err();
+        assert!(err.to_string().contains("no values for `x`"), "{err}");
+    }
+}
