@@ -292,3 +292,45 @@ fn the_generator_covers_every_op_kind() {
         check(seed).unwrap();
     }
 }
+
+#[test]
+fn a_gather_id_out_of_range_is_a_runtime_error_naming_the_tensor_and_the_id() {
+    let mut cx = Graph::new();
+    let table = cx.weight("table", [4, 2]);
+    let ids = cx.input_typed("token_ids", [3], DType::I64);
+    table.gather(&ids).output("y");
+    let program = cx.compile(&CompileOptions::default()).unwrap();
+    let weights: Tensors =
+        [("table".to_string(), HostTensor::new([4, 2], (0..8).map(|v| v as f32).collect()).unwrap())]
+            .into();
+    let rt = CpuRuntime::new(CpuOptions::default());
+    let mut prepared = rt.prepare(&program, &weights).unwrap();
+    let ok: Tensors = [("token_ids".to_string(), HostTensor::from_i64([3], vec![3, 0, 3]).unwrap())].into();
+    assert_eq!(prepared.execute(&ok).unwrap()["y"].data(), [6.0, 7.0, 0.0, 1.0, 6.0, 7.0]);
+    for bad in [4i64, -1, i64::MAX] {
+        let inputs: Tensors =
+            [("token_ids".to_string(), HostTensor::from_i64([3], vec![0, bad, 1]).unwrap())].into();
+        let err = prepared.execute(&inputs).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("gather: id {bad} at position 1 of `token_ids` is out of range for a table of 4 rows")
+        );
+        // The f64 reference refuses it too.
+        assert!(execute_f64(&program.llir, &weights, &inputs).is_err());
+    }
+    // f32 given where the program declares i64 ids: refused by dtype, before any kernel.
+    let wrong: Tensors = [("token_ids".to_string(), HostTensor::new([3], vec![0.0; 3]).unwrap())].into();
+    assert_eq!(
+        prepared.execute(&wrong).unwrap_err().to_string(),
+        "input `token_ids` has dtype f32, the program expects i64"
+    );
+    // i32 ids work the same way.
+    let mut cx = Graph::new();
+    let table = cx.weight("table", [4, 2]);
+    let ids = cx.input_typed("ids", [2], DType::I32);
+    table.gather(&ids).output("y");
+    let program = cx.compile(&CompileOptions::default()).unwrap();
+    let mut prepared = rt.prepare(&program, &weights).unwrap();
+    let inputs: Tensors = [("ids".to_string(), HostTensor::from_i32([2], vec![1, 2]).unwrap())].into();
+    assert_eq!(prepared.execute(&inputs).unwrap()["y"].data(), [2.0, 3.0, 4.0, 5.0]);
+}
