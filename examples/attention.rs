@@ -13,7 +13,9 @@ const H: usize = 2;
 const S: usize = 4;
 const D: usize = 8;
 
-pub fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// The attention program: inputs `q`, `k`, `v` `[B, H, S, D]`, weight `mask` `[S, S]`, output
+/// `out` `[B, H, S, D]`.
+pub fn build() -> Graph {
     let mut cx = Graph::new();
     let q = cx.input("q", [B, H, S, D]);
     let k = cx.input("k", [B, H, S, D]);
@@ -26,7 +28,11 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     // softmax(x) = exp(x - max) / sum(exp(x - max)): a DSL function over max, sub, exp, sum, div.
     let probs = scores.softmax(-1).name("probs");
     probs.matmul(&v).output("out");
+    cx
+}
 
+pub fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let cx = build();
     let options = CompileOptions { name: "attention".to_string(), ..CompileOptions::default() };
     let program = cx.compile(&options)?;
     print!("{}", dump::llir_text(&program));
