@@ -41,15 +41,19 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
         program.figures.launches, program.figures.slab_bytes, program.figures.lower_bound
     );
 
-    let causal: Vec<f32> =
-        (0..S * S).map(|i| if i % S > i / S { -1e9 } else { 0.0 }).collect();
+    let causal: Vec<f32> = (0..S * S).map(|i| if i % S > i / S { -1e9 } else { 0.0 }).collect();
     let weights: Tensors = [("mask".to_string(), HostTensor::new([S, S], causal)?)].into();
     let mut prepared = CpuRuntime::default().prepare(&program, &weights)?;
     let n = B * H * S * D;
-    let ramp = |scale: f32| HostTensor::new([B, H, S, D], (0..n).map(|i| (i % 7) as f32 * scale - 1.0).collect());
-    let inputs: Tensors =
-        [("q".to_string(), ramp(0.3)?), ("k".to_string(), ramp(0.2)?), ("v".to_string(), ramp(0.5)?)]
-            .into();
+    let ramp = |scale: f32| {
+        HostTensor::new([B, H, S, D], (0..n).map(|i| (i % 7) as f32 * scale - 1.0).collect())
+    };
+    let inputs: Tensors = [
+        ("q".to_string(), ramp(0.3)?),
+        ("k".to_string(), ramp(0.2)?),
+        ("v".to_string(), ramp(0.5)?),
+    ]
+    .into();
     let outputs = prepared.execute(&inputs)?;
     let out = outputs.get("out").ok_or("no output out")?;
     // The first query sees only the first key: its output is the first value row.

@@ -19,10 +19,8 @@ fn readme_block(after: &str) -> String {
 #[test]
 fn the_attention_example_runs_and_the_readme_quotes_its_llir() {
     attention::main().expect("the example runs");
-    let options = lumen::compiler::CompileOptions {
-        name: "attention".to_string(),
-        ..Default::default()
-    };
+    let options =
+        lumen::compiler::CompileOptions { name: "attention".to_string(), ..Default::default() };
     let program = attention::build().compile(&options).unwrap();
     let text = lumen::compiler::dump::llir_text(&program);
     let quoted = readme_block("Its LLIR (B = 1, H = 2, S = 4, D = 8)");
@@ -33,7 +31,10 @@ fn the_attention_example_runs_and_the_readme_quotes_its_llir() {
 
 #[test]
 fn the_readme_transformer_table_is_compares_output() {
-    let out = Command::new(env!("CARGO_BIN_EXE_lumen")).args(["compare", "transformer"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lumen"))
+        .args(["compare", "transformer"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(readme_block("Fused, it has 82 launches"), stdout);

@@ -51,7 +51,12 @@ impl Tensor {
     /// the biased variance): `(x - mean) / sqrt(var + eps) * gamma + beta`, `gamma` and
     /// `beta` of shape `[D]` for a last axis of length D.
     #[track_caller]
-    pub fn layer_norm(&self, gamma: impl Borrow<Tensor>, beta: impl Borrow<Tensor>, eps: f32) -> Tensor {
+    pub fn layer_norm(
+        &self,
+        gamma: impl Borrow<Tensor>,
+        beta: impl Borrow<Tensor>,
+        eps: f32,
+    ) -> Tensor {
         let centered = self - self.mean(-1, true);
         let var = (&centered * &centered).mean(-1, true);
         let inv = (var + eps).sqrt().recip();

@@ -283,7 +283,8 @@ impl Tensor {
     ) -> (usize, bool) {
         let Some(rank) = self.rank() else { return (0, true) };
         let rank = rank + extra;
-        let resolved = if axis < 0 { rank.checked_sub(axis.unsigned_abs()) } else { Some(axis as usize) };
+        let resolved =
+            if axis < 0 { rank.checked_sub(axis.unsigned_abs()) } else { Some(axis as usize) };
         match resolved {
             Some(a) if a < rank => (a, false),
             _ => {
@@ -592,7 +593,12 @@ macro_rules! binary_operator {
     };
 }
 
-binary_operator!(Add, add, BinaryOp::Add, "`a + b`, broadcasting NumPy-style (a bias `[N]` over the rows of `[M, N]`).");
+binary_operator!(
+    Add,
+    add,
+    BinaryOp::Add,
+    "`a + b`, broadcasting NumPy-style (a bias `[N]` over the rows of `[M, N]`)."
+);
 binary_operator!(Sub, sub, BinaryOp::Sub, "`a - b`, broadcasting NumPy-style.");
 binary_operator!(Mul, mul, BinaryOp::Mul, "`a * b` elementwise, broadcasting NumPy-style.");
 binary_operator!(Div, div, BinaryOp::Div, "`a / b` elementwise, broadcasting NumPy-style.");

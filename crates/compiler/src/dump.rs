@@ -41,7 +41,9 @@ pub fn op_params(op: &LlirOp) -> String {
             format!("{batch}m={m} k={k} n={n} epilogue={}", epilogue.name())
         }
         LlirOp::Map { len, .. } => format!("len={len}"),
-        LlirOp::Reduce { axis, len, extent, .. } => format!("axis={axis} len={len} extent={extent}"),
+        LlirOp::Reduce { axis, len, extent, .. } => {
+            format!("axis={axis} len={len} extent={extent}")
+        }
         LlirOp::Gather { rows, dim, vocab } => format!("rows={rows} dim={dim} vocab={vocab}"),
         LlirOp::Concat { axis, len } => format!("axis={axis} len={len}"),
         LlirOp::Upload | LlirOp::Readback => String::new(),
@@ -209,7 +211,11 @@ pub fn llir_dot(program: &CompiledProgram) -> String {
                 .nodes
                 .get(j)
                 .map(|src| {
-                    src.writes.iter().copied().filter(|b| node.read_buffers().any(|r| r == *b)).collect()
+                    src.writes
+                        .iter()
+                        .copied()
+                        .filter(|b| node.read_buffers().any(|r| r == *b))
+                        .collect()
                 })
                 .unwrap_or_default();
             let _ = writeln!(

@@ -439,7 +439,8 @@ impl Hlir {
                 _ => None,
             };
             // A leaf keeps its own name; `.name()` on it names nothing.
-            let tensor_name = node.name.as_ref().filter(|_| !node.op.is_leaf()).map(|n| ("tensor", n));
+            let tensor_name =
+                node.name.as_ref().filter(|_| !node.op.is_leaf()).map(|n| ("tensor", n));
             for (kind, name) in named.into_iter().chain(tensor_name) {
                 let problem = if name.is_empty() {
                     Some("empty".to_string())
@@ -532,7 +533,10 @@ pub(crate) fn quoted_char(c: char) -> String {
 }
 
 /// The type of `node` given its operands' types (already checked for arity).
-pub(crate) fn infer_type(node: &HlirNode, operands: &[&TensorType]) -> Result<TensorType, CompileError> {
+pub(crate) fn infer_type(
+    node: &HlirNode,
+    operands: &[&TensorType],
+) -> Result<TensorType, CompileError> {
     let location = node.location;
     let op = node.op.name();
     let mismatch = |lhs: &[usize], rhs: &[usize], reason: String| CompileError::ShapeMismatch {
@@ -576,8 +580,9 @@ pub(crate) fn infer_type(node: &HlirNode, operands: &[&TensorType]) -> Result<Te
                 shape = if i == 0 {
                     t.shape.clone()
                 } else {
-                    broadcast_shapes(&shape, &t.shape)
-                        .ok_or_else(|| mismatch(&shape, &t.shape, broadcast_reason(&shape, &t.shape)))?
+                    broadcast_shapes(&shape, &t.shape).ok_or_else(|| {
+                        mismatch(&shape, &t.shape, broadcast_reason(&shape, &t.shape))
+                    })?
                 };
             }
             TensorType::f32(shape)
@@ -633,7 +638,10 @@ pub(crate) fn infer_type(node: &HlirNode, operands: &[&TensorType]) -> Result<Te
                         op: "matmul bias",
                         lhs: ShapeText(out),
                         rhs: ShapeText(bias.shape.clone()),
-                        reason: format!("the {} epilogue needs a bias of shape [{n}]", epilogue.name()),
+                        reason: format!(
+                            "the {} epilogue needs a bias of shape [{n}]",
+                            epilogue.name()
+                        ),
                         location,
                     });
                 }
@@ -686,7 +694,11 @@ pub(crate) fn infer_type(node: &HlirNode, operands: &[&TensorType]) -> Result<Te
             for (i, t) in rest.iter().enumerate() {
                 f32_only(i + 1, t)?;
                 let same = t.shape.len() == rank
-                    && t.shape.iter().zip(&first.shape).enumerate().all(|(d, (x, y))| d == *axis || x == y);
+                    && t.shape
+                        .iter()
+                        .zip(&first.shape)
+                        .enumerate()
+                        .all(|(d, (x, y))| d == *axis || x == y);
                 if !same {
                     return Err(mismatch(
                         &first.shape,
@@ -717,7 +729,10 @@ pub(crate) fn infer_type(node: &HlirNode, operands: &[&TensorType]) -> Result<Te
                         && perm.iter().all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
                     if !ok {
                         return Err(CompileError::BadPermutation {
-                            perm: perm.iter().map(|&p| isize::try_from(p).unwrap_or(isize::MAX)).collect(),
+                            perm: perm
+                                .iter()
+                                .map(|&p| isize::try_from(p).unwrap_or(isize::MAX))
+                                .collect(),
                             rank,
                             location,
                         });

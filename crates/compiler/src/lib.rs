@@ -38,5 +38,5 @@ pub use llir::{
     BufferId, BufferRole, Epilogue, Llir, LlirBuffer, LlirNode, LlirOp, NodeId, Operand,
 };
 pub use ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
-pub use view::View;
 pub use program::{CompiledProgram, Figures, ProgramOptions};
+pub use view::View;

@@ -215,7 +215,8 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
     for &n in &order {
         let id = nodes.len();
         node_of[n.index()] = id;
-        let malformed = |message: String| CompileError::Malformed { message, location: g[n].location };
+        let malformed =
+            |message: String| CompileError::Malformed { message, location: g[n].location };
         let operands = hlir.operands(n);
         let mut reads: Vec<Operand> = Vec::with_capacity(operands.len());
         let mut inputs: Vec<NodeId> = Vec::with_capacity(operands.len());
@@ -234,13 +235,18 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             HlirOp::Map(op) => {
                 for r in &mut reads {
                     r.view = r.view.expand(&t.shape).ok_or_else(|| {
-                        malformed(format!("{} does not broadcast to {}", ShapeText(r.view.shape.clone()), ShapeText(t.shape.clone())))
+                        malformed(format!(
+                            "{} does not broadcast to {}",
+                            ShapeText(r.view.shape.clone()),
+                            ShapeText(t.shape.clone())
+                        ))
                     })?;
                 }
                 LlirOp::Map { op: *op, len }
             }
             HlirOp::Reduce { op, axis } => {
-                let extent = reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
+                let extent =
+                    reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
                 LlirOp::Reduce { op: *op, axis: *axis, len, extent }
             }
             HlirOp::Matmul { epilogue } => {
@@ -359,8 +365,7 @@ pub fn matmul_views(va: &View, vb: &View) -> Option<(usize, usize, usize, usize,
         strides: v.strides[nb..].to_vec(),
         offset: v.offset,
     };
-    let b_repeats = count <= 1
-        || batch.iter().zip(&b.strides).all(|(&d, &s)| d == 1 || s == 0);
+    let b_repeats = count <= 1 || batch.iter().zip(&b.strides).all(|(&d, &s)| d == 1 || s == 0);
     if b_repeats && let Some(folded) = a.reshape(&[count * m, k]) {
         return Some((1, count * m, k, n, folded, matrix(&b)));
     }

@@ -624,7 +624,11 @@ mod tests {
                                 "{what}"
                             );
                             if want == 0.0 {
-                                assert_eq!(got.is_sign_negative(), want.is_sign_negative(), "{what}");
+                                assert_eq!(
+                                    got.is_sign_negative(),
+                                    want.is_sign_negative(),
+                                    "{what}"
+                                );
                             }
                         } else if want.abs() >= f64::from(f32::MIN_POSITIVE) {
                             let rel = (f64::from(got) - want).abs() / want.abs();

@@ -212,7 +212,12 @@ pub fn transformer(sizes: TransformerSizes) -> Result<Graph, CompileError> {
     }
     check_bytes(PROGRAM, "x", "batch, seq, width", &[batch, seq, width])?;
     check_bytes(PROGRAM, "the FFN hidden", "batch, seq, ffn", &[batch, seq, ffn])?;
-    check_bytes(PROGRAM, "the attention scores", "batch, heads, seq, seq", &[batch, heads, seq, seq])?;
+    check_bytes(
+        PROGRAM,
+        "the attention scores",
+        "batch, heads, seq, seq",
+        &[batch, heads, seq, seq],
+    )?;
     check_bytes(PROGRAM, "ff1.w", "width, ffn", &[width, ffn])?;
 
     let mut cx = Graph::new();
@@ -236,8 +241,9 @@ pub fn transformer(sizes: TransformerSizes) -> Result<Graph, CompileError> {
 
         let normed = x.layer_norm(&ln1_g, &ln1_b, LAYER_NORM_EPS);
         let [q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b] = &attn_weights;
-        let attn = multi_head_attention(&normed, [q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b], heads, None)?
-            .name(format!("blk{i}.attn"));
+        let attn =
+            multi_head_attention(&normed, [q_w, q_b, k_w, k_b, v_w, v_b, o_w, o_b], heads, None)?
+                .name(format!("blk{i}.attn"));
         let h = x + attn;
         let normed = h.layer_norm(&ln2_g, &ln2_b, LAYER_NORM_EPS);
         let hidden = normed.linear(&ff1_w, Some(&ff1_b)).gelu();

@@ -223,7 +223,7 @@ impl View {
     }
 
     /// Calls `f(offset)` for every element in row-major index order. The last axis is the
-    /// inner loop, so a kernel walking two views side by side can use [`View::walk`].
+    /// inner loop, so a kernel walking two views side by side can use [`walk`].
     pub fn for_each_offset(&self, mut f: impl FnMut(usize)) {
         walk(&self.shape, [self], |[o]| f(o));
     }
@@ -353,7 +353,7 @@ mod tests {
             let n = v.elements();
             let mut targets = vec![vec![n]];
             for a in 1..=n {
-                if n % a == 0 {
+                if n.is_multiple_of(a) {
                     targets.push(vec![a, n / a]);
                 }
             }

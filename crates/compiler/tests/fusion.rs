@@ -232,11 +232,27 @@ fn nothing_to_fuse_gives_one_candidate() {
 fn a_hand_fused_program_round_trips() {
     let at = SourceLocation::caller();
     let mut h = Hlir::new();
-    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![4, 8], dtype: lumen_compiler::DType::F32 }, &[], at);
-    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![8, 8], dtype: lumen_compiler::DType::F32 }, &[], at);
-    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![8], dtype: lumen_compiler::DType::F32 }, &[], at);
+    let x = h.add_op(
+        HlirOp::Input { name: "x".into(), shape: vec![4, 8], dtype: lumen_compiler::DType::F32 },
+        &[],
+        at,
+    );
+    let w = h.add_op(
+        HlirOp::Weight { name: "w".into(), shape: vec![8, 8], dtype: lumen_compiler::DType::F32 },
+        &[],
+        at,
+    );
+    let b = h.add_op(
+        HlirOp::Weight { name: "b".into(), shape: vec![8], dtype: lumen_compiler::DType::F32 },
+        &[],
+        at,
+    );
     let mm = h.add_op(HlirOp::Matmul { epilogue: Epilogue::Bias }, &[x, w, b], at);
-    let r = h.add_op(HlirOp::Map(lumen_compiler::ElemOp::Unary(lumen_compiler::UnaryOp::Relu)), &[mm], at);
+    let r = h.add_op(
+        HlirOp::Map(lumen_compiler::ElemOp::Unary(lumen_compiler::UnaryOp::Relu)),
+        &[mm],
+        at,
+    );
     h.add_op(HlirOp::Output { name: "y".into() }, &[r], at);
     let p = fusion::compile_fused(&h, "hand", &CompileOptions::default()).unwrap();
     // lt_bias then relu fuses on to RELU_BIAS.

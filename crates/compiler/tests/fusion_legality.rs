@@ -99,9 +99,7 @@ fn relu_then_bias_is_never_relu_bias() {
     assert!(!any_node(&eg, |n| matches!(n, FusionLang::LtReluBias(_) | FusionLang::LtBias(_))));
     // relu(matmul) itself may become RELU; the add stays an add.
     assert!(any_node(&eg, |n| matches!(n, FusionLang::LtRelu(_))));
-    assert!(
-        eg[root].nodes.iter().all(|n| matches!(n, FusionLang::Binary(BinaryOp::Add, _)))
-    );
+    assert!(eg[root].nodes.iter().all(|n| matches!(n, FusionLang::Binary(BinaryOp::Add, _))));
 
     let mut cx = Graph::new();
     let x = cx.input("x", [4, 3]);

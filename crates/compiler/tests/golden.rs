@@ -1,8 +1,7 @@
 //! The golden plan of SPEC sections 2 and 3: unfused linear-relu, M=64, K=256, N=64.
 
 use lumen_compiler::{
-    BinaryOp, BufferRole, CompileOptions, ElemOp, Epilogue, Graph, LlirOp, UnaryOp, View,
-    programs,
+    BinaryOp, BufferRole, CompileOptions, ElemOp, Epilogue, Graph, LlirOp, UnaryOp, View, programs,
 };
 
 fn spec_program() -> Graph {

@@ -1,8 +1,8 @@
 //! Lifetimes handed to the planner: outputs that are also consumed, dead ops, every epilogue.
 
 use lumen_compiler::{
-    BinaryOp, BufferRole, CompileOptions, DType, ElemOp, UnaryOp, CompiledProgram, Epilogue, Graph, Hlir, HlirOp, LlirOp,
-    SourceLocation, compile_hlir,
+    BinaryOp, BufferRole, CompileOptions, CompiledProgram, DType, ElemOp, Epilogue, Graph, Hlir,
+    HlirOp, LlirOp, SourceLocation, UnaryOp, compile_hlir,
 };
 use lumen_planner::{SlabOptions, verify};
 
@@ -112,9 +112,21 @@ fn every_epilogue_lowers_to_one_lt_matmul() {
     ] {
         let here = SourceLocation::caller();
         let mut h = Hlir::new();
-        let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![64, 256], dtype: DType::F32 }, &[], here);
-        let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![256, 64], dtype: DType::F32 }, &[], here);
-        let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![64], dtype: DType::F32 }, &[], here);
+        let x = h.add_op(
+            HlirOp::Input { name: "x".into(), shape: vec![64, 256], dtype: DType::F32 },
+            &[],
+            here,
+        );
+        let w = h.add_op(
+            HlirOp::Weight { name: "w".into(), shape: vec![256, 64], dtype: DType::F32 },
+            &[],
+            here,
+        );
+        let b = h.add_op(
+            HlirOp::Weight { name: "b".into(), shape: vec![64], dtype: DType::F32 },
+            &[],
+            here,
+        );
         let operands = if epilogue.has_bias() { vec![x, w, b] } else { vec![x, w] };
         let mm = h.add_op(HlirOp::Matmul { epilogue }, &operands, here);
         h.add_op(HlirOp::Output { name: "y".into() }, &[mm], here);
@@ -142,9 +154,18 @@ fn every_epilogue_lowers_to_one_lt_matmul() {
 fn a_bias_epilogue_checks_the_bias_shape() {
     let here = SourceLocation::caller();
     let mut h = Hlir::new();
-    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![2, 4], dtype: DType::F32 }, &[], here);
-    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![4, 5], dtype: DType::F32 }, &[], here);
-    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![3], dtype: DType::F32 }, &[], here);
+    let x = h.add_op(
+        HlirOp::Input { name: "x".into(), shape: vec![2, 4], dtype: DType::F32 },
+        &[],
+        here,
+    );
+    let w = h.add_op(
+        HlirOp::Weight { name: "w".into(), shape: vec![4, 5], dtype: DType::F32 },
+        &[],
+        here,
+    );
+    let b =
+        h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![3], dtype: DType::F32 }, &[], here);
     let mm = h.add_op(HlirOp::Matmul { epilogue: Epilogue::ReluBias }, &[x, w, b], here);
     h.add_op(HlirOp::Output { name: "y".into() }, &[mm], here);
     let err =

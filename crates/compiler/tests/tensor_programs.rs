@@ -134,7 +134,11 @@ fn movement_errors_are_typed() {
     let mut cx = Graph::new();
     let x = cx.input("x", [2, 3, 4]);
     x.permute(&[0, 1]).output("y");
-    assert!(first_error(&cx).to_string().starts_with("permute: [0, 1] is not a permutation of the 3 axes"));
+    assert!(
+        first_error(&cx)
+            .to_string()
+            .starts_with("permute: [0, 1] is not a permutation of the 3 axes")
+    );
     let mut cx = Graph::new();
     let x = cx.input("x", [2, 3]);
     x.expand([4, 3, 2]).output("y");
@@ -185,11 +189,17 @@ fn a_transposed_operand_is_read_through_its_view() {
     let p = cx.compile(&unfused()).unwrap();
     assert_eq!(op_names(&p), ["upload", "lt_matmul", "readback"], "no transpose kernel");
     let mm = &p.llir.nodes[1];
-    assert_eq!(mm.op, LlirOp::LtMatmul { batch: 8, m: 8, k: 16, n: 8, epilogue: Epilogue::Default });
+    assert_eq!(
+        mm.op,
+        LlirOp::LtMatmul { batch: 8, m: 8, k: 16, n: 8, epilogue: Epilogue::Default }
+    );
     assert_eq!(mm.reads[1].view.shape, [8, 16, 8]);
     assert_eq!(mm.reads[1].view.strides, [128, 1, 16], "k^T: unit stride down the rows");
     let text = llir_text(&p);
-    assert!(text.contains("reads=[q{shape=[8, 8, 16]}, k{shape=[8, 16, 8] strides=[128, 1, 16]}]"), "{text}");
+    assert!(
+        text.contains("reads=[q{shape=[8, 8, 16]}, k{shape=[8, 16, 8] strides=[128, 1, 16]}]"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -225,7 +235,9 @@ fn reshapes_of_contiguous_data_are_views_and_only_impossible_ones_copy() {
     assert_eq!(ops, ["upload", "relu", "mul", "contiguous", "exp", "contiguous", "readback"]);
     let text = llir_text(&p);
     assert!(
-        text.contains("mul len=80 inputs=[0, 1] reads=[t0{shape=[2, 2, 5, 4] strides=[40, 4, 8, 1]}"),
+        text.contains(
+            "mul len=80 inputs=[0, 1] reads=[t0{shape=[2, 2, 5, 4] strides=[40, 4, 8, 1]}"
+        ),
         "{text}"
     );
     // y is the copy's own buffer (the reshape that needed it), taken over whole.
@@ -357,7 +369,8 @@ fn attention_composite_matches_its_definition() {
 #[test]
 fn parallel_qkv_branches_never_alias_and_the_plan_verifies() {
     for fuse in [false, true] {
-        let p = small_transformer().compile(&CompileOptions { fuse, ..Default::default() }).unwrap();
+        let p =
+            small_transformer().compile(&CompileOptions { fuse, ..Default::default() }).unwrap();
         let options = SlabOptions { alignment: 256, ..SlabOptions::default() };
         lumen_planner::verify(&p.dag, &p.llir.slab_buffers(), &p.plan, &options)
             .unwrap_or_else(|e| panic!("fuse={fuse}: {e}"));
@@ -373,7 +386,8 @@ fn parallel_qkv_branches_never_alias_and_the_plan_verifies() {
             .take(3)
             .collect();
         assert_eq!(projections.len(), 3);
-        let inputs: Vec<&Vec<usize>> = projections.iter().map(|&i| &p.llir.nodes[i].inputs).collect();
+        let inputs: Vec<&Vec<usize>> =
+            projections.iter().map(|&i| &p.llir.nodes[i].inputs).collect();
         assert!(inputs.windows(2).all(|w| w[0] == w[1]), "Q, K, V share their producer");
         let mut spans: Vec<(usize, usize, &str)> = Vec::new();
         for &i in &projections {

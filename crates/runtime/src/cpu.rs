@@ -21,7 +21,9 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use lumen_compiler::{BufferRole, CompiledProgram, DType, ElemOp, LlirBuffer, LlirOp, ReduceOp, View};
+use lumen_compiler::{
+    BufferRole, CompiledProgram, DType, ElemOp, LlirBuffer, LlirOp, ReduceOp, View,
+};
 
 use crate::error::TensorKind;
 use crate::kernels::{self, Activation, epilogue_parts};
@@ -318,7 +320,12 @@ impl CpuProgram {
                         .first()
                         .map(|&w| llir.buffers[w].shape.clone())
                         .unwrap_or_default();
-                    Step::Concat { ins: node.reads.iter().map(arg).collect(), axis, shape, out: out()? }
+                    Step::Concat {
+                        ins: node.reads.iter().map(arg).collect(),
+                        axis,
+                        shape,
+                        out: out()?,
+                    }
                 }
                 LlirOp::Readback => Step::Readback {
                     outputs: node
@@ -417,7 +424,10 @@ impl CpuProgram {
             }
             Step::Matmul { a, b, bias, out: o, dims, act } => {
                 let reads: Vec<&Range<usize>> =
-                    [Some(&a.0), Some(&b.0), bias.as_ref().map(|x| &x.0)].into_iter().flatten().collect();
+                    [Some(&a.0), Some(&b.0), bias.as_ref().map(|x| &x.0)]
+                        .into_iter()
+                        .flatten()
+                        .collect();
                 let (dst, ins) = split(slab, o, &reads, &self.label)?;
                 let bias = bias.as_ref().and_then(|x| ins.get(2).map(|buf| (*buf, &x.1)));
                 kernels::lt_matmul_strided((ins[0], &a.1), (ins[1], &b.1), bias, dst, *dims, *act)?;

@@ -78,7 +78,9 @@ pub enum RuntimeError {
         got: lumen_compiler::DType,
     },
     /// A gather id outside the table's rows, found at run time: nothing is read out of bounds.
-    #[error("gather: id {index} at position {position} of `{tensor}` is out of range for a table of {rows} rows")]
+    #[error(
+        "gather: id {index} at position {position} of `{tensor}` is out of range for a table of {rows} rows"
+    )]
     IndexOutOfRange {
         /// The ids buffer's name.
         tensor: String,

@@ -106,7 +106,10 @@ fn check_view(
 pub fn map(op: ElemOp, ins: &[(&[f32], &View)], out: &mut [f32]) -> Result<(), RuntimeError> {
     const K: &str = "map";
     if ins.len() != op.arity() {
-        return Err(RuntimeError::kernel(K, format!("{} takes {} operands", op.name(), op.arity())));
+        return Err(RuntimeError::kernel(
+            K,
+            format!("{} takes {} operands", op.name(), op.arity()),
+        ));
     }
     let shape = &ins[0].1.shape;
     for (i, (buf, view)) in ins.iter().enumerate() {
@@ -261,14 +264,7 @@ pub fn lt_matmul(
     }
     let (va, vb) = (View::contiguous(&[m, k]), View::contiguous(&[k, n]));
     let vbias = View::contiguous(&[n]);
-    lt_matmul_strided(
-        (a, &va),
-        (b, &vb),
-        bias.map(|b| (b, &vbias)),
-        out,
-        (1, m, k, n),
-        act,
-    )
+    lt_matmul_strided((a, &va), (b, &vb), bias.map(|b| (b, &vbias)), out, (1, m, k, n), act)
 }
 
 /// One operand of a kernel: the whole buffer and the view read from it.
@@ -311,14 +307,18 @@ pub fn lt_matmul_strided(
     if mn == 0 || batch == 0 {
         return Ok(());
     }
-    let stride = |s: usize| isize::try_from(s).map_err(|_| RuntimeError::kernel(K, "stride overflows isize"));
+    let stride = |s: usize| {
+        isize::try_from(s).map_err(|_| RuntimeError::kernel(K, "stride overflows isize"))
+    };
     let (rsa, csa) = (stride(va.strides[nb])?, stride(va.strides[nb + 1])?);
     let (rsb, csb) = (stride(vb.strides[nb])?, stride(vb.strides[nb + 1])?);
     let rsc = stride(n)?;
     // Batch offsets of each operand, in batch order.
     let batch_shape = &va.shape[..nb];
-    let a_batch = View { shape: batch_shape.to_vec(), strides: va.strides[..nb].to_vec(), offset: va.offset };
-    let b_batch = View { shape: batch_shape.to_vec(), strides: vb.strides[..nb].to_vec(), offset: vb.offset };
+    let a_batch =
+        View { shape: batch_shape.to_vec(), strides: va.strides[..nb].to_vec(), offset: va.offset };
+    let b_batch =
+        View { shape: batch_shape.to_vec(), strides: vb.strides[..nb].to_vec(), offset: vb.offset };
     let mut offsets = Vec::with_capacity(batch);
     walk(batch_shape, [&a_batch, &b_batch], |o| offsets.push(o));
     let fused = bias.is_some() || act != Activation::Identity;
@@ -422,7 +422,9 @@ pub fn gather(
             Some(row) => {
                 let dst = &mut out[position * dim..(position + 1) * dim];
                 for (j, d) in dst.iter_mut().enumerate() {
-                    *d = table[table_view.offset + row * table_view.strides[0] + j * table_view.strides[1]];
+                    *d = table[table_view.offset
+                        + row * table_view.strides[0]
+                        + j * table_view.strides[1]];
                 }
             }
             None => {
@@ -674,8 +676,14 @@ mod tests {
         gather((&table, &vt), (&words, &View::contiguous(&[2])), true, "ids", &mut out).unwrap();
         assert_eq!(out, [20.0, 21.0, 0.0, 1.0]);
         let bad = crate::HostTensor::from_i64([1], vec![3]).unwrap();
-        let err = gather((&table, &vt), (&bad.words(), &View::contiguous(&[1])), true, "ids", &mut out[..2])
-            .unwrap_err();
+        let err = gather(
+            (&table, &vt),
+            (&bad.words(), &View::contiguous(&[1])),
+            true,
+            "ids",
+            &mut out[..2],
+        )
+        .unwrap_err();
         assert_eq!(
             err.to_string(),
             "gather: id 3 at position 0 of `ids` is out of range for a table of 3 rows"

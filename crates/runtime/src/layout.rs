@@ -334,7 +334,11 @@ fn check_operands(
     let buf = |b: BufferId| &llir.buffers[b];
     let f32_reads = || -> Result<(), RuntimeError> {
         match node.reads.iter().find(|o| buf(o.buffer).dtype != DType::F32) {
-            Some(o) => Err(fail(format!("reads `{}` of dtype {}, not f32", buf(o.buffer).id, buf(o.buffer).dtype))),
+            Some(o) => Err(fail(format!(
+                "reads `{}` of dtype {}, not f32",
+                buf(o.buffer).id,
+                buf(o.buffer).dtype
+            ))),
             None => Ok(()),
         }
     };
@@ -370,7 +374,10 @@ fn check_operands(
                 return Err(fail("reads buffers".to_string()));
             }
             if let Some(&w) = node.writes.iter().find(|&&w| {
-                !matches!(buf(w).role, BufferRole::Input | BufferRole::Weight | BufferRole::Constant(_))
+                !matches!(
+                    buf(w).role,
+                    BufferRole::Input | BufferRole::Weight | BufferRole::Constant(_)
+                )
             }) {
                 return Err(fail(format!(
                     "writes `{}`, which is not an input, weight or constant",
@@ -397,7 +404,8 @@ fn check_operands(
                 && va.shape[r - 2..] == [m, k]
                 && vb.shape[r - 2..] == [k, cols]
                 && va.shape[..r - 2] == vb.shape[..r - 2]
-                && va.shape[..r - 2].iter().try_fold(1usize, |a, &d| a.checked_mul(d)) == Some(batch);
+                && va.shape[..r - 2].iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+                    == Some(batch);
             if !ok {
                 return Err(fail(format!(
                     "reads views {:?} and {:?}, the op needs [.., {m}, {k}] and [.., {k}, {cols}] over {batch} products",
@@ -407,14 +415,21 @@ fn check_operands(
             if let Some(bias) = node.reads.get(2)
                 && bias.view.shape != [cols]
             {
-                return Err(fail(format!("reads a bias view {:?}, the op needs [{cols}]", bias.view.shape)));
+                return Err(fail(format!(
+                    "reads a bias view {:?}, the op needs [{cols}]",
+                    bias.view.shape
+                )));
             }
             output(batch.checked_mul(m).and_then(|x| x.checked_mul(cols)))?;
         }
         LlirOp::Map { op, len } => {
             arity(op.arity())?;
             f32_reads()?;
-            if let Some(o) = node.reads.iter().find(|o| o.view.elements() != len || o.view.shape != node.reads[0].view.shape) {
+            if let Some(o) = node
+                .reads
+                .iter()
+                .find(|o| o.view.elements() != len || o.view.shape != node.reads[0].view.shape)
+            {
                 return Err(fail(format!(
                     "reads `{}` through a view of shape {:?}, the op needs {len} elements in one shape",
                     buf(o.buffer).id,
@@ -427,7 +442,12 @@ fn check_operands(
             arity(1)?;
             f32_reads()?;
             let v = &node.reads[0].view;
-            let others: Option<usize> = v.shape.iter().enumerate().filter(|&(a, _)| a != axis).try_fold(1usize, |acc, (_, &d)| acc.checked_mul(d));
+            let others: Option<usize> = v
+                .shape
+                .iter()
+                .enumerate()
+                .filter(|&(a, _)| a != axis)
+                .try_fold(1usize, |acc, (_, &d)| acc.checked_mul(d));
             if v.shape.get(axis) != Some(&extent) || others != Some(len) {
                 return Err(fail(format!(
                     "reads a view of shape {:?}, the op reduces axis {axis} of length {extent} to {len} elements",
@@ -440,7 +460,10 @@ fn check_operands(
             arity(2)?;
             let (table, ids) = (&node.reads[0], &node.reads[1]);
             if buf(table.buffer).dtype != DType::F32 || table.view.shape != [vocab, dim] {
-                return Err(fail(format!("reads a table view {:?}, the op needs f32 [{vocab}, {dim}]", table.view.shape)));
+                return Err(fail(format!(
+                    "reads a table view {:?}, the op needs f32 [{vocab}, {dim}]",
+                    table.view.shape
+                )));
             }
             if !buf(ids.buffer).dtype.is_index() || ids.view.elements() != rows {
                 return Err(fail(format!(

@@ -63,10 +63,9 @@ pub fn execute_f64(
         // Operand i: its buffer's values and its view, checked to stay inside the buffer.
         let read = |i: usize| -> Result<(&[f64], &View), RuntimeError> {
             let o = node.reads.get(i).ok_or_else(|| bad(format!("node {n} lacks operand {i}")))?;
-            let v = vals
-                .get(o.buffer)
-                .and_then(|v| v.as_deref())
-                .ok_or_else(|| bad(format!("node {n} reads buffer {} before it is written", o.buffer)))?;
+            let v = vals.get(o.buffer).and_then(|v| v.as_deref()).ok_or_else(|| {
+                bad(format!("node {n} reads buffer {} before it is written", o.buffer))
+            })?;
             let fits = o.view.strides.len() == o.view.shape.len()
                 && o.view.extent().is_some_and(|e| e <= v.len());
             if !fits {
@@ -196,7 +195,10 @@ pub fn execute_f64(
                     let x = read(i)?;
                     let whole = View::contiguous(&shape);
                     let width = x.1.shape.get(axis).copied().unwrap_or(0);
-                    if x.1.rank() != shape.len() || axis >= shape.len() || start + width > shape[axis] {
+                    if x.1.rank() != shape.len()
+                        || axis >= shape.len()
+                        || start + width > shape[axis]
+                    {
                         return Err(bad(format!("node {n}: concat operand {i} does not fit")));
                     }
                     let dst = whole.slice(axis, start, start + width);
@@ -285,7 +287,6 @@ mod tests {
             let err = execute_f64(&llir, &weights, &inputs).unwrap_err();
             assert!(err.to_string().contains("node 1: sizes overflow"), "{err}");
         }
-
     }
 
     #[test]

@@ -109,7 +109,9 @@ impl HostTensor {
             Ids::I32(v) => v.iter().map(|&x| f32::from_bits(x as u32)).collect(),
             Ids::I64(v) => v
                 .iter()
-                .flat_map(|&x| [f32::from_bits(x as u64 as u32), f32::from_bits((x as u64 >> 32) as u32)])
+                .flat_map(|&x| {
+                    [f32::from_bits(x as u64 as u32), f32::from_bits((x as u64 >> 32) as u32)]
+                })
                 .collect(),
         }
     }

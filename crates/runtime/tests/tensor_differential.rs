@@ -149,7 +149,8 @@ fn build(seed: u64) -> Case {
                 case.kinds.push("slice_concat");
                 let axis = shape.iter().position(|&d| d >= 2).unwrap_or(0);
                 let cut = 1 + rng.below(shape[axis] - 1);
-                let (lo, hi) = (x.slice(axis as isize, 0, cut), x.slice(axis as isize, cut, shape[axis]));
+                let (lo, hi) =
+                    (x.slice(axis as isize, 0, cut), x.slice(axis as isize, cut, shape[axis]));
                 // The halves swapped: the same shape as x, so it still broadcasts to S.
                 cx.concat(&[&hi.relu(), &lo], axis as isize)
             }
@@ -222,13 +223,18 @@ fn close(got: f32, want: f64) -> bool {
 fn check(seed: u64) -> Result<(), TestCaseError> {
     let case = build(seed);
     if let Some(e) = case.graph.recorded_error() {
-        return Err(TestCaseError::fail(format!("seed {seed}: the generator built a bad program: {e}")));
+        return Err(TestCaseError::fail(format!(
+            "seed {seed}: the generator built a bad program: {e}"
+        )));
     }
     let hlir = case.graph.hlir();
     let want = eval_hlir(&hlir, &case.leaves).map_err(|e| TestCaseError::fail(format!("{e}")))?;
     for fuse in [false, true] {
         let options = CompileOptions { fuse, ..Default::default() };
-        let program = case.graph.compile(&options).map_err(|e| TestCaseError::fail(format!("seed {seed}: {e}")))?;
+        let program = case
+            .graph
+            .compile(&options)
+            .map_err(|e| TestCaseError::fail(format!("seed {seed}: {e}")))?;
         let reference = execute_f64(&program.llir, &case.weights, &case.inputs).unwrap();
         let mut runs = Vec::new();
         for memory_debug in [false, true] {
@@ -244,13 +250,24 @@ fn check(seed: u64) -> Result<(), TestCaseError> {
                 prop_assert!(
                     close(g, x),
                     "seed {} fuse={} {}[{}]: cpu {} vs interpreter {}\n{}",
-                    seed, fuse, name, i, g, x, lumen_compiler::dump::llir_text(&program)
+                    seed,
+                    fuse,
+                    name,
+                    i,
+                    g,
+                    x,
+                    lumen_compiler::dump::llir_text(&program)
                 );
                 let r = reference[name].data[i];
                 prop_assert!(
                     (r - x).abs() <= 1e-9 * (1.0 + x.abs()) || (r.is_nan() && x.is_nan()),
                     "seed {} fuse={} {}[{}]: LLIR reference {} vs HLIR interpreter {}",
-                    seed, fuse, name, i, r, x
+                    seed,
+                    fuse,
+                    name,
+                    i,
+                    r,
+                    x
                 );
             }
         }
@@ -300,12 +317,15 @@ fn a_gather_id_out_of_range_is_a_runtime_error_naming_the_tensor_and_the_id() {
     let ids = cx.input_typed("token_ids", [3], DType::I64);
     table.gather(&ids).output("y");
     let program = cx.compile(&CompileOptions::default()).unwrap();
-    let weights: Tensors =
-        [("table".to_string(), HostTensor::new([4, 2], (0..8).map(|v| v as f32).collect()).unwrap())]
-            .into();
+    let weights: Tensors = [(
+        "table".to_string(),
+        HostTensor::new([4, 2], (0..8).map(|v| v as f32).collect()).unwrap(),
+    )]
+    .into();
     let rt = CpuRuntime::new(CpuOptions::default());
     let mut prepared = rt.prepare(&program, &weights).unwrap();
-    let ok: Tensors = [("token_ids".to_string(), HostTensor::from_i64([3], vec![3, 0, 3]).unwrap())].into();
+    let ok: Tensors =
+        [("token_ids".to_string(), HostTensor::from_i64([3], vec![3, 0, 3]).unwrap())].into();
     assert_eq!(prepared.execute(&ok).unwrap()["y"].data(), [6.0, 7.0, 0.0, 1.0, 6.0, 7.0]);
     for bad in [4i64, -1, i64::MAX] {
         let inputs: Tensors =
@@ -313,13 +333,16 @@ fn a_gather_id_out_of_range_is_a_runtime_error_naming_the_tensor_and_the_id() {
         let err = prepared.execute(&inputs).unwrap_err();
         assert_eq!(
             err.to_string(),
-            format!("gather: id {bad} at position 1 of `token_ids` is out of range for a table of 4 rows")
+            format!(
+                "gather: id {bad} at position 1 of `token_ids` is out of range for a table of 4 rows"
+            )
         );
         // The f64 reference refuses it too.
         assert!(execute_f64(&program.llir, &weights, &inputs).is_err());
     }
     // f32 given where the program declares i64 ids: refused by dtype, before any kernel.
-    let wrong: Tensors = [("token_ids".to_string(), HostTensor::new([3], vec![0.0; 3]).unwrap())].into();
+    let wrong: Tensors =
+        [("token_ids".to_string(), HostTensor::new([3], vec![0.0; 3]).unwrap())].into();
     assert_eq!(
         prepared.execute(&wrong).unwrap_err().to_string(),
         "input `token_ids` has dtype f32, the program expects i64"
@@ -331,6 +354,7 @@ fn a_gather_id_out_of_range_is_a_runtime_error_naming_the_tensor_and_the_id() {
     table.gather(&ids).output("y");
     let program = cx.compile(&CompileOptions::default()).unwrap();
     let mut prepared = rt.prepare(&program, &weights).unwrap();
-    let inputs: Tensors = [("ids".to_string(), HostTensor::from_i32([2], vec![1, 2]).unwrap())].into();
+    let inputs: Tensors =
+        [("ids".to_string(), HostTensor::from_i32([2], vec![1, 2]).unwrap())].into();
     assert_eq!(prepared.execute(&inputs).unwrap()["y"].data(), [2.0, 3.0, 4.0, 5.0]);
 }

@@ -21,7 +21,8 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/transformer_block.safetensors");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/transformer_block.safetensors");
     let bytes = std::fs::read(&path).expect("data/transformer_block.safetensors");
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("header");
     let meta = meta.metadata().clone().expect("metadata");
@@ -81,8 +82,13 @@ fn the_cpu_runtime_matches_pytorch_within_1e_4() {
             let out = prepared.execute(&inputs).expect("execute");
             let y = out["y"].data().to_vec();
             let err = max_abs_diff(&y, &f.y);
-            assert!(err <= 1e-4, "fuse={fuse} {placement:?} debug={memory_debug}: max error {err:e}");
-            println!("fuse={fuse} {placement:?} memory_debug={memory_debug}: max |lumen - PyTorch| = {err:.3e}");
+            assert!(
+                err <= 1e-4,
+                "fuse={fuse} {placement:?} debug={memory_debug}: max error {err:e}"
+            );
+            println!(
+                "fuse={fuse} {placement:?} memory_debug={memory_debug}: max |lumen - PyTorch| = {err:.3e}"
+            );
             outs.push(y);
         }
         // Reuse and poisoning change no bit.

@@ -136,7 +136,10 @@ impl Analysis<FusionLang> for ShapeAnalysis {
                     .iter()
                     .map(|&c| {
                         let d = &egraph[c].data;
-                        d.shape.clone().zip(d.dtype).map(|(shape, dtype)| TensorType { shape, dtype })
+                        d.shape
+                            .clone()
+                            .zip(d.dtype)
+                            .map(|(shape, dtype)| TensorType { shape, dtype })
                     })
                     .collect();
                 enode_type(enode, &children)

@@ -24,7 +24,7 @@ use crate::dtype::Scalar;
 use crate::error::{CompileError, SourceLocation};
 use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorType};
 use crate::llir::Epilogue;
-use crate::ops::{BinaryOp, ElemOp, ReduceOp, UnknownOp, UnaryOp};
+use crate::ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp, UnknownOp};
 
 /// A reduction's e-node data: the op and the axis, written `sum:1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -210,7 +210,10 @@ impl FusionLang {
     pub fn is_kernel(&self) -> bool {
         !matches!(
             self,
-            FusionLang::Move(..) | FusionLang::Const(_) | FusionLang::Leaf(_) | FusionLang::Outputs(_)
+            FusionLang::Move(..)
+                | FusionLang::Const(_)
+                | FusionLang::Leaf(_)
+                | FusionLang::Outputs(_)
         )
     }
 }

@@ -143,7 +143,11 @@ pub fn rules(set: &RuleSet) -> Result<Vec<FusionRewrite>, CompileError> {
         }
     }
     for op in BinaryOp::ALL.into_iter().filter(|&op| ElemOp::Binary(op).is_commutative()) {
-        rules.push(rule(&format!("{op}-commute"), &format!("({op} ?x ?y)"), &format!("({op} ?y ?x)"))?);
+        rules.push(rule(
+            &format!("{op}-commute"),
+            &format!("({op} ?x ?y)"),
+            &format!("({op} ?y ?x)"),
+        )?);
     }
     if set.relu_idempotence {
         rules.push(rule("relu-idempotent", "(relu (relu ?x))", "(relu ?x)")?);

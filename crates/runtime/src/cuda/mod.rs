@@ -364,9 +364,13 @@ impl CudaProgram {
                     }
                 }
                 LlirOp::Map { len, .. } => {
-                    let Launch::Kernel { kernel, matrix, bias, cols } = support::launch(program, n)?
+                    let Launch::Kernel { kernel, matrix, bias, cols } =
+                        support::launch(program, n)?
                     else {
-                        return Err(RuntimeError::invalid(&program.label, "a map without a kernel"));
+                        return Err(RuntimeError::invalid(
+                            &program.label,
+                            "a map without a kernel",
+                        ));
                     };
                     let out = checked(node.writes[0], n)?;
                     let ptr = |i: usize| checked(node.reads[i].buffer, n);
@@ -388,7 +392,7 @@ impl CudaProgram {
                         outputs.push((
                             buf.id.clone(),
                             buf.shape.clone(),
-                                checked(r, n)?,
+                            checked(r, n)?,
                             elems,
                             staging_elems,
                         ));

@@ -146,6 +146,9 @@ mod tests {
         a.matmul(w.transpose(0, 1)).output("y");
         let p = cx.compile(&CompileOptions::default()).unwrap();
         let err = check_supported(&p).unwrap_err().to_string();
-        assert!(err.contains("node 1 (lt_matmul): an operand read through a strided view"), "{err}");
+        assert!(
+            err.contains("node 1 (lt_matmul): an operand read through a strided view"),
+            "{err}"
+        );
     }
 }
