@@ -426,6 +426,7 @@ fn nodes_is_a_list_in_compile_json_and_a_count_elsewhere() {
     let v = json(&["compile", "linear-relu", "--no-fuse", "--json"]);
     let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
     let mut expected = [
+        "verified",
         "label",
         "nodes",
         "buffers",
