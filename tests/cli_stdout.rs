@@ -70,5 +70,6 @@ fn a_written_report_still_succeeds() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.starts_with("# lumen LLIR: linear-relu-fused\n"), "{text}");
     assert!(text.contains("\n\n# lumen plan: linear-relu-fused\n"), "{text}");
-    assert!(text.ends_with("flops        2105344\n"), "{text}");
+    assert!(text.contains("\nflops        2105344\nverified     yes"), "{text}");
+    assert!(text.ends_with(" share a byte)\n"), "{text}");
 }
