@@ -498,6 +498,12 @@ impl Tensor {
         self.op(HlirOp::Move(MoveOp::Expand { shape: shape.into() }), &[])
     }
 
+    /// NumPy's name for [`Tensor::expand`].
+    #[track_caller]
+    pub fn broadcast_to(&self, shape: impl Into<Vec<usize>>) -> Tensor {
+        self.expand(shape)
+    }
+
     /// Elements `start..end` of `axis` (negative counts from the last). A view.
     #[track_caller]
     pub fn slice(&self, axis: isize, start: usize, end: usize) -> Tensor {
