@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use lumen::model::{self, MlpModel};
-use lumen_compiler::{CompileOptions, Epilogue, HlirOp, SourceLocation, compile_hlir};
+use lumen_compiler::{CompileOptions, DType, Epilogue, HlirOp, SourceLocation, compile_hlir};
 use lumen_runtime::{CpuRuntime, Runtime};
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, serialize};
@@ -77,7 +77,7 @@ fn digits_json_matches_scikit_learn() {
     assert_eq!(v["widths"], serde_json::json!([64, 128, 64, 10]));
     assert_eq!(v["repeat_identical"], true);
     assert_eq!(v["runs"], 3);
-    // upload, 3 x (matmul, add_bias), 2 relu, readback.
+    // upload, 3 x (matmul, bias add), 2 relu, readback.
     assert_eq!(v["nodes"], 10);
     assert_eq!(v["launches"], 8);
     assert_eq!(
@@ -222,7 +222,7 @@ fn profile_and_memory_debug_lines() {
     assert!(profiles[0].contains(" launches=8 "), "{}", profiles[0]);
     let plans: Vec<&str> = stderr.lines().filter(|l| l.starts_with("CPU_MEMORY_PLAN ")).collect();
     assert_eq!(plans.len(), 1, "{stderr}");
-    // x, 3 x (w, b), 3 x (workspace, matmul out, add_bias out), 2 relu outs.
+    // x, 3 x (w, b), 3 x (workspace, matmul out, bias add out), 2 relu outs.
     assert!(plans[0].contains(" buffers=18 "), "{}", plans[0]);
     assert_eq!(stderr.lines().filter(|l| l.starts_with("CPU_MEMORY_BUFFER ")).count(), 18);
     // NaN poisoning changes nothing.
@@ -240,18 +240,18 @@ fn digits_with_every_layer_fused_by_hand() {
     let mut hlir = lumen_compiler::Hlir::new();
     let here = SourceLocation::caller();
     let mut h = hlir.add_op(
-        HlirOp::Input { name: "x".into(), shape: vec![m.batch(), widths[0]] },
+        HlirOp::Input { name: "x".into(), shape: vec![m.batch(), widths[0]], dtype: DType::F32 },
         &[],
         here,
     );
     for (i, pair) in widths.windows(2).enumerate() {
         let w = hlir.add_op(
-            HlirOp::Weight { name: format!("w{}", i + 1), shape: pair.to_vec() },
+            HlirOp::Weight { name: format!("w{}", i + 1), shape: pair.to_vec(), dtype: DType::F32 },
             &[],
             here,
         );
         let b = hlir.add_op(
-            HlirOp::Weight { name: format!("b{}", i + 1), shape: vec![pair[1]] },
+            HlirOp::Weight { name: format!("b{}", i + 1), shape: vec![pair[1]], dtype: DType::F32 },
             &[],
             here,
         );

@@ -1,7 +1,8 @@
 //! Execute throughput of linear-relu `y = relu(x [M,K] · w [K,N] + b [N])` on the CPU runtime,
-//! unfused (lt_matmul, add_bias, relu: three launches and two intermediates) and fused
-//! (one lt_matmul with the RELU_BIAS epilogue), beside a bare `matrixmultiply::sgemm` of the
-//! same shape (the ceiling: no bias, no relu, no slab, no upload or readback).
+//! unfused (lt_matmul, add of the broadcast bias, relu: three launches and two intermediates)
+//! and fused (one lt_matmul with the RELU_BIAS epilogue), beside a bare
+//! `matrixmultiply::sgemm` of the same shape (the ceiling: no bias, no relu, no slab, no
+//! upload or readback).
 //!
 //! Throughput is reported in elements/s where one element is one FLOP of the GEMM
 //! (2·M·N·K), so criterion's "Gelem/s" reads as GFLOP/s of useful matmul work.
@@ -12,7 +13,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use lumen_compiler::{
-    CompileOptions, CompiledProgram, Epilogue, Graph, Hlir, HlirOp, SourceLocation, compile_hlir,
+    CompileOptions, CompiledProgram, DType, Epilogue, Graph, Hlir, HlirOp, SourceLocation,
+    compile_hlir,
 };
 use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
 
@@ -34,9 +36,15 @@ fn unfused(m: usize, k: usize, n: usize) -> CompiledProgram {
 fn fused(m: usize, k: usize, n: usize) -> CompiledProgram {
     let mut h = Hlir::new();
     let at = SourceLocation::caller();
-    let x = h.add_op(HlirOp::Input { name: "x".into(), shape: vec![m, k] }, &[], at);
-    let w = h.add_op(HlirOp::Weight { name: "w".into(), shape: vec![k, n] }, &[], at);
-    let b = h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![n] }, &[], at);
+    let x =
+        h.add_op(HlirOp::Input { name: "x".into(), shape: vec![m, k], dtype: DType::F32 }, &[], at);
+    let w = h.add_op(
+        HlirOp::Weight { name: "w".into(), shape: vec![k, n], dtype: DType::F32 },
+        &[],
+        at,
+    );
+    let b =
+        h.add_op(HlirOp::Weight { name: "b".into(), shape: vec![n], dtype: DType::F32 }, &[], at);
     let y = h.add_op(HlirOp::Matmul { epilogue: Epilogue::ReluBias }, &[x, w, b], at);
     h.add_op(HlirOp::Output { name: "y".into() }, &[y], at);
     let options = CompileOptions { fuse: true, ..CompileOptions::default() };

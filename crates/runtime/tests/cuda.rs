@@ -1,7 +1,8 @@
 //! Tests of the CUDA runtime (feature `cuda`).
 //!
-//! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic), and NVRTC,
-//! when libnvrtc is on the loader path, must compile every kernel to PTX and CUBIN for sm_90.
+//! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic), NVRTC,
+//! when libnvrtc is on the loader path, must compile every kernel to PTX and CUBIN for sm_90,
+//! and every program the GPU tests run must be in the CUDA runtime's op set (host-only).
 //! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
 //! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
 //! differential test, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
@@ -153,6 +154,65 @@ fn nvrtc_reports_a_broken_source_with_its_log() {
     assert!(msg.contains("lumen_typo.cu") && msg.contains("flaot"), "the log is kept: {msg}");
     assert!(!msg.contains('\n'), "one line: {msg}");
     println!("{msg}");
+}
+
+#[test]
+fn every_program_the_gpu_tests_run_is_in_the_cuda_op_set() {
+    // CUDA refuses at prepare what it cannot run (RuntimeError::Unsupported). The GPU tests
+    // below only mean something if their programs are all accepted: checked host-only, so a
+    // machine without a GPU sees it too.
+    let supported = |p: &CompiledProgram| {
+        cuda::check_supported(p).unwrap_or_else(|e| panic!("{}: {e}", p.label));
+    };
+    // The unfused linear-relu's bias add (an add reading `b [n]` through a broadcast view)
+    // runs as the AddBias kernel, matrix first; the relu after it as the relu kernel.
+    let unfused = linear_relu_unfused(4, 3, 5, "linear-relu");
+    assert_eq!(
+        cuda::support::launch(&unfused, 2).expect("bias add"),
+        cuda::Launch::Kernel { kernel: cuda::Kernel::AddBias, matrix: 0, bias: 1, cols: 5 }
+    );
+    assert!(matches!(
+        cuda::support::launch(&unfused, 3),
+        Ok(cuda::Launch::Kernel { kernel: cuda::Kernel::Relu, .. })
+    ));
+    assert_eq!(cuda::support::launch(&unfused, 1).expect("matmul"), cuda::Launch::Matmul);
+    for fused in [false, true] {
+        supported(&digits_program(&[64, 128, 64, 10], 450, fused));
+    }
+    for (m, k, n) in [
+        (1, 1, 1),
+        (1, 7, 5),
+        (5, 7, 1),
+        (1, 300, 1),
+        (3, 0, 4),
+        (64, 256, 64),
+        (33, 65, 17),
+        (130, 9, 300),
+        (2, 0, 3),
+        (4096, 4096, 4096),
+        (TALL_M, 10, 10),
+    ] {
+        supported(&linear_relu_unfused(m, k, n, "linear-relu"));
+        supported(&linear_fused(m, k, n, Epilogue::ReluBias, "linear-relu"));
+    }
+    for epilogue in [
+        Epilogue::Default,
+        Epilogue::Bias,
+        Epilogue::Relu,
+        Epilogue::ReluBias,
+        Epilogue::Gelu,
+        Epilogue::GeluBias,
+    ] {
+        supported(&linear_fused(9, 13, 11, epilogue, epilogue.name()));
+        supported(&linear_fused(2, 2, 2, epilogue, "col-bias"));
+    }
+    let mut cx = Graph::new();
+    cx.input("x", [1, 70]).gelu().output("y");
+    supported(&compile(&cx, "gelu-tail"));
+    for seed in 0..48u64 {
+        let (program, desc) = random_program(seed, &RANDOM_SHAPE);
+        cuda::check_supported(&program).unwrap_or_else(|e| panic!("{desc}: {e}"));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use lumen_compiler::{CompiledProgram, Graph};
+use lumen_compiler::{BinaryOp, CompiledProgram, ElemOp, Graph, LlirOp, Operand, View};
 use lumen_planner::Reachability;
 use lumen_runtime::{
     CpuOptions, CpuRuntime, HostTensor, Runtime, RuntimeError, TensorKind, Tensors,
@@ -125,16 +125,29 @@ fn inconsistent_programs_are_refused() {
     p.llir.buffers[4].shape = vec![64, 65];
     assert_eq!(invalid(&p), "buffer `t0` has shape [64, 65] but 16384 bytes");
 
+    // Node 2 is the bias add: `add` of t0 [64, 64] and b [64] read as [64, 64] with strides
+    // [0, 1] (broadcast over the rows).
+    assert_eq!(base.llir.nodes[2].op, LlirOp::Map { op: ElemOp::Binary(BinaryOp::Add), len: 4096 });
+    assert_eq!(
+        base.llir.nodes[2].reads,
+        [
+            Operand::whole(4, &[64, 64]),
+            Operand {
+                buffer: 2,
+                view: View { shape: vec![64, 64], strides: vec![0, 1], offset: 0 }
+            },
+        ]
+    );
     let mut p = base.clone();
     p.llir.nodes[2].reads.pop();
-    assert_eq!(invalid(&p), "node 2 (add_bias) reads 1 buffers, the op needs 2");
+    assert_eq!(invalid(&p), "node 2 (add) reads 1 buffers, the op needs 2");
 
     let mut p = base.clone();
-    p.llir.nodes[2].reads[1] = 0; // add_bias bias := x
-    assert!(invalid(&p).starts_with("node 2 (add_bias) uses buffer `x` but its uses"));
+    p.llir.nodes[2].reads[1].buffer = 0; // the bias operand := x
+    assert!(invalid(&p).starts_with("node 2 (add) uses buffer `x` but its uses"));
 
     let mut p = base.clone();
-    p.llir.nodes[3].reads[0] = 99;
+    p.llir.nodes[3].reads[0].buffer = 99;
     assert_eq!(invalid(&p), "node 3 (relu) names absent buffer 99");
 
     let mut p = base.clone();
@@ -150,7 +163,7 @@ fn inconsistent_programs_are_refused() {
 
     let mut p = base.clone();
     p.llir.nodes[0].writes.retain(|&w| w != 2);
-    assert_eq!(invalid(&p), "node 2 (add_bias) reads `b` before any node writes it");
+    assert_eq!(invalid(&p), "node 2 (add) reads `b` before any node writes it");
 }
 
 /// Pairs of tensor buffers that may be live at the same time but share no node.

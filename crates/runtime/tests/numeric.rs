@@ -160,7 +160,8 @@ fn fusion_legality_bias_axis() {
     assert_eq!(out["y"].data(), &[11.0, 12.0, 23.0, 24.0]);
 
     // The bias [10, 20] indexes the last axis (one value per column): [[11,22],[13,24]],
-    // unfused (add_bias) and fused (BIAS epilogue) alike.
+    // unfused (an add reading the bias through a [2, 2] view with strides [0, 1]) and fused
+    // (BIAS epilogue) alike.
     let mut cx = Graph::new();
     let a = cx.input("a", [2, 2]);
     let b = cx.weight("b_mat", [2, 2]);
@@ -184,7 +185,8 @@ fn fusion_legality_bias_axis() {
 #[test]
 fn fusion_legality_add_after_relu() {
     // add(relu(A B), b) with A = [[1,-2],[-3,4]], B = I, b = [5,5]: [[6,5],[5,9]]. Not
-    // relu(A B + b) = [[6,3],[2,9]]: the program fuses only as far as RELU, then add_bias.
+    // relu(A B + b) = [[6,3],[2,9]]: the program fuses only as far as RELU, then adds the
+    // broadcast bias.
     let mut cx = Graph::new();
     let a = cx.input("a", [2, 2]);
     let b = cx.weight("b_mat", [2, 2]);

@@ -3,8 +3,8 @@
 #![allow(dead_code)]
 
 use lumen_compiler::{
-    BufferRole, CompileOptions, CompiledProgram, Epilogue, Graph, Hlir, HlirOp, SourceLocation,
-    compile_hlir,
+    BinaryOp, BufferRole, CompileOptions, CompiledProgram, DType, ElemOp, Epilogue, Graph, Hlir,
+    HlirOp, SourceLocation, UnaryOp, compile_hlir,
 };
 use lumen_runtime::reference::execute_f64;
 use lumen_runtime::{CpuOptions, CpuRuntime, HostTensor, Placement, Runtime, Tensors};
@@ -146,11 +146,14 @@ impl HlirBuilder {
     }
 
     pub fn input(&mut self, name: &str, shape: &[usize]) -> NodeIndex {
-        self.add(HlirOp::Input { name: name.into(), shape: shape.to_vec() }, &[])
+        self.add(HlirOp::Input { name: name.into(), shape: shape.to_vec(), dtype: DType::F32 }, &[])
     }
 
     pub fn weight(&mut self, name: &str, shape: &[usize]) -> NodeIndex {
-        self.add(HlirOp::Weight { name: name.into(), shape: shape.to_vec() }, &[])
+        self.add(
+            HlirOp::Weight { name: name.into(), shape: shape.to_vec(), dtype: DType::F32 },
+            &[],
+        )
     }
 
     /// `matmul(a, b)` with `epilogue`; `bias` must be given exactly when the epilogue has one.
@@ -167,15 +170,15 @@ impl HlirBuilder {
     }
 
     pub fn add_op(&mut self, a: NodeIndex, b: NodeIndex) -> NodeIndex {
-        self.add(HlirOp::Add, &[a, b])
+        self.add(HlirOp::Map(ElemOp::Binary(BinaryOp::Add)), &[a, b])
     }
 
     pub fn relu(&mut self, a: NodeIndex) -> NodeIndex {
-        self.add(HlirOp::Relu, &[a])
+        self.add(HlirOp::Map(ElemOp::Unary(UnaryOp::Relu)), &[a])
     }
 
     pub fn gelu(&mut self, a: NodeIndex) -> NodeIndex {
-        self.add(HlirOp::Gelu, &[a])
+        self.add(HlirOp::Map(ElemOp::Unary(UnaryOp::Gelu)), &[a])
     }
 
     pub fn output(&mut self, a: NodeIndex, name: &str) -> NodeIndex {

@@ -2,7 +2,9 @@
 //! goldens (`tests/cuda_golden.rs`).
 #![allow(dead_code)]
 
-use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue, Graph, HlirOp, SourceLocation};
+use lumen_compiler::{
+    CompileOptions, CompiledProgram, DType, Epilogue, Graph, HlirOp, SourceLocation,
+};
 use lumen_runtime::{HostTensor, Tensors};
 
 /// Rows of the tall product.
@@ -12,7 +14,8 @@ pub const TALL_M: usize = 655_360;
 /// sums to 34, 32, 52.5, 32, 34, 57.5, 33 for r mod 7 = 0..6); 655,360 = 7 x 93,622 + 6.
 pub const TALL_RELU_SUM: f64 = 25_746_292.0;
 
-/// `y = relu(x [m,k] · w [k,n] + b [n])` unfused (lowered op by op: lt_matmul, add_bias, relu).
+/// `y = relu(x [m,k] · w [k,n] + b [n])` unfused (lowered op by op: lt_matmul, add with the
+/// bias broadcast over the rows, relu).
 pub fn linear_relu_unfused(m: usize, k: usize, n: usize, name: &str) -> CompiledProgram {
     let mut cx = Graph::new();
     let x = cx.input("x", [m, k]);
@@ -34,11 +37,23 @@ pub fn linear_fused(
 ) -> CompiledProgram {
     let mut hlir = lumen_compiler::Hlir::default();
     let loc = SourceLocation::caller();
-    let x = hlir.add_op(HlirOp::Input { name: "x".into(), shape: vec![m, k] }, &[], loc);
-    let w = hlir.add_op(HlirOp::Weight { name: "w".into(), shape: vec![k, n] }, &[], loc);
+    let x = hlir.add_op(
+        HlirOp::Input { name: "x".into(), shape: vec![m, k], dtype: DType::F32 },
+        &[],
+        loc,
+    );
+    let w = hlir.add_op(
+        HlirOp::Weight { name: "w".into(), shape: vec![k, n], dtype: DType::F32 },
+        &[],
+        loc,
+    );
     let mut ops = vec![x, w];
     if epilogue.has_bias() {
-        ops.push(hlir.add_op(HlirOp::Weight { name: "b".into(), shape: vec![n] }, &[], loc));
+        ops.push(hlir.add_op(
+            HlirOp::Weight { name: "b".into(), shape: vec![n], dtype: DType::F32 },
+            &[],
+            loc,
+        ));
     }
     let y = hlir.add_op(HlirOp::Matmul { epilogue }, &ops, loc);
     hlir.add_op(HlirOp::Output { name: "y".into() }, &[y], loc);
