@@ -140,6 +140,48 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     }
 }
 
+/// Every row of the compiler's op table carries its CUDA C expression (`ElemOp::cuda_fn`, the
+/// reductions' identity and combine step): each compiles with NVRTC for sm_90 inside a small
+/// kernel, so the table's CUDA side is checked before any generated kernel uses it.
+#[test]
+fn nvrtc_compiles_every_op_table_expression() {
+    if !cuda::nvrtc_present() {
+        skip("libnvrtc not found");
+        return;
+    }
+    use lumen_compiler::{ElemOp, ReduceOp};
+    for op in ElemOp::ALL {
+        let name = format!("lumen_table_{}", op.name());
+        let source = format!(
+            "{}extern \"C\" __global__ void {name}(float* o, const float* a, const float* b, \
+             const float* c) {{ o[threadIdx.x] = lumen_op_{}(a[threadIdx.x], b[threadIdx.x], \
+             c[threadIdx.x]); }}\n",
+            op.cuda_fn(),
+            op.name()
+        );
+        let ptx = cuda::compile_source(&name, &source, "sm_90", CodeKind::Ptx)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{source}", op.name()));
+        assert!(String::from_utf8_lossy(&ptx).contains(&format!(".entry {name}(")));
+    }
+    for op in ReduceOp::ALL {
+        let name = format!("lumen_table_{}", op.name());
+        let source = format!(
+            "extern \"C\" __global__ void {name}(float* o, const float* x, int n) {{ float acc = \
+             {}; for (int i = 0; i < n; ++i) {{ float v = x[i]; {{ float x = v; acc = {}; }} }} \
+             o[0] = acc; }}\n",
+            op.cuda_identity(),
+            op.cuda_combine()
+        );
+        cuda::compile_source(&name, &source, "sm_90", CodeKind::Ptx)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{source}", op.name()));
+    }
+    println!(
+        "NVRTC compiled {} elementwise and {} reduction expressions of the op table",
+        ElemOp::ALL.len(),
+        ReduceOp::ALL.len()
+    );
+}
+
 #[test]
 fn nvrtc_reports_a_broken_source_with_its_log() {
     if !cuda::nvrtc_present() {
