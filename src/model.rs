@@ -1,5 +1,5 @@
 //! Models stored as safetensors files: an MLP's layers, a batch of inputs, and optionally the
-//! labels and the reference logits to check a run against (SPEC section 6).
+//! labels and the reference logits to check a run against.
 //!
 //! The layout is the one `data/make_digits_mlp.py` writes from scikit-learn's `MLPClassifier`:
 //! weights `w1..wL` of shape `[in, out]` and biases `b1..bL` of shape `[out]` (so
@@ -473,8 +473,7 @@ fn same_accuracy(correct: usize, n: usize, reference: f64) -> bool {
     (acc - reference).abs() <= 0.5 / n as f64 + 1e-6
 }
 
-/// Checks a run's `logits` `[B, out]` against what `model`'s file holds to compare with
-/// (SPEC section 6):
+/// Checks a run's `logits` `[B, out]` against what `model`'s file holds to compare with:
 ///
 /// - `finite`: no NaN or infinity in the logits (always checked);
 /// - `max_abs_err`: the largest |lumen - reference| over the file's `logits` is at most

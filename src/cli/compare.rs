@@ -1,7 +1,7 @@
 //! `lumen compare PROGRAM`: the fusion candidates of a built-in program side by side (SPEC
 //! sections 3 and 5): nodes, launches, buffers, slab_bytes, naive_bytes, lower_bound,
 //! dram_bytes, the cost model's score and pick, and what fusion changes against the unfused
-//! program. `--profile` adds what the search measures (SPEC section 5): each candidate's median
+//! program. `--profile` adds what the search measures: each candidate's median
 //! time on a runtime with seeded random inputs and weights, the fastest, and the break-even.
 //!
 //! `--capacity` refuses every candidate whose slab the planner cannot place within it: the

@@ -4,7 +4,7 @@
 //!
 //! The library errors keep their plain `Display` (a contract other code matches); the CLI
 //! re-renders the ones that carry byte counts a user can hit: the search's memory budget error
-//! and the runtime's slab allocation error. The planner's errors are printed as SPEC.md words
+//! and the runtime's slab allocation error. The planner's errors are printed as the planner's words
 //! them (`slab capacity {capacity} exceeded while placing request {i} ({bytes} bytes)`, plain
 //! numbers): that text is the contract scripts match.
 
@@ -52,7 +52,7 @@ mod tests {
 
     #[test]
     fn byte_counts_are_grouped_through_the_chain() {
-        // The planner's errors keep SPEC.md's words and plain numbers, wrapped or not.
+        // The planner's errors keep the planner's words and plain numbers, wrapped or not.
         let plan = PlanError::CapacityExceeded { capacity: 1_196_287, index: 4, bytes: 16_384 };
         assert_eq!(
             message(&plan),

@@ -1,4 +1,4 @@
-//! `lumen plan-slab FILE`: plan a JSON problem or a MiniMalloc CSV (SPEC section 2).
+//! `lumen plan-slab FILE`: plan a JSON problem or a MiniMalloc CSV.
 //! `lumen plan-slab --compare FILE...`: every algorithm on every file, slab / lower_bound and
 //! time, with the geometric mean per algorithm.
 
@@ -274,7 +274,7 @@ fn compare_table(rows: &[(String, Vec<Cell>)], geomeans: &[Option<f64>]) -> Stri
     s
 }
 
-/// The `--json` object: SPEC section 2's keys first, then the options and per-buffer sizes.
+/// The `--json` object: plan_slab's keys first, then the options and per-buffer sizes.
 fn json_report(problem: &SlabProblem, plan: &SlabPlan) -> Value {
     let mut offsets = Map::new();
     let mut reserved = Map::new();

@@ -1,9 +1,9 @@
-//! `lumen run FILE.safetensors`: the main job (SPEC section 6). Builds the MLP the file holds,
+//! `lumen run FILE.safetensors`: the main job. Builds the MLP the file holds,
 //! compiles it, prepares it on a runtime, runs its input batch, and checks the outputs against
 //! the file's labels (accuracy) and reference logits (max abs error); prints the plan figures,
 //! the phase table and the achieved FLOP/s.
 //!
-//! By default the program run is the one the search (SPEC section 5) measured fastest among
+//! By default the program run is the one the search measured fastest among
 //! the fusion candidates on the chosen runtime whose outputs agree with the reference
 //! candidate's (the unfused one, within the search's default tolerance); `--fuse` /
 //! `--no-fuse` choose the program directly (no search), whatever other flags say, and
@@ -175,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out::print(&to_text(&args, &outcome, &check))?;
     }
     let mut failures: Vec<&str> = check.failures();
-    // One prepared program must give the same bits every execute (SPEC section 4's slab
+    // One prepared program must give the same bits every execute (the runtime's slab
     // discipline); a difference means state leaked between executes.
     if !outcome.repeat_identical {
         failures.push("outputs differ between executes of the same prepared program");

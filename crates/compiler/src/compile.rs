@@ -43,7 +43,7 @@ pub struct CompileOptions {
     pub name: String,
     /// Directory to write dumps into; overrides `LLIR_DUMP_DIR` when set.
     pub dump_dir: Option<PathBuf>,
-    /// Keep every weight's bytes to itself for the whole execute (default false: SPEC's
+    /// Keep every weight's bytes to itself for the whole execute (default false: plan_slab's
     /// Luminal semantics, where a weight lives from upload to its last reader).
     ///
     /// When true, each weight's uses also include the readback node, so the planner lets no
@@ -143,7 +143,7 @@ impl CompileOptions {
     /// Checks what the planner cannot know: that [`CompileOptions::alignment`] keeps f32
     /// buffers whole (a power of two of at least 4 bytes), and that
     /// [`CompileOptions::name`] can label dump files. Zero alignment is left to the planner,
-    /// so it keeps SPEC's `slab alignment must be positive`.
+    /// so it keeps plan_slab's `slab alignment must be positive`.
     ///
     /// # Errors
     /// [`CompileError::Alignment`] for a positive alignment that is not such a power of two;

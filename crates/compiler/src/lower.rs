@@ -1,4 +1,4 @@
-//! Lowering HLIR -> LLIR (SPEC section 3), with views and canonical node numbering.
+//! Lowering HLIR -> LLIR, with views and canonical node numbering.
 //!
 //! - One `upload` node (id 0) writes every input and weight, in declaration order, then every
 //!   constant, in order of value.

@@ -11,13 +11,13 @@ use crate::composite::multi_head_attention;
 use crate::dsl::Graph;
 use crate::error::{CompileError, ShapeText};
 
-/// `linear-relu`'s default rows of x (the golden program of SPEC section 3).
+/// `linear-relu`'s default rows of x (the golden program of the README).
 pub const DEFAULT_M: usize = 64;
 /// `linear-relu`'s default inner dimension.
 pub const DEFAULT_K: usize = 256;
 /// `linear-relu`'s default columns of y.
 pub const DEFAULT_N: usize = 64;
-/// `mlp`'s default layer sizes, input first (the digits MLP of SPEC section 6).
+/// `mlp`'s default layer sizes, input first (the digits MLP of the main job).
 pub const DEFAULT_LAYERS: &[usize] = &[64, 128, 64, 10];
 /// `mlp`'s default batch rows.
 pub const DEFAULT_BATCH: usize = 32;
@@ -61,7 +61,7 @@ fn check_bytes(
 }
 
 /// `y = relu(x [m, k] x w [k, n] + b [n])`: inputs `x`, weights `w`, `b`, output `y` — the
-/// program of SPEC section 3 (sizes 64, 256, 64 give the golden plan).
+/// golden program (sizes 64, 256, 64 give the golden plan).
 ///
 /// # Errors
 /// [`CompileError::Program`] when a size is zero or a tensor's byte size (4 per f32 element)
@@ -90,7 +90,7 @@ pub fn linear_relu(m: usize, k: usize, n: usize) -> Result<Graph, CompileError> 
 /// `[batch, d0]`, weights `w1` `[d0, d1]`, `b1` `[d1]`, ..., `wL`, `bL`, and output `y`
 /// `[batch, dL]`; relu after every layer but the last (logits). Weights are declared
 /// `w1, b1, w2, b2, ...`.
-/// `mlp(&[64, 128, 64, 10], 32)` is the digits MLP of SPEC section 6.
+/// `mlp(&[64, 128, 64, 10], 32)` is the digits MLP of the main job.
 ///
 /// # Errors
 /// [`CompileError::Program`] with fewer than two layer sizes, a zero size (naming its position,

@@ -1,4 +1,4 @@
-//! Typed errors of the planner. Messages are the ones of SPEC section 2.
+//! Typed errors of the planner. Messages are the ones of plan_slab's contract.
 
 use thiserror::Error;
 
@@ -31,7 +31,7 @@ pub enum PlanError {
         /// The absent node index.
         node: usize,
     },
-    /// Rounding a request's size up to the alignment overflowed `usize` (SPEC's message, e.g.
+    /// Rounding a request's size up to the alignment overflowed `usize` (plan_slab's message, e.g.
     /// `bytes = usize::MAX` at alignment 256).
     #[error("slab alignment overflow")]
     Overflow,

@@ -6,7 +6,7 @@ use fixedbitset::FixedBitSet;
 
 use crate::{Reachability, SlabBuffer};
 
-/// The strict partial order `precedes` on buffer requests (SPEC section 2): `i` precedes `j` iff
+/// The strict partial order `precedes` on buffer requests: `i` precedes `j` iff
 /// every use of `i` reaches every use of `j` through the DAG's transitive closure. Two buffers
 /// may share bytes only if one precedes the other; otherwise they *conflict*.
 ///

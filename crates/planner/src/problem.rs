@@ -1,5 +1,5 @@
-//! A planning problem read from a file: the planner's JSON form or a MiniMalloc interval CSV
-//! (SPEC section 2). This is what `lumen plan-slab FILE` reads.
+//! A planning problem read from a file: the planner's JSON form or a MiniMalloc interval CSV.
+//! This is what `lumen plan-slab FILE` reads.
 //!
 //! The JSON form names nodes and buffers by strings:
 //!

@@ -158,7 +158,7 @@ impl Reachability {
         }
     }
 
-    /// `true` iff every use in `a` reaches every use in `b` (SPEC section 2's `precedes`).
+    /// `true` iff every use in `a` reaches every use in `b` (plan_slab's `precedes`).
     /// Strict: a buffer never precedes one that shares a use with it.
     pub fn precedes(&self, a: &[NodeIndex], b: &[NodeIndex]) -> bool {
         a.iter().all(|&x| b.iter().all(|&y| self.reaches(x, y)))

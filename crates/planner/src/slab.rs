@@ -175,7 +175,7 @@ pub(crate) fn naive_total(reserved: &[usize]) -> Result<usize, PlanError> {
         .ok_or(PlanError::TotalOverflow { total: "naive_bytes" })
 }
 
-/// Checks everything SPEC section 2 lists as bad input, in its order (a cycle anywhere in the
+/// Checks everything plan_slab's contract lists as bad input, in its order (a cycle anywhere in the
 /// DAG is an error, used or not), then that the reserved sizes sum within `usize`, and returns
 /// the closure projected onto the used nodes and the reserved sizes.
 pub(crate) fn validate<N, E>(

@@ -134,7 +134,7 @@ pub struct Achieved {
 }
 
 impl Achieved {
-    /// `flops` FLOP in `seconds` against `peak`. Golden (SPEC section 4): 2·64·64·256 FLOP in
+    /// `flops` FLOP in `seconds` against `peak`. Golden: 2·64·64·256 FLOP in
     /// 10 us at 40 TFLOP/s is 0.21 TFLOP/s, 0.52% of peak.
     pub fn new(flops: u64, seconds: f64, peak: &Peak) -> Self {
         let flops_per_s = achieved_flops(flops, seconds);
@@ -273,7 +273,7 @@ mod tests {
         Peak { flops: 40e12, basis: "stated".into() }
     }
 
-    // SPEC section 4: 0.4 s, 3.0 s, 0.1 s and two executes of 0.5 ms: search is 85.7%.
+    // Golden: 0.4 s, 3.0 s, 0.1 s and two executes of 0.5 ms: search is 85.7%.
     #[test]
     fn golden_search_share() {
         let report = golden_times().report(0, &peak_40t());
@@ -289,7 +289,7 @@ mod tests {
         assert!((shares - 1.0).abs() < 1e-12);
     }
 
-    // SPEC section 4: achieved(2*64*64*256 FLOP, 10 us, peak 40 TFLOP/s) = 0.21 TFLOP/s, 0.52%.
+    // Golden: achieved(2*64*64*256 FLOP, 10 us, peak 40 TFLOP/s) = 0.21 TFLOP/s, 0.52%.
     #[test]
     fn golden_achieved() {
         let flop = 2 * 64 * 64 * 256;

@@ -1,5 +1,5 @@
 //! Search: profile the e-graph's candidates on the runtime that will run them and keep the
-//! fastest (SPEC section 5).
+//! fastest.
 //!
 //! This is Luminal's search phase: the winner is the candidate that *measured* fastest on the
 //! chosen [`Runtime`], not the one a cost model guessed. Each candidate of

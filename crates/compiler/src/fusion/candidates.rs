@@ -8,7 +8,7 @@
 //! dropped, so a program without a bias has no `bias` candidate, unless sharing alone makes
 //! its extraction differ from the program as written (then `bias` is that shared program,
 //! without a BIAS epilogue). This is the list the search
-//! (SPEC section 5) profiles; the cost model's pick is what `compile` lowers with `fuse: true`.
+//! profiles; the cost model's pick is what `compile` lowers with `fuse: true`.
 //!
 //! Extraction never recomputes a product to fuse it. egg's tree cost prices each e-class on its
 //! own, so when a matmul's plain product is also an output or feeds a second op, the cheapest

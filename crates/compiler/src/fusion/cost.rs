@@ -25,7 +25,7 @@ use crate::program::Figures;
 pub struct CostModel {
     /// What one kernel launch costs, in DRAM bytes: the bytes HBM moves during one launch's
     /// fixed overhead. Default 8,000,000 bytes = about 4 us of launch and cuBLASLt setup at
-    /// about 2 TB/s, so a small GEMM is launch-bound (SPEC section 4).
+    /// about 2 TB/s, so a small GEMM is launch-bound.
     pub launch_bytes: u64,
 }
 

@@ -1,5 +1,5 @@
-//! Fusion with egg: matmul + bias + activation -> one cuBLASLt call with an epilogue
-//! (SPEC section 3), found by e-graph rewrites the way Luminal runs egg over its graph.
+//! Fusion with egg: matmul + bias + activation -> one cuBLASLt call with an epilogue,
+//! found by e-graph rewrites the way Luminal runs egg over its graph.
 //!
 //! Pipeline: the HLIR is loaded into an e-graph ([`lang::load`]); the rewrite rules
 //! ([`rules`]) run under a bounded runner ([`Limits`]: e-nodes, iterations, time), with an
@@ -247,7 +247,7 @@ fn saturated(
 /// The candidates of `hlir` with the default rules, bounds and cost model, named
 /// `options.name`: at least the unfused program, and where the program allows them the
 /// bias-only and fully fused ones. Exactly one has `picked` set. This is what the search
-/// (SPEC section 5) profiles.
+/// profiles.
 ///
 /// # Errors
 /// As [`explore`].

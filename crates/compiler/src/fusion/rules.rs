@@ -1,4 +1,4 @@
-//! The rewrite rules: matmul + bias + activation -> one cuBLASLt epilogue (SPEC section 3).
+//! The rewrite rules: matmul + bias + activation -> one cuBLASLt epilogue.
 //!
 //! | rule | from | to | condition |
 //! |---|---|---|---|

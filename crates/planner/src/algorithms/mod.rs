@@ -1,7 +1,7 @@
 //! Placement algorithms behind [`SlabAlgorithm`](crate::SlabAlgorithm).
 //!
 //! Every algorithm places each buffer at an aligned offset so that two buffers share bytes only
-//! when one precedes the other in the DAG (SPEC section 2's rule: buffers on parallel branches
+//! when one precedes the other in the DAG (plan_slab's rule: buffers on parallel branches
 //! conflict even where a timeline would order them). They differ in how hard they try to keep
 //! the slab small:
 //!
