@@ -9,7 +9,7 @@
 use std::borrow::Borrow;
 
 use crate::dsl::Tensor;
-use crate::error::{CompileError, SourceLocation};
+use crate::error::{CompileError, ShapeText, SourceLocation};
 
 impl Tensor {
     /// The length of `axis` (negative from the last), or 1 when the shape is unknown (an
@@ -22,9 +22,35 @@ impl Tensor {
         usize::try_from(a).ok().and_then(|a| shape.get(a).copied()).unwrap_or(1)
     }
 
+    /// Records an [`CompileError::AxisOutOfRange`] in the composite's own name when `axis`
+    /// is not an axis of the tensor, so the user reads `softmax: axis 2 ...`, not the name of
+    /// a primitive inside it.
+    #[track_caller]
+    fn check_axis(&self, op: &'static str, axis: isize) {
+        self.axis_at(op, axis, 0, SourceLocation::caller());
+    }
+
+    /// Records a [`CompileError::ShapeMismatch`] in the composite's name when a per-feature
+    /// parameter (a norm's gamma or beta) does not broadcast to the last axis `[D]`.
+    #[track_caller]
+    fn check_feature(&self, op: &'static str, what: &str, param: &Tensor) {
+        let (Some(shape), Some(p)) = (self.shape(), param.shape()) else { return };
+        let d = shape.last().copied().unwrap_or(1);
+        if crate::view::broadcast_shapes(&p, &[d]).as_deref() != Some(&[d][..]) {
+            self.graph().record(CompileError::ShapeMismatch {
+                op,
+                lhs: ShapeText(shape),
+                rhs: ShapeText(p),
+                reason: format!("{what} must be [{d}] (one value per feature of the last axis)"),
+                location: SourceLocation::caller(),
+            });
+        }
+    }
+
     /// The mean over `axis`: `sum(axis) * (1 / n)`; `keepdim` keeps the axis with length 1.
     #[track_caller]
     pub fn mean(&self, axis: isize, keepdim: bool) -> Tensor {
+        self.check_axis("mean", axis);
         let n = self.axis_len(axis);
         self.sum(axis, keepdim) * (1.0 / n as f32)
     }
@@ -33,6 +59,7 @@ impl Tensor {
     /// `exp(x - max) / sum(exp(x - max))`.
     #[track_caller]
     pub fn softmax(&self, axis: isize) -> Tensor {
+        self.check_axis("softmax", axis);
         let shifted = self - self.max(axis, true);
         let e = shifted.exp();
         let total = e.sum(axis, true);
@@ -42,6 +69,7 @@ impl Tensor {
     /// Log-softmax over `axis`: `(x - max) - log(sum(exp(x - max)))`.
     #[track_caller]
     pub fn log_softmax(&self, axis: isize) -> Tensor {
+        self.check_axis("log_softmax", axis);
         let shifted = self - self.max(axis, true);
         let total = shifted.exp().sum(axis, true).log();
         shifted - total
@@ -57,6 +85,8 @@ impl Tensor {
         beta: impl Borrow<Tensor>,
         eps: f32,
     ) -> Tensor {
+        self.check_feature("layer_norm", "gamma", gamma.borrow());
+        self.check_feature("layer_norm", "beta", beta.borrow());
         let centered = self - self.mean(-1, true);
         let var = (&centered * &centered).mean(-1, true);
         let inv = (var + eps).sqrt().recip();
@@ -67,6 +97,7 @@ impl Tensor {
     /// `x / sqrt(mean(x^2) + eps) * gamma`, `gamma` of shape `[D]`.
     #[track_caller]
     pub fn rms_norm(&self, gamma: impl Borrow<Tensor>, eps: f32) -> Tensor {
+        self.check_feature("rms_norm", "gamma", gamma.borrow());
         let inv = ((self * self).mean(-1, true) + eps).sqrt().recip();
         self * inv * gamma.borrow()
     }
@@ -138,7 +169,9 @@ pub fn multi_head_attention(
     let location = SourceLocation::caller();
     let bad = |message: String| CompileError::Program { program: "attention", message };
     let Some(&[b, s, d]) = x.shape().as_deref() else {
-        return Err(bad(format!("x must be [B, S, D], got {:?} (at {location})", x.shape())));
+        let got =
+            x.shape().map_or_else(|| "an unknown shape".to_string(), |s| ShapeText(s).to_string());
+        return Err(bad(format!("x must be [B, S, D], got {got} (at {location})")));
     };
     if heads == 0 || d % heads != 0 {
         return Err(bad(format!("width {d} is not a multiple of {heads} heads (at {location})")));

@@ -31,7 +31,7 @@ use petgraph::graph::NodeIndex;
 
 use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, SourceLocation};
-use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorType, infer_type};
+use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorName, TensorType, infer_type};
 use crate::llir::Epilogue;
 use crate::ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
 
@@ -183,6 +183,12 @@ impl Graph {
         self.inner.borrow().hlir.clone()
     }
 
+    /// Records `err` for [`Graph::compile`] to report (composites checking their own
+    /// arguments).
+    pub(crate) fn record(&self, err: CompileError) {
+        self.inner.borrow_mut().errors.push(err);
+    }
+
     /// The first error a DSL call recorded (shapes that do not combine, an axis out of range,
     /// a tensor of another graph), if any; [`Graph::compile`] reports it. Names are checked
     /// at compile time by [`Hlir::validate`].
@@ -257,9 +263,12 @@ impl Tensor {
             if Rc::ptr_eq(&t.graph, &self.graph) {
                 operands.push(t.node);
             } else {
-                // Keep the call infallible: compile reports it, and the node's missing operand
-                // makes the HLIR invalid rather than silently different.
-                inner.errors.push(CompileError::ForeignTensor { op: op.name(), location });
+                // Keep the call infallible: compile reports it (from either graph: the result
+                // lands in this one, the user may compile the other), and the node's missing
+                // operand makes the HLIR invalid rather than silently different.
+                let err = CompileError::ForeignTensor { op: op.name(), location };
+                t.graph.borrow_mut().errors.push(err.clone());
+                inner.errors.push(err);
                 foreign = true;
             }
         }
@@ -274,7 +283,7 @@ impl Tensor {
 
     /// `axis` (negative counts from the last) as an index into a tensor of `rank + extra`
     /// axes, and whether it was bad (then recorded as [`CompileError::AxisOutOfRange`]).
-    fn axis_at(
+    pub(crate) fn axis_at(
         &self,
         op: &'static str,
         axis: isize,
@@ -543,14 +552,36 @@ impl Tensor {
 
     /// Names the tensor: its buffer keeps `name` in the LLIR, the plan and the dumps instead
     /// of a `t{i}`, so a dump diff after a small program change stays small. The name must be
-    /// identifier-like and unique among the program's names (checked by `compile`). A view
-    /// (reshape, permute, expand, slice) has no buffer of its own: naming one names nothing.
-    /// When fusion folds the tensor into an epilogue, the fused op's buffer takes the name of
-    /// the op on top.
+    /// identifier-like and unique among the program's names (checked by `compile`, at this
+    /// call's line). Only a computed tensor has a buffer to name: naming an input, a weight,
+    /// a constant or a view (reshape, permute, expand, slice) is an error. An output's name
+    /// wins over a tensor name on the same buffer, and when fusion folds the tensor into an
+    /// epilogue the fused op's buffer takes the name of the op on top.
+    #[track_caller]
     pub fn name(&self, name: impl Into<String>) -> Tensor {
-        if let Some(node) = self.graph.borrow_mut().hlir.graph.node_weight_mut(self.node) {
-            node.name = Some(name.into());
+        let location = SourceLocation::caller();
+        let text = name.into();
+        let mut inner = self.graph.borrow_mut();
+        let Some(node) = inner.hlir.graph.node_weight_mut(self.node) else { return self.clone() };
+        let what = match &node.op {
+            op if op.is_leaf() => Some(format!("{} is not a computed tensor", op.text())),
+            HlirOp::Move(m) => Some(format!(
+                "a {} is a view, which has no buffer of its own (name the tensor it views, or \
+                 call .contiguous() first)",
+                m.name()
+            )),
+            _ => None,
+        };
+        match what {
+            None => node.name = Some(TensorName { text, location }),
+            Some(problem) => inner.errors.push(CompileError::BadName {
+                kind: "tensor",
+                name: text,
+                problem,
+                location,
+            }),
         }
+        drop(inner);
         self.clone()
     }
 }

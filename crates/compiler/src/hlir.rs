@@ -275,6 +275,15 @@ impl TensorType {
     }
 }
 
+/// The name a user gave a computed tensor with [`crate::Tensor::name`], and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TensorName {
+    /// The name (identifier-like, unique in the program).
+    pub text: String,
+    /// The user's source line of the `.name()` call.
+    pub location: SourceLocation,
+}
+
 /// One HLIR node: the op, the user's source line that created it, and the name the user gave
 /// the tensor with [`crate::Tensor::name`], which its buffer keeps in the LLIR and the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,8 +292,8 @@ pub struct HlirNode {
     pub op: HlirOp,
     /// Where the user called the DSL (or where a rewrite made the node).
     pub location: SourceLocation,
-    /// The user's name for the tensor, if any (identifier-like, unique in the program).
-    pub name: Option<String>,
+    /// The user's name for the tensor, if any.
+    pub name: Option<TensorName>,
 }
 
 /// The HLIR graph. Node index order is declaration order; the upload node writes inputs and
@@ -438,10 +447,9 @@ impl Hlir {
                 HlirOp::Output { name } => Some(("output", name)),
                 _ => None,
             };
-            // A leaf keeps its own name; `.name()` on it names nothing.
-            let tensor_name =
-                node.name.as_ref().filter(|_| !node.op.is_leaf()).map(|n| ("tensor", n));
-            for (kind, name) in named.into_iter().chain(tensor_name) {
+            let tensor_name = node.name.as_ref().map(|n| ("tensor", &n.text, n.location));
+            let named = named.map(|(kind, name)| (kind, name, node.location));
+            for (kind, name, location) in named.into_iter().chain(tensor_name) {
                 let problem = if name.is_empty() {
                     Some("empty".to_string())
                 } else if let Some(problem) = tensor_name_problem(name) {
@@ -461,7 +469,7 @@ impl Hlir {
                         kind,
                         name: name.clone(),
                         problem,
-                        location: node.location,
+                        location,
                     });
                 }
             }
@@ -858,7 +866,7 @@ impl fmt::Display for Hlir {
         for n in self.graph.node_indices() {
             let node = &self.graph[n];
             match &node.name {
-                Some(name) => write!(f, "%{} \"{name}\" = {}", n.index(), node.op.text())?,
+                Some(name) => write!(f, "%{} \"{}\" = {}", n.index(), name.text, node.op.text())?,
                 None => write!(f, "%{} = {}", n.index(), node.op.text())?,
             }
             for (i, a) in self.operands(n).iter().enumerate() {

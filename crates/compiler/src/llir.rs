@@ -280,6 +280,21 @@ impl LlirNode {
         self.reads.iter().map(|o| o.buffer)
     }
 
+    /// The shape a concat writes: its first operand's view with `axis` as long as all the
+    /// operands' together (the output buffer may carry another shape of the same elements,
+    /// when an output took it over through a reshape). `None` for another op, no operand, or
+    /// an axis out of range.
+    pub fn concat_shape(&self) -> Option<Vec<usize>> {
+        let LlirOp::Concat { axis, .. } = self.op else { return None };
+        let mut shape = self.reads.first()?.view.shape.clone();
+        let total = self
+            .reads
+            .iter()
+            .try_fold(0usize, |acc, o| o.view.shape.get(axis).and_then(|&d| acc.checked_add(d)))?;
+        *shape.get_mut(axis)? = total;
+        Some(shape)
+    }
+
     /// Every buffer the node touches: reads, writes, then the workspace.
     pub fn buffers(&self) -> impl Iterator<Item = BufferId> + '_ {
         self.read_buffers().chain(self.writes.iter().copied()).chain(self.workspace)

@@ -296,7 +296,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 &TensorType { shape: shape.clone(), dtype: t.dtype },
                 BufferRole::Output,
             ),
-            (None, Some(name)) => tensor_buffer(name.clone(), t, BufferRole::Intermediate),
+            (None, Some(name)) => tensor_buffer(name.text.clone(), t, BufferRole::Intermediate),
             (None, None) => {
                 next_t += 1;
                 tensor_buffer(format!("t{}", next_t - 1), t, BufferRole::Intermediate)
@@ -360,6 +360,15 @@ pub fn matmul_views(va: &View, vb: &View) -> Option<(usize, usize, usize, usize,
     let a = va.expand(&full([m, k]))?;
     let b = vb.expand(&full([k, n]))?;
     let count: usize = batch.iter().product();
+    if count == 0 {
+        // No products at all: one empty batch axis, whatever the operands' strides.
+        let empty = |tail: [usize; 2]| View {
+            shape: [0].into_iter().chain(tail).collect(),
+            strides: vec![0; 3],
+            offset: 0,
+        };
+        return Some((0, m, k, n, empty([m, k]), empty([k, n])));
+    }
     let matrix = |v: &View| View {
         shape: v.shape[nb..].to_vec(),
         strides: v.strides[nb..].to_vec(),
@@ -414,7 +423,7 @@ pub(crate) fn live_nodes(hlir: &Hlir) -> Vec<bool> {
 /// named tensors.
 fn label(node: &crate::hlir::HlirNode) -> String {
     match &node.name {
-        Some(name) if !node.op.is_leaf() => format!("{} \"{name}\"", node.op.text()),
+        Some(name) => format!("{} \"{}\"", node.op.text(), name.text),
         _ => node.op.text(),
     }
 }

@@ -406,8 +406,8 @@ impl FromStr for BinaryOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReduceOp {
-    /// Sum, accumulated in order along the axis (f32 on the CPU, f64 in the reference); the
-    /// sum of an empty axis is 0. NaN and infinities propagate by IEEE 754.
+    /// Sum along the axis (accumulated in f64 and rounded once on the CPU, f64 in the
+    /// references); the sum of an empty axis is 0. NaN and infinities propagate by IEEE 754.
     Sum,
     /// Maximum; NaN if any element is NaN; the maximum of an empty axis is -inf (the
     /// identity). On ties between -0 and +0 the earlier element is kept.

@@ -424,3 +424,66 @@ fn transformer_dumps_are_pinned() {
         }
     });
 }
+
+// ---- found by a first-time user --------------------------------------------------------------
+
+#[test]
+fn names_are_checked_at_the_name_call_and_only_computed_tensors_take_one() {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 3]);
+    let e = x.exp();
+    let line = line!() + 1;
+    e.name("bad name").output("y");
+    match first_error(&cx) {
+        CompileError::BadName { kind: "tensor", location, .. } => assert_eq!(location.line(), line),
+        other => panic!("{other:?}"),
+    }
+    for build in [
+        |x: &lumen_compiler::Tensor| x.transpose(0, 1).name("xt").relu(),
+        |x: &lumen_compiler::Tensor| x.name("alias").relu(),
+    ] {
+        let mut cx = Graph::new();
+        let x = cx.input("x", [2, 3]);
+        build(&x).output("y");
+        let err = first_error(&cx).to_string();
+        assert!(err.starts_with("tensor name "), "{err}");
+        assert!(err.contains("view") || err.contains("not a computed tensor"), "{err}");
+    }
+}
+
+#[test]
+fn composites_report_errors_in_their_own_name() {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 6]);
+    x.softmax(2).output("y");
+    assert!(first_error(&cx).to_string().starts_with("softmax: axis 2 is out of range for rank 2"));
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 6]);
+    let g = cx.weight("g", [5]);
+    let b = cx.weight("b", [6]);
+    x.layer_norm(&g, &b, 1e-5).output("y");
+    let err = first_error(&cx).to_string();
+    assert!(
+        err.starts_with("layer_norm: shapes [2, 6] and [5] do not match: gamma must be [6]"),
+        "{err}"
+    );
+    let mut cx = Graph::new();
+    let x = cx.input("x", [3, 6]);
+    let w: Vec<_> = (0..8).map(|i| cx.weight(format!("w{i}"), [6])).collect();
+    let refs = [&w[0], &w[1], &w[2], &w[3], &w[4], &w[5], &w[6], &w[7]];
+    let err = multi_head_attention(&x, refs, 2, None).unwrap_err().to_string();
+    assert!(err.contains("x must be [B, S, D], got [3, 6]"), "{err}");
+}
+
+#[test]
+fn a_foreign_tensor_on_the_left_is_reported_by_both_graphs() {
+    let mut a = Graph::new();
+    let mut b = Graph::new();
+    let x = a.input("x", [2]);
+    let y = b.input("y", [2]);
+    (y + x).output("o");
+    for g in [&a, &b] {
+        let err = g.compile(&CompileOptions::default()).unwrap_err();
+        assert!(matches!(err, CompileError::ForeignTensor { op: "add", .. }), "{err:?}");
+    }
+}

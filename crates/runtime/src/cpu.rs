@@ -315,11 +315,7 @@ impl CpuProgram {
                     }
                 }
                 LlirOp::Concat { axis, .. } => {
-                    let shape = node
-                        .writes
-                        .first()
-                        .map(|&w| llir.buffers[w].shape.clone())
-                        .unwrap_or_default();
+                    let shape = node.concat_shape().unwrap_or_default();
                     Step::Concat {
                         ins: node.reads.iter().map(arg).collect(),
                         axis,

@@ -86,7 +86,7 @@ pub enum RuntimeError {
         tensor: String,
         /// The id.
         index: i64,
-        /// Its row-major position in the ids tensor.
+        /// Its row-major position in the ids tensor as declared (not in a view of it).
         position: usize,
         /// Rows of the table.
         rows: usize,

@@ -480,14 +480,23 @@ fn check_operands(
                 return Err(fail("reads nothing".to_string()));
             }
             f32_reads()?;
-            let out_shape = node.writes.first().map(|&w| &buf(w).shape);
-            let fits = out_shape.is_some_and(|s| {
-                axis < s.len()
-                    && node.reads.iter().all(|o| o.view.rank() == s.len())
-                    && node.reads.iter().map(|o| o.view.shape[axis]).sum::<usize>() == s[axis]
+            let rank = node.reads[0].view.rank();
+            let fits = node.concat_shape().is_some_and(|s| {
+                s.iter().product::<usize>() == len
+                    && node.reads.iter().all(|o| {
+                        o.view.rank() == rank
+                            && o.view
+                                .shape
+                                .iter()
+                                .zip(&s)
+                                .enumerate()
+                                .all(|(a, (x, y))| a == axis || x == y)
+                    })
             });
             if !fits {
-                return Err(fail(format!("operands do not fill its output along axis {axis}")));
+                return Err(fail(format!(
+                    "operands do not join along axis {axis} into {len} elements"
+                )));
             }
             output(Some(len))?;
         }

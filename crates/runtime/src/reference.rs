@@ -174,7 +174,7 @@ pub fn execute_f64(
                         return Err(RuntimeError::IndexOutOfRange {
                             tensor,
                             index: id as i64,
-                            position: p,
+                            position: ids.1.index(p),
                             rows: vocab,
                         });
                     }
@@ -183,12 +183,9 @@ pub fn execute_f64(
                 Some(out)
             }
             LlirOp::Concat { axis, len } => {
-                let out_buf = node
-                    .writes
-                    .first()
-                    .and_then(|&w| llir.buffers.get(w))
-                    .ok_or_else(|| bad(format!("node {n} writes nothing")))?;
-                let shape = out_buf.shape.clone();
+                let shape = node
+                    .concat_shape()
+                    .ok_or_else(|| bad(format!("node {n}: concat operands do not join")))?;
                 let mut out = vec![0.0; len];
                 let mut start = 0usize;
                 for i in 0..node.reads.len() {

@@ -358,3 +358,92 @@ fn a_gather_id_out_of_range_is_a_runtime_error_naming_the_tensor_and_the_id() {
         [("ids".to_string(), HostTensor::from_i32([2], vec![1, 2]).unwrap())].into();
     assert_eq!(prepared.execute(&inputs).unwrap()["y"].data(), [2.0, 3.0, 4.0, 5.0]);
 }
+
+/// Programs a first-time user found broken, each against the HLIR interpreter: a concat
+/// whose output is taken over through a reshape or a size-1 transpose, products over an empty
+/// batch, and a long sum.
+#[test]
+fn edge_cases_match_the_interpreter() {
+    let ramp = |shape: &[usize]| -> (HostTensor, Vec<f64>) {
+        let n: usize = shape.iter().product();
+        let data: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25 - 1.0).collect();
+        let wide = data.iter().map(|&v| f64::from(v)).collect();
+        (HostTensor::new(shape.to_vec(), data).unwrap(), wide)
+    };
+    // Each program with its leaves' names and shapes.
+    type Program = (Graph, Vec<(&'static str, Vec<usize>)>);
+    let programs: Vec<Program> = vec![
+        {
+            let mut cx = Graph::new();
+            let x = cx.input("x", [2, 3]);
+            cx.concat(&[&x, &x], 0).reshape([12]).output("a");
+            (cx, vec![("x", vec![2, 3])])
+        },
+        {
+            let mut cx = Graph::new();
+            let x = cx.input("x", [1, 3, 2, 1]);
+            let c = cx.concat(&[&x, &x], 3);
+            c.transpose(0, 1).output("o1");
+            c.output("o2");
+            (cx, vec![("x", vec![1, 3, 2, 1])])
+        },
+        {
+            let mut cx = Graph::new();
+            let a = cx.input("a", [0, 3, 2]);
+            let b = cx.input("b", [0, 2, 4]);
+            a.matmul(&b).output("o");
+            a.matmul(a.transpose(-1, -2)).output("p");
+            (cx, vec![("a", vec![0, 3, 2]), ("b", vec![0, 2, 4])])
+        },
+        {
+            let mut cx = Graph::new();
+            let x = cx.input("x", [3, 40_000]);
+            x.mean(-1, false).output("m");
+            x.sum(0, true).output("s");
+            (cx, vec![("x", vec![3, 40_000])])
+        },
+    ];
+    for (graph, leaves) in programs {
+        let mut inputs = Tensors::new();
+        let mut wide = BTreeMap::new();
+        for (name, shape) in leaves {
+            let (t, w) = ramp(&shape);
+            inputs.insert(name.to_string(), t);
+            wide.insert(name.to_string(), w);
+        }
+        let want = eval_hlir(&graph.hlir(), &wide).unwrap();
+        for fuse in [false, true] {
+            let program = graph.compile(&CompileOptions { fuse, ..Default::default() }).unwrap();
+            let rt = CpuRuntime::new(CpuOptions { memory_debug: true, ..Default::default() });
+            let out = rt.prepare(&program, &Tensors::new()).unwrap().execute(&inputs).unwrap();
+            for (name, w) in &want {
+                assert_eq!(out[name].shape(), w.shape.as_slice(), "{name}");
+                for (g, x) in out[name].data().iter().zip(&w.data) {
+                    // Sums of 40,000 elements: f64 accumulation leaves only f32 rounding.
+                    assert!(
+                        (f64::from(*g) - x).abs() <= 1e-6 * (1.0 + x.abs()),
+                        "{name}: {g} vs {x}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_gather_error_names_the_position_in_the_ids_as_declared() {
+    let mut cx = Graph::new();
+    let table = cx.weight("table", [4, 2]);
+    let ids = cx.input_typed("ids", [2, 3], DType::I64);
+    table.gather(ids.transpose(0, 1)).output("y");
+    let program = cx.compile(&CompileOptions::default()).unwrap();
+    let weights: Tensors =
+        [("table".to_string(), HostTensor::new([4, 2], vec![0.0; 8]).unwrap())].into();
+    let inputs: Tensors =
+        [("ids".to_string(), HostTensor::from_i64([2, 3], vec![0, 9, 1, 2, 3, 0]).unwrap())].into();
+    let mut prepared = CpuRuntime::default().prepare(&program, &weights).unwrap();
+    let err = prepared.execute(&inputs).unwrap_err().to_string();
+    assert_eq!(err, "gather: id 9 at position 1 of `ids` is out of range for a table of 4 rows");
+    let err = execute_f64(&program.llir, &weights, &inputs).unwrap_err().to_string();
+    assert_eq!(err, "gather: id 9 at position 1 of `ids` is out of range for a table of 4 rows");
+}

@@ -22,7 +22,7 @@ use petgraph::graph::NodeIndex;
 use super::analysis::ShapeAnalysis;
 use crate::dtype::Scalar;
 use crate::error::{CompileError, SourceLocation};
-use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorType};
+use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorName, TensorType};
 use crate::llir::Epilogue;
 use crate::ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp, UnknownOp};
 
@@ -262,7 +262,7 @@ impl Loaded {
 
     /// The user's tensor name ([`crate::Tensor::name`]) for each e-class, canonical after
     /// rewriting: the first named HLIR node (in node index order) that landed in it.
-    pub fn names(&self, hlir: &Hlir) -> BTreeMap<Id, String> {
+    pub fn names(&self, hlir: &Hlir) -> BTreeMap<Id, TensorName> {
         let mut names = BTreeMap::new();
         for n in hlir.graph.node_indices() {
             if let (Some(Some(id)), Some(HlirNode { name: Some(name), .. })) =
