@@ -232,28 +232,42 @@ impl View {
 /// Walks `shape` in row-major order, calling `f` with the element offset of every view in
 /// `views` (each of `shape`'s rank and lengths) at that index: the one loop nest every
 /// strided kernel and the reference interpreter share. The innermost axis steps by adding
-/// strides; no division per element.
+/// strides; no division per element. See [`walk_rows`] for a row at a time.
 pub fn walk<const N: usize>(shape: &[usize], views: [&View; N], mut f: impl FnMut([usize; N])) {
+    walk_rows(shape, views, |base, len, strides| {
+        let mut at = base;
+        for _ in 0..len {
+            f(at);
+            for k in 0..N {
+                at[k] += strides[k];
+            }
+        }
+    });
+}
+
+/// Walks `shape` in row-major order one innermost row at a time: `f(base, len, strides)` gets
+/// every view's offset of the row's first element, the row's length (the last axis; 1 for a
+/// scalar) and each view's stride along it. A kernel then runs a tight loop per row (a plain
+/// slice where the stride is 1, one value where it is 0) instead of a call per element.
+pub fn walk_rows<const N: usize>(
+    shape: &[usize],
+    views: [&View; N],
+    mut f: impl FnMut([usize; N], usize, [usize; N]),
+) {
     if shape.contains(&0) {
         return;
     }
     let rank = shape.len();
     let mut base: [usize; N] = std::array::from_fn(|k| views[k].offset);
     if rank == 0 {
-        f(base);
+        f(base, 1, [0; N]);
         return;
     }
     let inner = shape[rank - 1];
     let inner_strides: [usize; N] = std::array::from_fn(|k| views[k].strides[rank - 1]);
     let mut index = vec![0usize; rank - 1];
     loop {
-        let mut at = base;
-        for _ in 0..inner {
-            f(at);
-            for k in 0..N {
-                at[k] += inner_strides[k];
-            }
-        }
+        f(base, inner, inner_strides);
         // Odometer over the outer axes.
         let mut axis = rank - 1;
         loop {

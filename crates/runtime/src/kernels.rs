@@ -12,7 +12,7 @@
 //! of output rows right after the GEMM writes it, while it is still in cache. Every kernel
 //! returns [`RuntimeError::Kernel`] rather than panicking on inconsistent sizes.
 
-use lumen_compiler::view::walk;
+use lumen_compiler::view::{walk, walk_rows};
 use lumen_compiler::{BinaryOp, ElemOp, Epilogue, ReduceOp, UnaryOp, View};
 
 use crate::RuntimeError;
@@ -180,19 +180,51 @@ fn map_with(ins: &[(&[f32], &View)], out: &mut [f32], f: impl Fn([f32; 3]) -> f3
     }
     let shape = &ins[0].1.shape;
     let mut i = 0;
+    // A row at a time: a slice where the stride is 1, one value where it is 0 (a broadcast),
+    // a strided loop otherwise; the common cases vectorize.
     match ins {
-        [(a, va)] => walk(shape, [*va], |[x]| {
-            out[i] = f([a[x], 0.0, 0.0]);
-            i += 1;
+        [(a, va)] => walk_rows(shape, [*va], |[x], len, [sx]| {
+            let o = &mut out[i..i + len];
+            i += len;
+            match sx {
+                0 => o.fill(f([a[x], 0.0, 0.0])),
+                1 => o.iter_mut().zip(&a[x..x + len]).for_each(|(o, &v)| *o = f([v, 0.0, 0.0])),
+                s => o.iter_mut().enumerate().for_each(|(j, o)| *o = f([a[x + j * s], 0.0, 0.0])),
+            }
         }),
-        [(a, va), (b, vb)] => walk(shape, [*va, *vb], |[x, y]| {
-            out[i] = f([a[x], b[y], 0.0]);
-            i += 1;
+        [(a, va), (b, vb)] => walk_rows(shape, [*va, *vb], |[x, y], len, [sx, sy]| {
+            let o = &mut out[i..i + len];
+            i += len;
+            match (sx, sy) {
+                (1, 1) => {
+                    let (a, b) = (&a[x..x + len], &b[y..y + len]);
+                    for ((o, &p), &q) in o.iter_mut().zip(a).zip(b) {
+                        *o = f([p, q, 0.0]);
+                    }
+                }
+                (1, 0) => {
+                    let q = b[y];
+                    o.iter_mut().zip(&a[x..x + len]).for_each(|(o, &p)| *o = f([p, q, 0.0]));
+                }
+                (0, 1) => {
+                    let p = a[x];
+                    o.iter_mut().zip(&b[y..y + len]).for_each(|(o, &q)| *o = f([p, q, 0.0]));
+                }
+                (sx, sy) => {
+                    for (j, o) in o.iter_mut().enumerate() {
+                        *o = f([a[x + j * sx], b[y + j * sy], 0.0]);
+                    }
+                }
+            }
         }),
-        [(a, va), (b, vb), (c, vc)] => walk(shape, [*va, *vb, *vc], |[x, y, z]| {
-            out[i] = f([a[x], b[y], c[z]]);
-            i += 1;
-        }),
+        [(a, va), (b, vb), (c, vc)] => {
+            walk_rows(shape, [*va, *vb, *vc], |[x, y, z], len, [sx, sy, sz]| {
+                for (j, o) in out[i..i + len].iter_mut().enumerate() {
+                    *o = f([a[x + j * sx], b[y + j * sy], c[z + j * sz]]);
+                }
+                i += len;
+            })
+        }
         _ => {}
     }
 }
@@ -232,30 +264,22 @@ pub fn reduce(
     let mut perm: Vec<usize> = (0..view.rank()).filter(|&a| a != axis).collect();
     perm.push(axis);
     let moved = view.permute(&perm);
-    let (mut i, mut count, mut acc) = (0usize, 0usize, op.identity_f32());
+    let mut i = 0usize;
     if op == ReduceOp::Sum {
-        let mut wide = 0.0f64;
-        walk(&moved.shape, [&moved], |[x]| {
-            wide += f64::from(input[x]);
-            count += 1;
-            if count == extent {
-                out[i] = wide as f32;
-                i += 1;
-                count = 0;
-                wide = 0.0;
-            }
+        // The reduced axis is the innermost: each row is one output.
+        walk_rows(&moved.shape, [&moved], |[x], len, [s]| {
+            let wide: f64 = match s {
+                1 => input[x..x + len].iter().map(|&v| f64::from(v)).sum(),
+                s => (0..len).map(|j| f64::from(input[x + j * s])).sum(),
+            };
+            out[i] = wide as f32;
+            i += 1;
         });
         return Ok(());
     }
-    walk(&moved.shape, [&moved], |[x]| {
-        acc = op.combine_f32(acc, input[x]);
-        count += 1;
-        if count == extent {
-            out[i] = acc;
-            i += 1;
-            count = 0;
-            acc = op.identity_f32();
-        }
+    walk_rows(&moved.shape, [&moved], |[x], len, [s]| {
+        out[i] = (0..len).fold(op.identity_f32(), |acc, j| op.combine_f32(acc, input[x + j * s]));
+        i += 1;
     });
     Ok(())
 }
