@@ -475,3 +475,43 @@ fn nodes_is_a_list_in_compile_json_and_a_count_elsewhere() {
     let compare = json(&["compare", "linear-relu", "--json"]);
     assert_eq!(compare["candidates"][0]["nodes"], 5);
 }
+
+/// `lumen compile transformer --json`: the plan verified, the projections fused, and the
+/// sizes taken from the flags.
+#[test]
+fn the_transformer_compiles_fused_and_unfused() {
+    let fused = json(&["compile", "transformer", "--json"]);
+    assert_eq!(fused["verified"], true);
+    assert_eq!(fused["launches"], 82);
+    let epilogues: Vec<&str> = fused["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n.get("epilogue").and_then(Value::as_str))
+        .collect();
+    assert_eq!(epilogues.iter().filter(|e| **e == "GELU_BIAS").count(), 2, "{epilogues:?}");
+    assert_eq!(epilogues.iter().filter(|e| **e == "BIAS").count(), 10, "{epilogues:?}");
+    let unfused = json(&["compile", "transformer", "--no-fuse", "--json"]);
+    assert_eq!(unfused["launches"], 96);
+    assert!(unfused["dram_bytes"].as_u64() > fused["dram_bytes"].as_u64());
+    let small = json(&[
+        "compile",
+        "transformer",
+        "--json",
+        "--batch",
+        "1",
+        "--seq",
+        "4",
+        "--width",
+        "8",
+        "--heads",
+        "2",
+        "--ffn",
+        "16",
+        "--layers",
+        "1",
+    ]);
+    let x = small["buffers"].as_array().unwrap().iter().find(|b| b["id"] == "x").unwrap();
+    assert_eq!(x["shape"], serde_json::json!([1, 4, 8]));
+    assert_eq!(small["launches"], 41);
+}
