@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use lumen::model::{self, CheckStatus, MlpModel, OutputCheck};
+use lumen::model::{self, CheckStatus, Model, OutputCheck};
 use lumen_compiler::fusion::{self, FusionConfig};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
@@ -145,7 +145,7 @@ impl Choice {
 
 /// What one run measured.
 struct Outcome {
-    model: MlpModel,
+    model: Model,
     program: CompiledProgram,
     runtime: &'static str,
     logits: HostTensor,
@@ -189,7 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     let searching = choice == Choice::Search;
     let start = Instant::now();
-    let model = model::load_mlp(&args.file)
+    let model = model::load(&args.file)
         .with_context(|| format!("cannot load a model from {}", args.file.display()))?;
     let load_seconds = start.elapsed().as_secs_f64();
     // The runtime first: `--runtime cuda` without a device fails before any work.
@@ -288,10 +288,6 @@ fn bit_identical(a: &Tensors, b: &Tensors) -> bool {
         })
 }
 
-fn widths_text(widths: &[usize]) -> String {
-    widths.iter().map(ToString::to_string).collect::<Vec<_>>().join(" -> ")
-}
-
 /// `finite outputs`, `max abs error`, `accuracy`: a check's name in the text report.
 fn check_words(name: &str) -> &str {
     match name {
@@ -329,13 +325,11 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     let mut s = String::new();
     let f = &o.program.figures;
     let plan = &o.program.plan;
-    let layers = o.model.layers.len();
     let _ = writeln!(
         s,
-        "model      {}: MLP {} ({}), batch {}",
+        "model      {}: {}, batch {}",
         args.file.display(),
-        widths_text(&o.model.widths()),
-        if layers == 1 { "one layer, no relu" } else { "relu between layers" },
+        o.model.describe(),
         o.model.batch()
     );
     let _ = writeln!(
@@ -356,12 +350,14 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
             let _ = writeln!(s, "search     not run ({why}");
         }
     }
-    match (&o.model.labels, check.accuracy) {
+    match (o.model.labels(), check.accuracy) {
         (Some(labels), Some((correct, acc))) => {
             let _ =
                 write!(s, "accuracy   {:.2}% ({correct}/{}) against y", acc * 100.0, labels.len());
-            if let Some((reference, source)) = check.reference_accuracy {
-                let _ = write!(s, " ({}: {:.2}%)", source.describe(), reference * 100.0);
+            if let (Some((reference, _)), Some(who)) =
+                (check.reference_accuracy, &check.reference_label)
+            {
+                let _ = write!(s, " ({who}: {:.2}%)", reference * 100.0);
             }
             s.push('\n');
         }
@@ -371,7 +367,7 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
         let _ = writeln!(s, "warning    {warning}");
     }
     let tol = check.tolerance;
-    match (&o.model.logits, check.max_abs_err) {
+    match (o.model.logits(), check.max_abs_err) {
         (Some(_), Some(err)) => {
             let verdict = if err <= tol { "within" } else { "EXCEEDS" };
             let _ = writeln!(
@@ -442,19 +438,38 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         })
         .collect();
     let achieved = o.report.achieved.as_ref();
-    let sklearn_accuracy =
-        o.model.metadata.get("sklearn_accuracy").and_then(|v| v.parse::<f64>().ok());
+    let recorded = |key: &str| o.model.metadata().get(key).and_then(|v| v.parse::<f64>().ok());
+    let (sklearn_accuracy, framework_accuracy) =
+        (recorded("sklearn_accuracy"), recorded("framework_accuracy"));
+    let widths = match &o.model {
+        Model::Mlp(m) => json!(m.widths()),
+        Model::Vit(_) => serde_json::Value::Null,
+    };
+    let config = match &o.model {
+        Model::Mlp(_) => serde_json::Value::Null,
+        Model::Vit(m) => {
+            let c = &m.config;
+            json!({"image": c.image, "patch": c.patch, "width": c.width, "heads": c.heads,
+                   "blocks": c.blocks, "ffn": c.ffn, "classes": c.classes, "eps": c.eps,
+                   "gelu": format!("{:?}", c.gelu).to_lowercase()})
+        }
+    };
     let mut value = json!({
         "file": args.file.display().to_string(),
         "label": o.program.label,
         "runtime": o.runtime,
         "fused": !o.program.label.ends_with("-unfused"),
-        "widths": o.model.widths(),
+        "architecture": o.model.architecture(),
+        "model": o.model.describe(),
+        "widths": widths,
+        "config": config,
         "batch": o.model.batch(),
         "accuracy": accuracy,
         "correct": correct,
-        "samples": o.model.labels.as_ref().map(Vec::len),
+        "samples": o.model.labels().map(<[i64]>::len),
         "sklearn_accuracy": sklearn_accuracy,
+        "framework_accuracy": framework_accuracy,
+        "framework": o.model.metadata().get("framework"),
         "max_abs_err": max_abs_err,
         "within_tolerance": max_abs_err.map(|e| e <= check.tolerance),
         "slab_bytes": plan.slab_bytes,

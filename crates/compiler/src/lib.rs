@@ -6,6 +6,8 @@
 //! - [`ops`]: the op table (every elementwise op's and reduction's facts in one place);
 //! - [`view`]: views (shape, strides, offset), how kernels read movement without copies;
 //! - [`dsl`] and [`composite`]: the primitives and the composites written over them;
+//! - [`models`]: lumen's models as DSL programs (MLP, transformer, ViT); [`programs`] the
+//!   CLI's built-in programs;
 //! - [`hlir`], [`lower`], [`llir`]: the two IRs and the lowering between them;
 //! - [`fusion`]: egg rewrites into cuBLASLt epilogues; [`dump`]: canonical text;
 //! - [`interpret`]: an f64 interpreter of the HLIR, the oracle of lowering.
@@ -23,6 +25,7 @@ pub mod hlir;
 pub mod interpret;
 pub mod llir;
 pub mod lower;
+pub mod models;
 pub mod ops;
 pub mod program;
 pub mod programs;

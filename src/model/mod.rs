@@ -1,0 +1,262 @@
+//! Models stored as safetensors files: the weights, a batch of inputs, and optionally the
+//! labels and the reference logits to check a run against. The file's metadata key
+//! `architecture` says which network it holds: `mlp` (or no key: the layout of
+//! `data/make_digits_mlp.py`, see [`mlp`]) or `vit` (a vision transformer whose
+//! hyper-parameters are metadata keys, see [`vit`]). Every file is checked and a bad one is a
+//! typed [`ModelError`] naming the tensor or key, never a panic; [`check`] compares a run's
+//! logits with the file's.
+
+pub mod check;
+pub mod mlp;
+pub mod vit;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use lumen_compiler::{CompileError, Graph};
+use lumen_runtime::{HostTensor, RuntimeError, Tensors};
+use safetensors::{Dtype, SafeTensors};
+use thiserror::Error;
+
+pub use check::*;
+pub use mlp::{Layer, MlpModel, load_mlp, parse_mlp};
+pub use vit::{VitModel, parse_vit};
+
+/// Why a model file could not be read.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {reason}")]
+    Io {
+        /// The path given.
+        path: String,
+        /// The OS error.
+        reason: String,
+    },
+    /// Not a valid safetensors file (header, offsets).
+    #[error("not a safetensors file: {0}")]
+    Format(String),
+    /// A tensor the model needs is absent.
+    #[error("the file has no tensor `{name}` ({what})")]
+    Missing {
+        /// The tensor's name.
+        name: String,
+        /// What it would hold.
+        what: &'static str,
+    },
+    /// A tensor has a dtype lumen cannot use for it.
+    #[error("tensor `{name}` has dtype {got}, expected {expected}")]
+    Dtype {
+        /// The tensor's name.
+        name: String,
+        /// Its dtype in the file.
+        got: String,
+        /// What lumen accepts.
+        expected: &'static str,
+    },
+    /// A tensor's shape does not fit the model.
+    #[error("tensor `{name}` has shape {got:?}, expected {expected}")]
+    Shape {
+        /// The tensor's name.
+        name: String,
+        /// Its shape in the file.
+        got: Vec<usize>,
+        /// What the model needs, in words (e.g. `[64, _]`).
+        expected: String,
+    },
+    /// The file's metadata names an architecture lumen does not build.
+    #[error("unknown architecture {0:?} in the file's metadata (expected mlp or vit)")]
+    Architecture(String),
+    /// A metadata key a model needs is absent or not a valid value.
+    #[error("metadata `{key}` {problem}")]
+    Metadata {
+        /// The key.
+        key: &'static str,
+        /// What is wrong: `is missing`, `is "abc", not a whole number`, ...
+        problem: String,
+    },
+    /// Layers are not numbered 1..L without gaps, or a weight lacks its bias.
+    #[error("layers must be w1..wL with b1..bL: {0}")]
+    Layers(String),
+    /// The model could not be built or compiled (hyper-parameters that do not divide).
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// A tensor could not be converted (its data length does not match its shape).
+    #[error(transparent)]
+    Tensor(#[from] RuntimeError),
+}
+
+/// A model read from a file, whichever architecture it declares.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Model {
+    /// A multilayer perceptron ([`mlp`]).
+    Mlp(MlpModel),
+    /// A vision transformer ([`vit`]).
+    Vit(VitModel),
+}
+
+/// Reads a model from a safetensors file, by the `architecture` its metadata declares.
+///
+/// # Errors
+/// [`ModelError::Io`] when the file cannot be read, and every error of [`parse`].
+pub fn load(path: &Path) -> Result<Model, ModelError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| ModelError::Io { path: path.display().to_string(), reason: e.to_string() })?;
+    parse(&bytes)
+}
+
+/// Parses a model from safetensors bytes: [`parse_mlp`] when the metadata has no
+/// `architecture` key or says `mlp`, [`parse_vit`] when it says `vit`.
+///
+/// # Errors
+/// [`ModelError::Format`] for a malformed file, [`ModelError::Architecture`] for another
+/// architecture, and every error of the architecture's parser.
+pub fn parse(bytes: &[u8]) -> Result<Model, ModelError> {
+    let metadata = read_metadata(bytes)?;
+    match metadata.get("architecture").map(|a| a.trim()) {
+        None | Some("mlp") => Ok(Model::Mlp(parse_mlp(bytes)?)),
+        Some("vit") => Ok(Model::Vit(parse_vit(bytes)?)),
+        Some(other) => Err(ModelError::Architecture(other.to_string())),
+    }
+}
+
+/// The file header's `__metadata__`, sorted by key (empty when absent).
+///
+/// # Errors
+/// [`ModelError::Format`] for a malformed header.
+pub(crate) fn read_metadata(bytes: &[u8]) -> Result<BTreeMap<String, String>, ModelError> {
+    let (_, meta) =
+        SafeTensors::read_metadata(bytes).map_err(|e| ModelError::Format(e.to_string()))?;
+    Ok(meta.metadata().clone().map(|m| m.into_iter().collect()).unwrap_or_default())
+}
+
+impl Model {
+    /// `mlp` or `vit`: the file's architecture.
+    pub fn architecture(&self) -> &'static str {
+        match self {
+            Model::Mlp(_) => "mlp",
+            Model::Vit(_) => "vit",
+        }
+    }
+
+    /// The network in words: `MLP 64 -> 128 -> 64 -> 10 (relu between layers)`, `ViT 8x8
+    /// image, 2x2 patches -> 16 tokens, width 32, 4 heads, 2 blocks, FFN 64, erf-GELU, 10
+    /// classes`.
+    pub fn describe(&self) -> String {
+        match self {
+            Model::Mlp(m) => m.describe(),
+            Model::Vit(m) => m.describe(),
+        }
+    }
+
+    /// The network in the DSL: input `x`, output `y` (the logits `[B, classes]`).
+    ///
+    /// # Errors
+    /// [`ModelError::Compile`] when the builder refuses the sizes (never for a parsed model).
+    pub fn graph(&self) -> Result<Graph, ModelError> {
+        match self {
+            Model::Mlp(m) => m.graph(),
+            Model::Vit(m) => m.graph(),
+        }
+    }
+
+    /// The weights by the names [`Model::graph`] declares.
+    pub fn weights(&self) -> Tensors {
+        match self {
+            Model::Mlp(m) => m.weights(),
+            Model::Vit(m) => m.weights.clone(),
+        }
+    }
+
+    /// The program's inputs: `x`.
+    pub fn inputs(&self) -> Tensors {
+        [("x".to_string(), self.x().clone())].into_iter().collect()
+    }
+
+    /// The input batch `x`.
+    pub fn x(&self) -> &HostTensor {
+        match self {
+            Model::Mlp(m) => &m.x,
+            Model::Vit(m) => &m.x,
+        }
+    }
+
+    /// Rows of `x`.
+    pub fn batch(&self) -> usize {
+        self.x().shape().first().copied().unwrap_or(0)
+    }
+
+    /// Labels `y` `[B]`, if the file has them.
+    pub fn labels(&self) -> Option<&[i64]> {
+        match self {
+            Model::Mlp(m) => m.labels.as_deref(),
+            Model::Vit(m) => m.labels.as_deref(),
+        }
+    }
+
+    /// Reference logits `[B, classes]`, if the file has them.
+    pub fn logits(&self) -> Option<&HostTensor> {
+        match self {
+            Model::Mlp(m) => m.logits.as_ref(),
+            Model::Vit(m) => m.logits.as_ref(),
+        }
+    }
+
+    /// The file header's metadata, sorted by key.
+    pub fn metadata(&self) -> &BTreeMap<String, String> {
+        match self {
+            Model::Mlp(m) => &m.metadata,
+            Model::Vit(m) => &m.metadata,
+        }
+    }
+}
+
+pub(crate) fn f32_tensor(
+    st: &SafeTensors<'_>,
+    name: &str,
+    what: &'static str,
+) -> Result<HostTensor, ModelError> {
+    let view = st.tensor(name).map_err(|_| ModelError::Missing { name: name.to_string(), what })?;
+    if view.dtype() != Dtype::F32 {
+        return Err(ModelError::Dtype {
+            name: name.to_string(),
+            got: format!("{:?}", view.dtype()),
+            expected: "F32",
+        });
+    }
+    let data =
+        view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    Ok(HostTensor::new(view.shape().to_vec(), data)?)
+}
+
+/// The labels' shape and values.
+pub(crate) type Labels = (Vec<usize>, Vec<i64>);
+
+pub(crate) fn labels(st: &SafeTensors<'_>) -> Result<Option<Labels>, ModelError> {
+    let Ok(view) = st.tensor("y") else { return Ok(None) };
+    let data: Vec<i64> = match view.dtype() {
+        Dtype::I64 => view
+            .data()
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+            .collect(),
+        Dtype::I32 => view
+            .data()
+            .chunks_exact(4)
+            .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+            .collect(),
+        other => {
+            return Err(ModelError::Dtype {
+                name: "y".into(),
+                got: format!("{other:?}"),
+                expected: "I64 or I32",
+            });
+        }
+    };
+    Ok(Some((view.shape().to_vec(), data)))
+}
+
+pub(crate) fn shape_err(name: &str, got: &[usize], expected: String) -> ModelError {
+    ModelError::Shape { name: name.to_string(), got: got.to_vec(), expected }
+}
