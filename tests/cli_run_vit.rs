@@ -212,3 +212,13 @@ fn bad_vit_files_are_one_error_line() {
         );
     }
 }
+
+#[path = "../examples/vit.rs"]
+mod vit_example;
+
+/// examples/vit.rs writes the ViT out in the DSL beside PyTorch's forward pass: it builds the
+/// same LLIR as the library's `models::vit` and matches PyTorch's logits.
+#[test]
+fn the_vit_example_runs() {
+    vit_example::main().expect("the example runs");
+}
