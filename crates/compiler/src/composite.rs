@@ -111,6 +111,13 @@ impl Tensor {
         half * ((self * std::f32::consts::FRAC_1_SQRT_2).erf() + 1.0)
     }
 
+    /// Elementwise `min(self, rhs)`: `-maximum(-self, -rhs)`, so NaN if either is NaN.
+    #[track_caller]
+    pub fn minimum(&self, rhs: impl crate::dsl::IntoOperand) -> Tensor {
+        let rhs = rhs.into_operand(self);
+        -((-self).maximum(-rhs))
+    }
+
     /// The logistic sigmoid `1 / (1 + exp(-x))` (0 at -inf, 1 at +inf).
     #[track_caller]
     pub fn sigmoid(&self) -> Tensor {

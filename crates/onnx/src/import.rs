@@ -1,0 +1,1174 @@
+//! The importer: an ONNX graph walked node by node into lumen's DSL.
+//!
+//! Initializers and `Constant` nodes are [`Const`] values; a node whose inputs are all known
+//! at import time is folded ([`fold`]), so shape arithmetic and constant subgraphs never reach
+//! the program. A constant a computed op reads becomes a weight (an f32 scalar becomes a DSL
+//! constant). Every other node becomes DSL calls over the primitives and composites (a
+//! `LayerNormalization` is `layer_norm`, a `Gemm` a matmul of transposed views plus a bias
+//! add that fusion makes a BIAS epilogue). Names are made identifier-like (`/attn/MatMul` ->
+//! `_attn_MatMul`) and unique.
+
+use std::collections::{BTreeMap, HashMap};
+
+use lumen_compiler::view::View;
+use lumen_compiler::{DType, Graph, Tensor};
+use lumen_runtime::{HostTensor, Tensors};
+use prost::Message;
+
+use crate::constant::{Const, Data, ReadError};
+use crate::error::OnnxError;
+use crate::proto::{AttributeProto, ModelProto, NodeProto, TensorProto, data_type};
+
+/// Options of [`import`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// Shapes of graph inputs by ONNX name, for the dimensions the model leaves symbolic
+    /// (`--shape input_ids=1,16`). A given shape replaces the model's for that input.
+    pub shapes: BTreeMap<String, Vec<usize>>,
+}
+
+/// One graph input of an imported model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedInput {
+    /// The name in the ONNX graph (what a user feeds by).
+    pub onnx_name: String,
+    /// The program's input name (identifier-like).
+    pub name: String,
+    /// Its shape, symbolic dimensions resolved.
+    pub shape: Vec<usize>,
+    /// f32, or i64/i32 indices.
+    pub dtype: DType,
+}
+
+/// An imported model: the program, its weights and its signature.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// The program (outputs marked).
+    pub graph: Graph,
+    /// Every weight by program name: the initializers computed ops read, and the constants
+    /// folded at import that they read.
+    pub weights: Tensors,
+    /// The graph inputs in order.
+    pub inputs: Vec<ImportedInput>,
+    /// The graph outputs in order: (ONNX name, program name).
+    pub outputs: Vec<(String, String)>,
+    /// The model's default-domain opset.
+    pub opset: i64,
+    /// Nodes in the ONNX graph.
+    pub nodes: usize,
+    /// Nodes folded at import (all their inputs known).
+    pub folded: usize,
+    /// Who exported it (`pytorch 2.15.0`, `skl2onnx 1.20.0`), from the model's producer.
+    pub producer: String,
+}
+
+/// A value flowing along an ONNX edge.
+#[derive(Debug, Clone)]
+enum Value {
+    /// Computed by the program.
+    Tensor(Tensor),
+    /// Known at import time.
+    Const(Const),
+}
+
+/// Makes ONNX names identifier-like and unique: characters outside ASCII letters, digits,
+/// `_`, `.`, `-` become `_`; names lumen reserves (`t0`, `workspace`) or that are taken get a
+/// suffix.
+#[derive(Debug, Default)]
+struct Names {
+    used: std::collections::BTreeSet<String>,
+}
+
+impl Names {
+    fn make(&mut self, onnx: &str) -> String {
+        let mut base: String = onnx
+            .chars()
+            .map(
+                |c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' },
+            )
+            .collect();
+        if base.is_empty() {
+            base.push_str("value");
+        }
+        if lumen_compiler::hlir::is_reserved_name(&base) {
+            base.insert_str(0, "onnx_");
+        }
+        let mut name = base.clone();
+        let mut k = 2;
+        while !self.used.insert(name.clone()) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        name
+    }
+}
+
+struct Importer {
+    cx: Graph,
+    values: HashMap<String, Value>,
+    weights: Tensors,
+    names: Names,
+    opset: i64,
+    folded: usize,
+}
+
+/// Imports an ONNX model (opset 13 to 21, float32, static shapes or shapes set by
+/// `options.shapes`) into a lumen program.
+///
+/// # Errors
+/// [`OnnxError`]: bytes that do not decode, no graph, an opset outside 13..=21, a tensor of
+/// an unsupported element type or with external data, symbolic dimensions left open, an
+/// unsupported operator (naming op type, node and opset) or form of one, a node reading an
+/// undefined value (or a cycle), a constant graph output, and the DSL's shape errors.
+pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxError> {
+    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let graph = model.graph.ok_or(OnnxError::NoGraph)?;
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map_or(0, |o| o.version);
+    if !(13..=21).contains(&opset) {
+        return Err(OnnxError::Opset { version: opset });
+    }
+    let mut im = Importer {
+        cx: Graph::new(),
+        values: HashMap::new(),
+        weights: Tensors::new(),
+        names: Names::default(),
+        opset,
+        folded: 0,
+    };
+    for init in &graph.initializer {
+        let c = read_tensor(init, &init.name)?;
+        im.values.insert(init.name.clone(), Value::Const(c));
+    }
+    for (name, _) in &options.shapes {
+        if !graph.input.iter().any(|i| &i.name == name) {
+            return Err(OnnxError::ShapeOption {
+                name: name.clone(),
+                reason: "the graph has no input of that name".into(),
+            });
+        }
+    }
+    let mut inputs = Vec::new();
+    let mut open: Vec<String> = Vec::new();
+    let mut example = String::new();
+    for input in &graph.input {
+        if im.values.contains_key(&input.name) {
+            continue; // an initializer listed as an input (IR < 4): its value is known
+        }
+        let tensor = input.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
+        let Some(tensor) = tensor else {
+            return Err(OnnxError::DType {
+                name: input.name.clone(),
+                dtype: "a non-tensor type".into(),
+            });
+        };
+        let dtype = match tensor.elem_type {
+            data_type::FLOAT => DType::F32,
+            data_type::INT64 => DType::I64,
+            data_type::INT32 => DType::I32,
+            other => {
+                return Err(OnnxError::DType {
+                    name: input.name.clone(),
+                    dtype: data_type::name(other),
+                });
+            }
+        };
+        let dims = tensor.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]);
+        let shape = match options.shapes.get(&input.name) {
+            Some(given) => {
+                if given.len() != dims.len() {
+                    return Err(OnnxError::ShapeOption {
+                        name: input.name.clone(),
+                        reason: format!(
+                            "the model's input has rank {}, --shape gives {}",
+                            dims.len(),
+                            given.len()
+                        ),
+                    });
+                }
+                given.clone()
+            }
+            None => {
+                let mut shape = Vec::with_capacity(dims.len());
+                for (axis, d) in dims.iter().enumerate() {
+                    match d.dim_value {
+                        Some(v) if v >= 0 => shape.push(v as usize),
+                        _ => {
+                            let what = d
+                                .dim_param
+                                .clone()
+                                .filter(|p| !p.is_empty())
+                                .unwrap_or_else(|| "?".into());
+                            open.push(format!("{}[{axis}] = {what}", input.name));
+                            shape.push(1);
+                        }
+                    }
+                }
+                if open.iter().any(|o| o.starts_with(&format!("{}[", input.name)))
+                    && example.is_empty()
+                {
+                    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+                    example = format!("{}={}", input.name, dims.join(","));
+                }
+                shape
+            }
+        };
+        let name = im.names.make(&input.name);
+        let t = im.cx.input_typed(name.clone(), shape.clone(), dtype);
+        im.values.insert(input.name.clone(), Value::Tensor(t));
+        inputs.push(ImportedInput { onnx_name: input.name.clone(), name, shape, dtype });
+    }
+    if !open.is_empty() {
+        return Err(OnnxError::Symbolic { dims: open.join(", "), example });
+    }
+
+    // Nodes in graph order (ONNX requires a topological one); a node whose inputs are not all
+    // defined yet waits for a later pass, so an unsorted graph still imports.
+    let mut pending: Vec<&NodeProto> = graph.node.iter().collect();
+    while !pending.is_empty() {
+        let before = pending.len();
+        let mut waiting = Vec::new();
+        for node in pending {
+            let ready = node.input.iter().all(|i| i.is_empty() || im.values.contains_key(i));
+            if !ready {
+                waiting.push(node);
+                continue;
+            }
+            let outs = im.node(node)?;
+            for (name, v) in node.output.iter().zip(outs) {
+                if !name.is_empty() {
+                    im.values.insert(name.clone(), v);
+                }
+            }
+        }
+        if waiting.len() == before {
+            let node = waiting[0];
+            let value = node.input.iter().find(|i| !i.is_empty() && !im.values.contains_key(*i));
+            return Err(OnnxError::Undefined {
+                node: node_name(node),
+                op: node.op_type.clone(),
+                value: value.cloned().unwrap_or_default(),
+            });
+        }
+        pending = waiting;
+    }
+
+    let mut outputs = Vec::new();
+    for out in &graph.output {
+        let value = im.values.get(&out.name).cloned().ok_or_else(|| OnnxError::Undefined {
+            node: "graph outputs".into(),
+            op: "output".into(),
+            value: out.name.clone(),
+        })?;
+        let t = match value {
+            Value::Const(_) => return Err(OnnxError::ConstantOutput { name: out.name.clone() }),
+            Value::Tensor(t) => t,
+        };
+        // An output must be computed: a graph input passed straight through is copied.
+        let is_leaf = im.cx.hlir().graph.node_weight(t.node()).is_some_and(|n| n.op.is_leaf());
+        let t = if is_leaf { t.contiguous() } else { t };
+        let name = im.names.make(&out.name);
+        t.output(name.clone());
+        outputs.push((out.name.clone(), name));
+    }
+    if let Some(err) = im.cx.recorded_error() {
+        return Err(err.into());
+    }
+    let producer = format!("{} {}", model.producer_name, model.producer_version).trim().to_string();
+    Ok(Imported {
+        graph: im.cx,
+        weights: im.weights,
+        inputs,
+        outputs,
+        opset,
+        nodes: graph.node.len(),
+        folded: im.folded,
+        producer,
+    })
+}
+
+fn read_tensor(t: &TensorProto, name: &str) -> Result<Const, OnnxError> {
+    Const::from_proto(t).map_err(|e| match e {
+        ReadError::DType(dtype) => OnnxError::DType { name: name.to_string(), dtype },
+        ReadError::External => OnnxError::ExternalData { name: name.to_string() },
+        ReadError::Length => OnnxError::DType {
+            name: name.to_string(),
+            dtype: "data of another length than its dims".into(),
+        },
+    })
+}
+
+fn node_name(n: &NodeProto) -> String {
+    if n.name.is_empty() { n.output.first().cloned().unwrap_or_default() } else { n.name.clone() }
+}
+
+fn attr<'a>(n: &'a NodeProto, name: &str) -> Option<&'a AttributeProto> {
+    n.attribute.iter().find(|a| a.name == name)
+}
+
+fn attr_i(n: &NodeProto, name: &str, default: i64) -> i64 {
+    attr(n, name).map_or(default, |a| a.i)
+}
+
+fn attr_f(n: &NodeProto, name: &str, default: f32) -> f32 {
+    attr(n, name).map_or(default, |a| a.f)
+}
+
+fn attr_ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
+    attr(n, name).map(|a| a.ints.clone())
+}
+
+/// `axis` (negative from the last) of a rank-`rank` tensor.
+fn axis(a: i64, rank: usize) -> Option<usize> {
+    let r = rank as i64;
+    let a = if a < 0 { a + r } else { a };
+    (0..r).contains(&a).then_some(a as usize)
+}
+
+impl Importer {
+    fn unsupported(&self, n: &NodeProto, reason: impl Into<String>) -> OnnxError {
+        let op = if n.domain.is_empty() || n.domain == "ai.onnx" {
+            n.op_type.clone()
+        } else {
+            format!("{}.{}", n.domain, n.op_type)
+        };
+        OnnxError::Unsupported { op, node: node_name(n), opset: self.opset, reason: reason.into() }
+    }
+
+    fn malformed(&self, n: &NodeProto, reason: impl Into<String>) -> OnnxError {
+        OnnxError::Malformed { node: node_name(n), op: n.op_type.clone(), reason: reason.into() }
+    }
+
+    /// Input `i` of `n`, `None` when absent (past the end or an empty name).
+    fn input(&self, n: &NodeProto, i: usize) -> Option<Value> {
+        let name = n.input.get(i).filter(|s| !s.is_empty())?;
+        self.values.get(name).cloned()
+    }
+
+    /// Input `i` as a program tensor, materializing a constant as a weight (a one-element
+    /// float as a DSL constant).
+    fn tensor(&mut self, n: &NodeProto, i: usize) -> Result<Tensor, OnnxError> {
+        let name = n.input.get(i).filter(|s| !s.is_empty()).cloned();
+        let Some(name) = name else {
+            return Err(self.malformed(n, format!("input {i} is missing")));
+        };
+        let value = self.values.get(&name).cloned().ok_or_else(|| OnnxError::Undefined {
+            node: node_name(n),
+            op: n.op_type.clone(),
+            value: name.clone(),
+        })?;
+        self.materialize(n, name, value)
+    }
+
+    /// `value` (known as `name`) as a program tensor: a constant becomes a weight (a
+    /// one-element float a DSL constant), once per name.
+    fn materialize(
+        &mut self,
+        n: &NodeProto,
+        name: String,
+        value: Value,
+    ) -> Result<Tensor, OnnxError> {
+        let c = match value {
+            Value::Tensor(t) => return Ok(t),
+            Value::Const(c) => c,
+        };
+        let t = match &c.data {
+            Data::F32(v) if v.len() == 1 => {
+                let scalar = self.cx.constant(v[0]);
+                if c.shape.is_empty() { scalar } else { scalar.reshape(c.shape.clone()) }
+            }
+            Data::F32(v) => {
+                let lumen = self.names.make(&name);
+                let host = HostTensor::new(c.shape.clone(), v.clone())
+                    .map_err(|e| self.malformed(n, e.to_string()))?;
+                self.weights.insert(lumen.clone(), host);
+                self.cx.weight(lumen, c.shape.clone())
+            }
+            Data::I64(v) => {
+                let lumen = self.names.make(&name);
+                let host = HostTensor::from_i64(c.shape.clone(), v.clone())
+                    .map_err(|e| self.malformed(n, e.to_string()))?;
+                self.weights.insert(lumen.clone(), host);
+                self.cx.weight_typed(lumen, c.shape.clone(), DType::I64)
+            }
+        };
+        // Materialized once: later readers share the weight.
+        self.values.insert(name, Value::Tensor(t.clone()));
+        Ok(t)
+    }
+
+    /// Input `i` as integers known at import (a shape, axes, starts...), or `None` when absent.
+    fn ints(&self, n: &NodeProto, i: usize) -> Result<Option<Vec<i64>>, OnnxError> {
+        match self.input(n, i) {
+            None => Ok(None),
+            Some(Value::Const(c)) => Ok(Some(c.to_i64())),
+            Some(Value::Tensor(_)) => Err(self.unsupported(
+                n,
+                format!("input {i} must be known at import time (lumen compiles static shapes)"),
+            )),
+        }
+    }
+
+    fn shape_of(&self, v: &Value) -> Vec<usize> {
+        match v {
+            Value::Tensor(t) => t.shape().unwrap_or_default(),
+            Value::Const(c) => c.shape.clone(),
+        }
+    }
+
+    /// Imports one node: its output values.
+    fn node(&mut self, n: &NodeProto) -> Result<Vec<Value>, OnnxError> {
+        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+            return Err(self.unsupported(n, "not in the default ONNX domain"));
+        }
+        let inputs: Vec<Option<Value>> = (0..n.input.len()).map(|i| self.input(n, i)).collect();
+        let all_const = inputs.iter().all(|v| matches!(v, None | Some(Value::Const(_))));
+        if all_const || n.op_type == "Shape" {
+            if let Some(folded) = self.fold(n, &inputs)? {
+                self.folded += 1;
+                return Ok(folded.into_iter().map(Value::Const).collect());
+            }
+        }
+        let out = self.compute(n)?;
+        Ok(out.into_iter().map(Value::Tensor).collect())
+    }
+
+    /// Folds a node whose inputs are all known (and `Shape` of anything), or `None` when the
+    /// op has no folding here (it is then computed by the program).
+    fn fold(
+        &self,
+        n: &NodeProto,
+        inputs: &[Option<Value>],
+    ) -> Result<Option<Vec<Const>>, OnnxError> {
+        let c = |i: usize| -> Option<&Const> {
+            match inputs.get(i) {
+                Some(Some(Value::Const(c))) => Some(c),
+                _ => None,
+            }
+        };
+        let need =
+            |i: usize| c(i).ok_or_else(|| self.malformed(n, format!("input {i} is missing")));
+        let bin = |ff: fn(f32, f32) -> f32,
+                   fi: fn(i64, i64) -> i64|
+         -> Result<Option<Vec<Const>>, OnnxError> {
+            let (a, b) = (need(0)?, need(1)?);
+            let out = a.zip(b, ff, fi).ok_or_else(|| {
+                self.malformed(
+                    n,
+                    format!("shapes {:?} and {:?} do not broadcast", a.shape, b.shape),
+                )
+            })?;
+            Ok(Some(vec![out]))
+        };
+        let un = |ff: fn(f32) -> f32| -> Result<Option<Vec<Const>>, OnnxError> {
+            Ok(Some(vec![need(0)?.as_float().map(ff, |x| x)]))
+        };
+        match n.op_type.as_str() {
+            "Constant" => {
+                let value = if let Some(a) = attr(n, "value") {
+                    let t =
+                        a.t.as_ref().ok_or_else(|| self.malformed(n, "value is not a tensor"))?;
+                    read_tensor(t, &node_name(n))?
+                } else if let Some(a) = attr(n, "value_float") {
+                    Const::f32(vec![], vec![a.f])
+                } else if let Some(a) = attr(n, "value_floats") {
+                    Const::f32(vec![a.floats.len()], a.floats.clone())
+                } else if let Some(a) = attr(n, "value_int") {
+                    Const::i64(vec![], vec![a.i])
+                } else if let Some(a) = attr(n, "value_ints") {
+                    Const::i64(vec![a.ints.len()], a.ints.clone())
+                } else {
+                    return Err(self.unsupported(n, "only tensor, float(s) and int(s) values"));
+                };
+                Ok(Some(vec![value]))
+            }
+            "Identity" | "Dropout" => Ok(Some(vec![need(0)?.clone()])),
+            "Shape" => {
+                let v = inputs
+                    .first()
+                    .cloned()
+                    .flatten()
+                    .ok_or_else(|| self.malformed(n, "no input"))?;
+                let shape: Vec<i64> = self.shape_of(&v).iter().map(|&d| d as i64).collect();
+                let r = shape.len() as i64;
+                let clamp = |a: i64| (if a < 0 { a + r } else { a }).clamp(0, r) as usize;
+                let (s, e) = (clamp(attr_i(n, "start", 0)), clamp(attr_i(n, "end", r)));
+                let dims = if s < e { shape[s..e].to_vec() } else { Vec::new() };
+                Ok(Some(vec![Const::i64(vec![dims.len()], dims)]))
+            }
+            "ConstantOfShape" => {
+                let shape: Vec<usize> =
+                    need(0)?.to_i64().iter().map(|&d| d.max(0) as usize).collect();
+                let count: usize = shape.iter().product();
+                let value = match attr(n, "value").and_then(|a| a.t.as_ref()) {
+                    Some(t) => read_tensor(t, &node_name(n))?,
+                    None => Const::f32(vec![1], vec![0.0]),
+                };
+                Ok(Some(vec![match value.data {
+                    Data::F32(v) => {
+                        Const::f32(shape, vec![v.first().copied().unwrap_or(0.0); count])
+                    }
+                    Data::I64(v) => Const::i64(shape, vec![v.first().copied().unwrap_or(0); count]),
+                }]))
+            }
+            "Range" => {
+                let (s, l, d) = (need(0)?, need(1)?, need(2)?);
+                if s.is_float() || l.is_float() || d.is_float() {
+                    let (s, l, d) = (s.to_f32()[0], l.to_f32()[0], d.to_f32()[0]);
+                    if d == 0.0 {
+                        return Err(self.malformed(n, "delta is 0"));
+                    }
+                    let count = ((l - s) / d).ceil().max(0.0) as usize;
+                    Ok(Some(vec![Const::f32(
+                        vec![count],
+                        (0..count).map(|i| s + i as f32 * d).collect(),
+                    )]))
+                } else {
+                    let (s, l, d) = (s.to_i64()[0], l.to_i64()[0], d.to_i64()[0]);
+                    if d == 0 {
+                        return Err(self.malformed(n, "delta is 0"));
+                    }
+                    let count = (((l - s) as f64) / d as f64).ceil().max(0.0) as usize;
+                    Ok(Some(vec![Const::i64(
+                        vec![count],
+                        (0..count as i64).map(|i| s + i * d).collect(),
+                    )]))
+                }
+            }
+            "Cast" => {
+                let to = attr_i(n, "to", i64::from(data_type::FLOAT)) as i32;
+                let x = need(0)?;
+                Ok(Some(vec![match to {
+                    data_type::FLOAT | data_type::DOUBLE => x.as_float(),
+                    data_type::INT64 | data_type::INT32 | data_type::INT8 | data_type::UINT8 => {
+                        x.as_int()
+                    }
+                    data_type::BOOL => {
+                        x.map(|v| f32::from(u8::from(v != 0.0)), |v| i64::from(v != 0)).as_int()
+                    }
+                    other => {
+                        return Err(OnnxError::DType {
+                            name: node_name(n),
+                            dtype: data_type::name(other),
+                        });
+                    }
+                }]))
+            }
+            "Add" => bin(|a, b| a + b, |a, b| a.wrapping_add(b)),
+            "Sub" => bin(|a, b| a - b, |a, b| a.wrapping_sub(b)),
+            "Mul" => bin(|a, b| a * b, |a, b| a.wrapping_mul(b)),
+            "Div" => {
+                if !need(0)?.is_float() && !need(1)?.is_float() && need(1)?.to_i64().contains(&0) {
+                    return Err(self.malformed(n, "integer division by zero"));
+                }
+                bin(|a, b| a / b, |a, b| a.wrapping_div(b))
+            }
+            "Pow" => bin(f32::powf, |a, b| a.wrapping_pow(b.clamp(0, u32::MAX as i64) as u32)),
+            "Equal" => bin(|a, b| f32::from(u8::from(a == b)), |a, b| i64::from(a == b))
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            "Less" => bin(|a, b| f32::from(u8::from(a < b)), |a, b| i64::from(a < b))
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            "Greater" => bin(|a, b| f32::from(u8::from(a > b)), |a, b| i64::from(a > b))
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            "Max" | "Min" => {
+                let max = n.op_type == "Max";
+                let mut acc = need(0)?.clone();
+                for i in 1..inputs.len() {
+                    let b = need(i)?;
+                    acc = if max {
+                        acc.zip(b, f32::max, i64::max)
+                    } else {
+                        acc.zip(b, f32::min, i64::min)
+                    }
+                    .ok_or_else(|| self.malformed(n, "shapes do not broadcast"))?;
+                }
+                Ok(Some(vec![acc]))
+            }
+            "Neg" => Ok(Some(vec![need(0)?.map(|x| -x, |x| x.wrapping_neg())])),
+            "Abs" => Ok(Some(vec![need(0)?.map(f32::abs, i64::wrapping_abs)])),
+            "Sqrt" => un(f32::sqrt),
+            "Reciprocal" => un(|x| 1.0 / x),
+            "Exp" => un(f32::exp),
+            "Log" => un(f32::ln),
+            "Not" => Ok(Some(vec![need(0)?.as_int().map(|x| x, |x| i64::from(x == 0))])),
+            "Where" => {
+                let (cond, x, y) = (need(0)?, need(1)?, need(2)?);
+                let shape = lumen_compiler::view::broadcast_shapes(&cond.shape, &x.shape)
+                    .and_then(|s| lumen_compiler::view::broadcast_shapes(&s, &y.shape))
+                    .ok_or_else(|| self.malformed(n, "shapes do not broadcast"))?;
+                let through =
+                    |c: &Const| View::contiguous(&c.shape).expand(&shape).map(|v| c.through(&v));
+                let (cond, x, y) = (through(cond), through(x), through(y));
+                let (Some(cond), Some(x), Some(y)) = (cond, x, y) else {
+                    return Err(self.malformed(n, "shapes do not broadcast"));
+                };
+                let pick = cond.to_i64();
+                Ok(Some(vec![if x.is_float() || y.is_float() {
+                    let (xv, yv) = (x.to_f32(), y.to_f32());
+                    Const::f32(
+                        shape,
+                        pick.iter()
+                            .enumerate()
+                            .map(|(i, &c)| if c != 0 { xv[i] } else { yv[i] })
+                            .collect(),
+                    )
+                } else {
+                    let (xv, yv) = (x.to_i64(), y.to_i64());
+                    Const::i64(
+                        shape,
+                        pick.iter()
+                            .enumerate()
+                            .map(|(i, &c)| if c != 0 { xv[i] } else { yv[i] })
+                            .collect(),
+                    )
+                }]))
+            }
+            "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Expand" | "Transpose" | "Slice"
+            | "Concat" | "Gather" => {
+                // The same shape rules as for computed tensors, on known values.
+                let shapes: Vec<Vec<usize>> = inputs
+                    .iter()
+                    .map(|v| v.as_ref().map(|v| self.shape_of(v)).unwrap_or_default())
+                    .collect();
+                let x = need(0)?;
+                let moved = match n.op_type.as_str() {
+                    "Concat" => {
+                        let rank = x.shape.len();
+                        let a = axis(attr_i(n, "axis", 0), rank)
+                            .ok_or_else(|| self.malformed(n, "axis out of range"))?;
+                        let parts: Vec<Const> = (0..inputs.len())
+                            .map(|i| need(i).cloned())
+                            .collect::<Result<_, _>>()?;
+                        Const::concat(&parts, a)
+                            .ok_or_else(|| self.malformed(n, "nothing to concat"))?
+                    }
+                    "Gather" => {
+                        let idx = need(1)?;
+                        let rank = x.shape.len();
+                        let a = axis(attr_i(n, "axis", 0), rank)
+                            .ok_or_else(|| self.malformed(n, "axis out of range"))?;
+                        let len = x.shape[a] as i64;
+                        let mut parts = Vec::new();
+                        for &i in &idx.to_i64() {
+                            let i = if i < 0 { i + len } else { i };
+                            if !(0..len).contains(&i) {
+                                return Err(
+                                    self.malformed(n, format!("index {i} outside 0..{len}"))
+                                );
+                            }
+                            let v = View::contiguous(&x.shape).slice(a, i as usize, i as usize + 1);
+                            parts.push(x.through(&v));
+                        }
+                        let mut shape = x.shape[..a].to_vec();
+                        shape.extend(&idx.shape);
+                        shape.extend(&x.shape[a + 1..]);
+                        match Const::concat(&parts, a) {
+                            Some(c) => c.reshaped(shape),
+                            None => match &x.data {
+                                Data::F32(_) => Const::f32(shape, vec![]),
+                                Data::I64(_) => Const::i64(shape, vec![]),
+                            },
+                        }
+                    }
+                    _ => {
+                        let (view, out) = self.movement(n, &shapes)?;
+                        match view {
+                            Some(v) => x.through(&v),
+                            None => x.clone().reshaped(out),
+                        }
+                    }
+                };
+                Ok(Some(vec![moved]))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// The view (or, for a reshape, `None` and the new shape) a movement op makes of input 0
+    /// of shape `shapes[0]`: Reshape, Flatten, Squeeze, Unsqueeze, Expand, Transpose, Slice.
+    fn movement(
+        &self,
+        n: &NodeProto,
+        shapes: &[Vec<usize>],
+    ) -> Result<(Option<View>, Vec<usize>), OnnxError> {
+        let shape = shapes.first().cloned().unwrap_or_default();
+        let rank = shape.len();
+        let src = View::contiguous(&shape);
+        let bad_axis =
+            |a: i64, r: usize| self.malformed(n, format!("axis {a} is out of range for rank {r}"));
+        match n.op_type.as_str() {
+            "Reshape" => {
+                let target = self.ints(n, 1)?.ok_or_else(|| self.malformed(n, "no shape input"))?;
+                let allowzero = attr_i(n, "allowzero", 0) != 0;
+                let count: usize = shape.iter().product();
+                let mut out: Vec<usize> = Vec::with_capacity(target.len());
+                let mut infer = None;
+                for (i, &d) in target.iter().enumerate() {
+                    match d {
+                        0 if !allowzero => out.push(*shape.get(i).ok_or_else(|| {
+                            self.malformed(n, "0 copies a dimension the input lacks")
+                        })?),
+                        -1 if infer.is_none() => {
+                            infer = Some(i);
+                            out.push(1);
+                        }
+                        d if d >= 0 => out.push(d as usize),
+                        _ => return Err(self.malformed(n, format!("bad shape {target:?}"))),
+                    }
+                }
+                if let Some(i) = infer {
+                    let known: usize = out.iter().product();
+                    if known == 0 || count % known != 0 {
+                        return Err(
+                            self.malformed(n, format!("cannot reshape {shape:?} to {target:?}"))
+                        );
+                    }
+                    out[i] = count / known;
+                }
+                Ok((None, out))
+            }
+            "Flatten" => {
+                let a = attr_i(n, "axis", 1);
+                let a = if a < 0 { a + rank as i64 } else { a };
+                if !(0..=rank as i64).contains(&a) {
+                    return Err(bad_axis(a, rank));
+                }
+                let a = a as usize;
+                Ok((None, vec![shape[..a].iter().product(), shape[a..].iter().product()]))
+            }
+            "Squeeze" => {
+                let axes = match self.ints(n, 1)? {
+                    Some(a) => Some(a),
+                    None => attr_ints(n, "axes"),
+                };
+                let drop: Vec<usize> = match axes {
+                    Some(axes) => axes
+                        .iter()
+                        .map(|&a| axis(a, rank).ok_or_else(|| bad_axis(a, rank)))
+                        .collect::<Result<_, _>>()?,
+                    None => (0..rank).filter(|&i| shape[i] == 1).collect(),
+                };
+                if let Some(&a) = drop.iter().find(|&&a| shape[a] != 1) {
+                    return Err(
+                        self.malformed(n, format!("axis {a} has length {}, not 1", shape[a]))
+                    );
+                }
+                Ok((
+                    None,
+                    shape
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !drop.contains(i))
+                        .map(|(_, &d)| d)
+                        .collect(),
+                ))
+            }
+            "Unsqueeze" => {
+                let axes = match self.ints(n, 1)? {
+                    Some(a) => a,
+                    None => attr_ints(n, "axes").ok_or_else(|| self.malformed(n, "no axes"))?,
+                };
+                let out_rank = rank + axes.len();
+                let mut ins: Vec<usize> = axes
+                    .iter()
+                    .map(|&a| axis(a, out_rank).ok_or_else(|| bad_axis(a, out_rank)))
+                    .collect::<Result<_, _>>()?;
+                ins.sort_unstable();
+                let mut out = Vec::with_capacity(out_rank);
+                let mut it = shape.iter();
+                for i in 0..out_rank {
+                    if ins.contains(&i) { out.push(1) } else { out.push(*it.next().unwrap_or(&1)) }
+                }
+                Ok((None, out))
+            }
+            "Expand" => {
+                let target: Vec<usize> = self
+                    .ints(n, 1)?
+                    .ok_or_else(|| self.malformed(n, "no shape input"))?
+                    .iter()
+                    .map(|&d| d.max(0) as usize)
+                    .collect();
+                // ONNX's Expand broadcasts both ways: a 1 in the target keeps the input's length.
+                let out =
+                    lumen_compiler::view::broadcast_shapes(&shape, &target).ok_or_else(|| {
+                        self.malformed(n, format!("{shape:?} does not broadcast with {target:?}"))
+                    })?;
+                let v = src.expand(&out).ok_or_else(|| self.malformed(n, "cannot expand"))?;
+                Ok((Some(v), out))
+            }
+            "Transpose" => {
+                let perm: Vec<usize> = match attr_ints(n, "perm") {
+                    Some(p) => p
+                        .iter()
+                        .map(|&a| axis(a, rank).ok_or_else(|| bad_axis(a, rank)))
+                        .collect::<Result<_, _>>()?,
+                    None => (0..rank).rev().collect(),
+                };
+                let v = src.permute(&perm);
+                let out = v.shape.clone();
+                Ok((Some(v), out))
+            }
+            "Slice" => {
+                let mut v = src;
+                for (a, s, e) in self.slice_ranges(n, &shape)? {
+                    v = v.slice(a, s, e);
+                }
+                let out = v.shape.clone();
+                Ok((Some(v), out))
+            }
+            _ => Err(self.unsupported(n, "not a movement op")),
+        }
+    }
+
+    /// A `Slice`'s (axis, start, end) per sliced axis of an input of `shape`, ONNX's clamping
+    /// applied (negative from the end, out-of-range clamped, an empty range for end < start).
+    fn slice_ranges(
+        &self,
+        n: &NodeProto,
+        shape: &[usize],
+    ) -> Result<Vec<(usize, usize, usize)>, OnnxError> {
+        let rank = shape.len();
+        let starts = self.ints(n, 1)?.ok_or_else(|| self.malformed(n, "no starts"))?;
+        let ends = self.ints(n, 2)?.ok_or_else(|| self.malformed(n, "no ends"))?;
+        let axes = self.ints(n, 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+        let steps = self.ints(n, 4)?.unwrap_or_else(|| vec![1; starts.len()]);
+        if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+            return Err(self.malformed(n, "starts, ends, axes and steps differ in length"));
+        }
+        let mut out = Vec::with_capacity(starts.len());
+        for (((&s, &e), &a), &step) in starts.iter().zip(&ends).zip(&axes).zip(&steps) {
+            if step != 1 {
+                return Err(self.unsupported(n, format!("step {step} (only 1)")));
+            }
+            let a = axis(a, rank).ok_or_else(|| {
+                self.malformed(n, format!("axis {a} is out of range for rank {rank}"))
+            })?;
+            let len = shape[a] as i64;
+            let clamp = |x: i64| (if x < 0 { x + len } else { x }).clamp(0, len);
+            let (s, e) = (clamp(s), clamp(e));
+            out.push((a, s as usize, e.max(s) as usize));
+        }
+        Ok(out)
+    }
+
+    /// Imports a node the program computes: its output tensors.
+    fn compute(&mut self, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+        let op = n.op_type.as_str();
+        let one = |t: Tensor| Ok(vec![t]);
+        match op {
+            "Add" | "Sub" | "Mul" | "Div" => {
+                let (a, b) = self.binary_operands(n)?;
+                one(match op {
+                    "Add" => a + b,
+                    "Sub" => a - b,
+                    "Mul" => a * b,
+                    _ => a / b,
+                })
+            }
+            "Pow" => {
+                let x = self.f32_tensor(n, 0)?;
+                let e = match self.input(n, 1) {
+                    Some(Value::Const(c)) if c.len() == 1 => c.to_f32()[0],
+                    _ => return Err(self.unsupported(n, "only a constant scalar exponent")),
+                };
+                one(match e {
+                    1.0 => x,
+                    2.0 => &x * &x,
+                    3.0 => &x * &x * &x,
+                    0.5 => x.sqrt(),
+                    -1.0 => x.recip(),
+                    -0.5 => x.sqrt().recip(),
+                    _ => {
+                        return Err(
+                            self.unsupported(n, format!("exponent {e} (1, 2, 3, 0.5, -1, -0.5)"))
+                        );
+                    }
+                })
+            }
+            "Sqrt" => one(self.f32_tensor(n, 0)?.sqrt()),
+            "Reciprocal" => one(self.f32_tensor(n, 0)?.recip()),
+            "Exp" => one(self.f32_tensor(n, 0)?.exp()),
+            "Log" => one(self.f32_tensor(n, 0)?.log()),
+            "Tanh" => one(self.f32_tensor(n, 0)?.tanh()),
+            "Erf" => one(self.f32_tensor(n, 0)?.erf()),
+            "Relu" => one(self.f32_tensor(n, 0)?.relu()),
+            "Sigmoid" => one(self.f32_tensor(n, 0)?.sigmoid()),
+            "Neg" => one(-self.f32_tensor(n, 0)?),
+            "Abs" => {
+                let x = self.f32_tensor(n, 0)?;
+                one(x.maximum(-&x))
+            }
+            "Identity" | "Dropout" => one(self.tensor(n, 0)?),
+            "Softmax" | "LogSoftmax" => {
+                let x = self.f32_tensor(n, 0)?;
+                let a = attr_i(n, "axis", -1);
+                one(if op == "Softmax" { x.softmax(a as isize) } else { x.log_softmax(a as isize) })
+            }
+            "LayerNormalization" => {
+                let x = self.f32_tensor(n, 0)?;
+                let rank = x.rank().unwrap_or(0);
+                if axis(attr_i(n, "axis", -1), rank) != rank.checked_sub(1) {
+                    return Err(self.unsupported(n, "only the last axis (axis = -1)"));
+                }
+                if n.output.iter().skip(1).any(|o| !o.is_empty()) {
+                    return Err(self.unsupported(n, "the Mean and InvStdDev outputs"));
+                }
+                let eps = attr_f(n, "epsilon", 1e-5);
+                let gamma = self.f32_tensor(n, 1)?;
+                let beta = match self.input(n, 2) {
+                    Some(_) => self.f32_tensor(n, 2)?,
+                    None => self.cx.constant(0.0),
+                };
+                one(x.layer_norm(&gamma, &beta, eps))
+            }
+            "ReduceMean" | "ReduceSum" | "ReduceMax" => {
+                let x = self.f32_tensor(n, 0)?;
+                let rank = x.rank().unwrap_or(0);
+                let axes = match self.ints(n, 1)? {
+                    Some(a) => Some(a),
+                    None => attr_ints(n, "axes"),
+                };
+                let keep = attr_i(n, "keepdims", 1) != 0;
+                let mut axes: Vec<usize> = match axes {
+                    Some(a) if !a.is_empty() => a
+                        .iter()
+                        .map(|&v| {
+                            axis(v, rank)
+                                .ok_or_else(|| self.malformed(n, format!("axis {v} out of range")))
+                        })
+                        .collect::<Result<_, _>>()?,
+                    _ if attr_i(n, "noop_with_empty_axes", 0) != 0 => return one(x),
+                    _ => (0..rank).collect(),
+                };
+                axes.sort_unstable();
+                axes.dedup();
+                let mut t = x;
+                for &a in axes.iter().rev() {
+                    t = match op {
+                        "ReduceMean" => t.mean(a as isize, keep),
+                        "ReduceSum" => t.sum(a as isize, keep),
+                        _ => t.max(a as isize, keep),
+                    };
+                }
+                one(t)
+            }
+            "MatMul" => {
+                let (a, b) = (self.f32_tensor(n, 0)?, self.f32_tensor(n, 1)?);
+                let (ra, rb) = (a.rank().unwrap_or(0), b.rank().unwrap_or(0));
+                let a2 = if ra == 1 { a.unsqueeze(0) } else { a };
+                let b2 = if rb == 1 { b.unsqueeze(-1) } else { b };
+                let mut y = a2.matmul(&b2);
+                if rb == 1 {
+                    let mut s = y.shape().unwrap_or_default();
+                    s.pop();
+                    y = y.reshape(s);
+                }
+                if ra == 1 {
+                    let mut s = y.shape().unwrap_or_default();
+                    let at = s.len().saturating_sub(if rb == 1 { 1 } else { 2 });
+                    if at < s.len() {
+                        s.remove(at);
+                    }
+                    y = y.reshape(s);
+                }
+                one(y)
+            }
+            "Gemm" => {
+                let mut a = self.f32_tensor(n, 0)?;
+                let mut b = self.f32_tensor(n, 1)?;
+                if attr_i(n, "transA", 0) != 0 {
+                    a = a.transpose(0, 1);
+                }
+                if attr_i(n, "transB", 0) != 0 {
+                    b = b.transpose(0, 1);
+                }
+                let (alpha, beta) = (attr_f(n, "alpha", 1.0), attr_f(n, "beta", 1.0));
+                let mut y = a.matmul(&b);
+                if alpha != 1.0 {
+                    y = y * alpha;
+                }
+                if self.input(n, 2).is_some() {
+                    let c = self.f32_tensor(n, 2)?;
+                    y = if beta == 1.0 { y + c } else { y + c * beta };
+                }
+                one(y)
+            }
+            "Transpose" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Expand" | "Slice" => {
+                let x = self.tensor(n, 0)?;
+                let shapes = vec![x.shape().unwrap_or_default()];
+                let (view, out) = self.movement(n, &shapes)?;
+                one(match (op, view) {
+                    ("Transpose", Some(_)) => {
+                        let perm: Vec<isize> = match attr_ints(n, "perm") {
+                            Some(p) => p.iter().map(|&v| v as isize).collect(),
+                            None => (0..shapes[0].len() as isize).rev().collect(),
+                        };
+                        x.permute(&perm)
+                    }
+                    ("Expand", Some(_)) => x.expand(out),
+                    ("Slice", Some(_)) => {
+                        let mut t = x;
+                        for (a, s, e) in self.slice_ranges(n, &shapes[0])? {
+                            t = t.slice(a as isize, s, e);
+                        }
+                        t
+                    }
+                    _ => x.reshape(out),
+                })
+            }
+            "Concat" => {
+                let parts =
+                    (0..n.input.len()).map(|i| self.tensor(n, i)).collect::<Result<Vec<_>, _>>()?;
+                let a = attr_i(n, "axis", 0);
+                one(self.cx.concat(&parts, a as isize))
+            }
+            "Gather" => self.gather(n),
+            "Where" => {
+                let cond = self.f32_tensor(n, 0)?;
+                let (x, y) = (self.f32_tensor(n, 1)?, self.f32_tensor(n, 2)?);
+                one(cond.select(&x, &y))
+            }
+            "Equal" => {
+                let (a, b) = (self.f32_tensor(n, 0)?, self.f32_tensor(n, 1)?);
+                one(a.equal(&b))
+            }
+            "Less" => {
+                let (a, b) = (self.f32_tensor(n, 0)?, self.f32_tensor(n, 1)?);
+                one(a.less_than(&b))
+            }
+            "Greater" => {
+                let (a, b) = (self.f32_tensor(n, 0)?, self.f32_tensor(n, 1)?);
+                one(b.less_than(&a))
+            }
+            "Max" | "Min" => {
+                let mut acc = self.f32_tensor(n, 0)?;
+                for i in 1..n.input.len() {
+                    let b = self.f32_tensor(n, i)?;
+                    acc = if op == "Max" { acc.maximum(&b) } else { acc.minimum(&b) };
+                }
+                one(acc)
+            }
+            "Clip" => {
+                let mut x = self.f32_tensor(n, 0)?;
+                if self.input(n, 1).is_some() {
+                    x = x.maximum(self.f32_tensor(n, 1)?);
+                }
+                if self.input(n, 2).is_some() {
+                    x = x.minimum(self.f32_tensor(n, 2)?);
+                }
+                one(x)
+            }
+            "Cast" => {
+                let to = attr_i(n, "to", i64::from(data_type::FLOAT)) as i32;
+                let x = self.tensor(n, 0)?;
+                match (to, x.dtype()) {
+                    (data_type::FLOAT, Some(DType::F32)) => one(x),
+                    (to, Some(from)) => Err(self.unsupported(
+                        n,
+                        format!(
+                            "a cast of a computed {from} tensor to {} (lumen casts only at import)",
+                            data_type::name(to)
+                        ),
+                    )),
+                    _ => one(x),
+                }
+            }
+            _ => Err(self.unsupported(n, "lumen does not import this operator")),
+        }
+    }
+
+    /// The two f32 operands of a binary op. A constant operand shaped `[1, ..., 1, N]`
+    /// (skl2onnx's intercepts are `[1, N]`) is read as `[N]` when the other operand has at
+    /// least its rank: the broadcast is the same, and a `[N]` bias beside a matmul can become a
+    /// BIAS epilogue.
+    fn binary_operands(&mut self, n: &NodeProto) -> Result<(Tensor, Tensor), OnnxError> {
+        let ranks: Vec<usize> =
+            (0..2).map(|i| self.input(n, i).map_or(0, |v| self.shape_of(&v).len())).collect();
+        let mut out = Vec::with_capacity(2);
+        for i in 0..2 {
+            if let (Some(Value::Const(c)), Some(name)) = (self.input(n, i), n.input.get(i)) {
+                let lead = c.shape.iter().take_while(|&&d| d == 1).count();
+                if c.is_float() && lead > 0 && lead < c.shape.len() && ranks[1 - i] >= c.shape.len()
+                {
+                    // The value keeps its own shape for other readers; this is its own weight.
+                    let shape = c.shape[lead..].to_vec();
+                    let squeezed = Value::Const(c.reshaped(shape));
+                    let t = self.materialize(n, format!("{name}.squeezed"), squeezed)?;
+                    out.push(t);
+                    continue;
+                }
+            }
+            out.push(self.f32_tensor(n, i)?);
+        }
+        let b = out.pop().ok_or_else(|| self.malformed(n, "no operands"))?;
+        let a = out.pop().ok_or_else(|| self.malformed(n, "no operands"))?;
+        Ok((a, b))
+    }
+
+    /// Input `i` as an f32 program tensor: an integer tensor here is an unsupported use.
+    fn f32_tensor(&mut self, n: &NodeProto, i: usize) -> Result<Tensor, OnnxError> {
+        if let Some(Value::Const(c)) = self.input(n, i)
+            && !c.is_float()
+        {
+            // Integer constants in float arithmetic (e.g. a folded mask) read as floats.
+            let name = n.input[i].clone();
+            self.values.insert(name, Value::Const(c.as_float()));
+        }
+        let t = self.tensor(n, i)?;
+        match t.dtype() {
+            Some(DType::I64 | DType::I32) => Err(self.unsupported(
+                n,
+                format!(
+                    "input {i} is an integer tensor computed at run time (only gather reads those)"
+                ),
+            )),
+            _ => Ok(t),
+        }
+    }
+
+    /// `Gather`: rows of a 2-D table by integer ids (an embedding), or constant indices along
+    /// any axis of a computed tensor (slices).
+    fn gather(&mut self, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+        let data_shape = self.input(n, 0).map(|v| self.shape_of(&v)).unwrap_or_default();
+        let rank = data_shape.len();
+        let a = axis(attr_i(n, "axis", 0), rank)
+            .ok_or_else(|| self.malformed(n, "axis out of range"))?;
+        match self.input(n, 1) {
+            Some(Value::Const(idx)) => {
+                let x = self.tensor(n, 0)?;
+                let len = data_shape[a] as i64;
+                let mut parts = Vec::new();
+                for &i in &idx.to_i64() {
+                    let i = if i < 0 { i + len } else { i };
+                    if !(0..len).contains(&i) {
+                        return Err(self.malformed(n, format!("index {i} outside 0..{len}")));
+                    }
+                    parts.push(x.slice(a as isize, i as usize, i as usize + 1));
+                }
+                let mut shape = data_shape[..a].to_vec();
+                shape.extend(&idx.shape);
+                shape.extend(&data_shape[a + 1..]);
+                let joined = if parts.len() == 1 {
+                    parts.remove(0)
+                } else {
+                    self.cx.concat(&parts, a as isize)
+                };
+                Ok(vec![joined.reshape(shape)])
+            }
+            Some(Value::Tensor(ids)) => {
+                if rank != 2 || a != 0 {
+                    return Err(self.unsupported(
+                        n,
+                        "computed indices only into a 2-D table along axis 0 (an embedding)",
+                    ));
+                }
+                let table = self.f32_tensor(n, 0)?;
+                Ok(vec![table.gather(&ids)])
+            }
+            None => Err(self.malformed(n, "no indices")),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! lumen-onnx: the ONNX front end. An ONNX model (opset 13 to 21, float32, static shapes or
+//! shapes set by the caller) is imported into lumen's DSL ([`import()`]): initializers become
+//! weights, graph inputs inputs, graph outputs outputs, constant subgraphs are folded once, and
+//! everything downstream (fusion, planning, runtimes, dumps, search) is unchanged.
+//!
+//! The protobuf is decoded by prost from message declarations in [`proto`] (no protoc).
+
+#![warn(missing_docs)]
+
+pub mod constant;
+pub mod error;
+pub mod import;
+pub mod proto;
+
+pub use error::OnnxError;
+pub use import::{ImportOptions, Imported, ImportedInput, import};

@@ -1,0 +1,90 @@
+//! The ONNX fixtures (data/onnx/, made by data/make_onnx_fixtures.py with skl2onnx and
+//! torch.onnx, expected outputs from onnxruntime): each imports, compiles fused and unfused,
+//! runs on the CPU runtime, and matches onnxruntime within 1e-4.
+
+use std::path::PathBuf;
+
+use lumen_compiler::CompileOptions;
+use lumen_onnx::{ImportOptions, import};
+use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/onnx").join(name)
+}
+
+fn read_tensors(path: &PathBuf) -> Tensors {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut out = Tensors::new();
+    for (name, v) in st.tensors() {
+        let t = match v.dtype() {
+            safetensors::Dtype::F32 => HostTensor::new(
+                v.shape().to_vec(),
+                v.data()
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect(),
+            ),
+            safetensors::Dtype::I64 => HostTensor::from_i64(
+                v.shape().to_vec(),
+                v.data()
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                    .collect(),
+            ),
+            other => panic!("{name}: {other:?}"),
+        };
+        out.insert(name, t.unwrap());
+    }
+    out
+}
+
+fn check(name: &str) {
+    let bytes = std::fs::read(data(&format!("{name}.onnx"))).unwrap();
+    let given = read_tensors(&data(&format!("{name}.inputs.safetensors")));
+    // Symbolic dimensions (skl2onnx's batch) take the given inputs' shapes.
+    let shapes = given.iter().map(|(k, v)| (k.clone(), v.shape().to_vec())).collect();
+    let imported =
+        import(&bytes, &ImportOptions { shapes }).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let expect = read_tensors(&data(&format!("{name}.expect.safetensors")));
+    let mut inputs = Tensors::new();
+    for input in &imported.inputs {
+        inputs.insert(input.name.clone(), given[&input.onnx_name].clone());
+    }
+    for fuse in [false, true] {
+        let options = CompileOptions { fuse, name: name.to_string(), ..Default::default() };
+        let program = imported.graph.compile(&options).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
+        let out = prepared.execute(&inputs).unwrap();
+        for (onnx_name, lumen_name) in &imported.outputs {
+            let (got, want) = (&out[lumen_name], &expect[onnx_name]);
+            assert_eq!(got.shape(), want.shape(), "{name} {onnx_name}");
+            let err = got
+                .data()
+                .iter()
+                .zip(want.data())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            println!(
+                "{name} fuse={fuse} {onnx_name}: max |lumen - onnxruntime| = {err:.3e}, {} launches",
+                program.figures.launches
+            );
+            assert!(err <= 1e-4, "{name} {onnx_name}: {err:e}");
+        }
+    }
+}
+
+#[test]
+fn sklearn_mlp_matches_onnxruntime() {
+    check("digits_mlp_sklearn");
+}
+
+#[test]
+fn digits_vit_matches_onnxruntime() {
+    check("digits_vit");
+}
+
+#[test]
+fn bert_tiny_matches_onnxruntime() {
+    check("bert_tiny");
+}
