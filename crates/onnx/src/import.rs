@@ -143,7 +143,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         let c = read_tensor(init, &init.name)?;
         im.values.insert(init.name.clone(), Value::Const(c));
     }
-    for (name, _) in &options.shapes {
+    for name in options.shapes.keys() {
         if !graph.input.iter().any(|i| &i.name == name) {
             return Err(OnnxError::ShapeOption {
                 name: name.clone(),
@@ -426,12 +426,11 @@ impl Importer {
         }
         let inputs: Vec<Option<Value>> = (0..n.input.len()).map(|i| self.input(n, i)).collect();
         let all_const = inputs.iter().all(|v| matches!(v, None | Some(Value::Const(_))));
-        if all_const || n.op_type == "Shape" {
-            if let Some(folded) = self.fold(n, &inputs)? {
+        if (all_const || n.op_type == "Shape")
+            && let Some(folded) = self.fold(n, &inputs)? {
                 self.folded += 1;
                 return Ok(folded.into_iter().map(Value::Const).collect());
             }
-        }
         let out = self.compute(n)?;
         Ok(out.into_iter().map(Value::Tensor).collect())
     }
@@ -721,7 +720,7 @@ impl Importer {
                 }
                 if let Some(i) = infer {
                     let known: usize = out.iter().product();
-                    if known == 0 || count % known != 0 {
+                    if known == 0 || !count.is_multiple_of(known) {
                         return Err(
                             self.malformed(n, format!("cannot reshape {shape:?} to {target:?}"))
                         );
