@@ -20,10 +20,11 @@ pub fn build(c: &VitConfig, batch: usize) -> Result<Graph, lumen::compiler::Comp
     let embed_b = cx.weight("embed.b", [d]);
     let pos = cx.weight("pos", [tokens, d]);
     // patches = x.reshape(b, g, p, g, p).permute(0, 1, 3, 2, 4).reshape(b, tokens, p * p)
-    let patches = x
-        .reshape([batch, h / p, p, w / p, p])
-        .permute(&[0, 1, 3, 2, 4])
-        .reshape([batch, tokens, p * p]);
+    let patches = x.reshape([batch, h / p, p, w / p, p]).permute(&[0, 1, 3, 2, 4]).reshape([
+        batch,
+        tokens,
+        p * p,
+    ]);
     // h = self.embed(patches) + self.pos
     let mut t = patches.linear(&embed_w, Some(&embed_b)) + &pos;
     // for block in self.blocks: h = block(h)

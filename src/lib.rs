@@ -11,5 +11,6 @@
 pub mod model;
 
 pub use lumen_compiler as compiler;
+pub use lumen_onnx as onnx;
 pub use lumen_planner as planner;
 pub use lumen_runtime as runtime;

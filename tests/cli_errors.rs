@@ -41,8 +41,14 @@ fn flag_misuse_after_parsing_is_a_usage_error() {
             "--layers applies to mlp and transformer, not linear-relu",
         ),
         (&["compile", "mlp", "--m", "4"], "--m applies to linear-relu, not mlp"),
-        (&["compare", "linear-relu", "--batch", "5"], "--batch applies to mlp and transformer, not linear-relu"),
-        (&["compile", "resnet"], "unknown program \"resnet\" (expected one of: linear-relu, mlp, transformer)"),
+        (
+            &["compare", "linear-relu", "--batch", "5"],
+            "--batch applies to mlp and transformer, not linear-relu",
+        ),
+        (
+            &["compile", "resnet"],
+            "unknown program \"resnet\" (expected one of: linear-relu, mlp, transformer)",
+        ),
         (
             &["compare", "mlp", "--layers", "64,x,10"],
             "mlp: layer size \"x\" in --layers \"64,x,10\" is not a whole number",

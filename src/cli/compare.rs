@@ -76,7 +76,7 @@ const INPUT_SEED: u64 = 0x5EED_0002;
 /// candidate as refused.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let graph = args.program.graph()?;
-    let name = args.program.program.clone();
+    let name = args.program.label();
     // Every field is set today; the update keeps this compiling when CompileOptions grows one.
     #[allow(clippy::needless_update)]
     let options = CompileOptions {

@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         workspace_bytes: args.workspace_bytes,
         alignment: args.alignment,
         algorithm: args.algorithm,
-        name: args.program.program.clone(),
+        name: args.program.label(),
         dump_dir: args.dump_dir,
         resident_weights: args.resident_weights,
         ..CompileOptions::default()

@@ -1,5 +1,10 @@
-//! The built-in program and its sizes, shared by `lumen compile` and `lumen compare`.
+//! The program to compile, shared by `lumen compile` and `lumen compare`: a built-in program
+//! and its sizes, or an ONNX model (a file ending in `.onnx`) with `--shape` for its symbolic
+//! dimensions.
 
+use std::path::Path;
+
+use anyhow::Context;
 use lumen_compiler::Graph;
 use lumen_compiler::programs::{self, BuiltinArgs};
 
@@ -11,8 +16,13 @@ use super::usage::UsageError;
 /// `--help`, applied in [`programs::builtin`]); a size of the other program is an error.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ProgramArgs {
-    /// The built-in program: `linear-relu`, `mlp` or `transformer`.
+    /// The built-in program (`linear-relu`, `mlp` or `transformer`), or an ONNX model file
+    /// (`MODEL.onnx`).
     pub program: String,
+    /// ONNX: the shape of a graph input, for dimensions the model leaves symbolic
+    /// (`--shape input_ids=1,16`; repeatable).
+    #[arg(long, value_name = "NAME=DIMS", value_parser = parse_shape)]
+    pub shape: Vec<(String, Vec<usize>)>,
     /// linear-relu: rows of x.
     #[arg(long, value_name = "M", help = with_default("linear-relu: rows of x", programs::DEFAULT_M))]
     pub m: Option<usize>,
@@ -59,15 +69,93 @@ fn layers_text(layers: &[usize]) -> String {
     layers.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
 }
 
+/// Parses `NAME=D0,D1,...` (a graph input's name and its dimensions, each a whole number).
+///
+/// # Errors
+/// A message for clap when the `=`, the name or a dimension is missing or malformed.
+pub fn parse_shape(text: &str) -> Result<(String, Vec<usize>), String> {
+    let (name, dims) = text
+        .rsplit_once('=')
+        .ok_or_else(|| format!("`{text}` is not NAME=DIMS (e.g. input_ids=1,16)"))?;
+    if name.is_empty() {
+        return Err(format!("`{text}` names no input (NAME=DIMS, e.g. input_ids=1,16)"));
+    }
+    let dims = dims
+        .split(',')
+        .map(|d| d.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| format!("`{dims}` is not a comma-separated list of whole numbers"))?;
+    Ok((name.to_string(), dims))
+}
+
 impl ProgramArgs {
+    /// Whether the program is an ONNX model file rather than a built-in program.
+    pub fn is_onnx(&self) -> bool {
+        super::run::is_onnx(Path::new(&self.program))
+    }
+
+    /// The program's name in labels and dump files: the built-in program's, or the ONNX
+    /// file's stem made a valid program name.
+    pub fn label(&self) -> String {
+        if !self.is_onnx() {
+            return self.program.clone();
+        }
+        Path::new(&self.program)
+            .file_stem()
+            .map(|s| lumen_compiler::compile::sanitize_program_name(&s.to_string_lossy()))
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "model".to_string())
+    }
+
+    /// Imports the ONNX model the program names.
+    fn onnx_graph(&self) -> anyhow::Result<Graph> {
+        let sizes = [
+            (self.m.is_some(), "--m"),
+            (self.k.is_some(), "--k"),
+            (self.n.is_some(), "--n"),
+            (self.layers.is_some(), "--layers"),
+            (self.batch.is_some(), "--batch"),
+            (self.seq.is_some(), "--seq"),
+            (self.width.is_some(), "--width"),
+            (self.heads.is_some(), "--heads"),
+            (self.ffn.is_some(), "--ffn"),
+        ];
+        if let Some((_, flag)) = sizes.iter().find(|(given, _)| *given) {
+            return Err(UsageError::new(format!(
+                "{flag} applies to the built-in programs, not an ONNX model (give its input \
+                 shapes with --shape NAME=DIMS)"
+            ))
+            .into());
+        }
+        let bytes = std::fs::read(&self.program)
+            .with_context(|| format!("cannot read {}", self.program))?;
+        let options = lumen_onnx::ImportOptions { shapes: self.shape.iter().cloned().collect() };
+        let imported = lumen_onnx::import(&bytes, &options)
+            .with_context(|| format!("cannot import {}", self.program))?;
+        Ok(imported.graph)
+    }
+
     /// Builds the program.
     ///
     /// # Errors
-    /// A [`UsageError`] (status 2) for an unknown program name, a size of another program
+    /// For an ONNX model, the file's read and import errors (status 1) and a [`UsageError`]
+    /// for a built-in program's size flag. Otherwise a [`UsageError`] (status 2) for an
+    /// unknown program name, a size of another program
     /// (`--layers applies to mlp and transformer, not linear-relu`) or a malformed `--layers` list; the
     /// compiler's error (status 1) for sizes the program refuses (`--m 0`, `--layers 64`, a
     /// tensor too large).
     pub fn graph(&self) -> anyhow::Result<Graph> {
+        if self.is_onnx() {
+            return self.onnx_graph();
+        }
+        if !self.shape.is_empty() {
+            return Err(UsageError::new(format!(
+                "--shape applies to ONNX models (a file ending in .onnx), not the built-in \
+                 program {}",
+                self.program
+            ))
+            .into());
+        }
         // Only which flags were given matters here, so --layers' text is not parsed yet.
         let given = BuiltinArgs {
             m: self.m,

@@ -1,7 +1,9 @@
-//! `lumen run FILE.safetensors`: the main job. Builds the MLP the file holds,
+//! `lumen run FILE.safetensors`: the main job. Builds the MLP or ViT the file holds,
 //! compiles it, prepares it on a runtime, runs its input batch, and checks the outputs against
 //! the file's labels (accuracy) and reference logits (max abs error); prints the plan figures,
-//! the phase table and the achieved FLOP/s.
+//! the phase table and the achieved FLOP/s. `lumen run MODEL.onnx --inputs FILE.safetensors
+//! [--expect FILE.safetensors]` does the same for an ONNX model: the inputs and reference
+//! outputs are read by graph input and output name, and every output is checked.
 //!
 //! By default the program run is the one the search measured fastest among
 //! the fusion candidates on the chosen runtime whose outputs agree with the reference
@@ -24,7 +26,7 @@ use lumen_compiler::fusion::{self, FusionConfig};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport};
-use lumen_runtime::{HostTensor, Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
+use lumen_runtime::{Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
 use serde_json::json;
 
 use super::out;
@@ -32,9 +34,22 @@ use super::out;
 /// Arguments of `lumen run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A safetensors file with `x` [B, in], layers `w1..wL` [in, out] and `b1..bL` [out], and
-    /// optionally labels `y` [B] and reference `logits` [B, out].
+    /// A safetensors model file (an MLP's `x` [B, in], `w1..wL` [in, out], `b1..bL` [out],
+    /// optionally labels `y` [B] and reference `logits` [B, out]; or a ViT), or an ONNX model
+    /// (a file ending in `.onnx`, with --inputs).
     file: PathBuf,
+    /// ONNX: a safetensors file holding every graph input by its ONNX name (f32, or i64/i32
+    /// token ids and masks); symbolic dimensions take these tensors' shapes.
+    #[arg(long, value_name = "FILE")]
+    inputs: Option<PathBuf>,
+    /// ONNX: a safetensors file of reference outputs by graph output name (onnxruntime's, say),
+    /// each checked within --tolerance.
+    #[arg(long, value_name = "FILE")]
+    expect: Option<PathBuf>,
+    /// ONNX: the shape of a graph input, for dimensions the model leaves symbolic
+    /// (`--shape input_ids=1,16`; repeatable; default: the shape of the tensor given).
+    #[arg(long, value_name = "NAME=DIMS", value_parser = super::program_args::parse_shape)]
+    shape: Vec<(String, Vec<usize>)>,
     /// The runtime to execute on.
     #[arg(long, default_value = "cpu", value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
@@ -148,7 +163,8 @@ struct Outcome {
     model: Model,
     program: CompiledProgram,
     runtime: &'static str,
-    logits: HostTensor,
+    /// Every output of the first execute, by the program's output names.
+    outputs: Tensors,
     repeat_identical: bool,
     report: PhaseReport,
     peak: Peak,
@@ -168,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Choice::Search | Choice::CostModel => CompileOptions::default().fuse,
     };
     let outcome = execute(&args, fuse, choice)?;
-    let check = model::check_outputs(&outcome.model, &outcome.logits, args.tolerance);
+    let check = model::check_all_outputs(&outcome.model, &outcome.outputs, args.tolerance);
     if args.json {
         out::print_json(&to_json(&args, &outcome, &check))?;
     } else {
@@ -189,8 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     let searching = choice == Choice::Search;
     let start = Instant::now();
-    let model = model::load(&args.file)
-        .with_context(|| format!("cannot load a model from {}", args.file.display()))?;
+    let model = load(args)?;
     let load_seconds = start.elapsed().as_secs_f64();
     // The runtime first: `--runtime cuda` without a device fails before any work.
     let runtime = runtime_by_name(&args.runtime)?;
@@ -260,16 +275,14 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             Some(f) => repeat_identical &= bit_identical(f, &out),
         }
     }
-    let logits = first
-        .and_then(|mut outs| outs.shift_remove("y"))
-        .context("the program returned no output `y`")?;
+    let outputs = first.context("the program was not executed")?;
     let peak = runtime.peak();
     let report = times.report(program.figures.flops, &peak);
     Ok(Outcome {
         model,
         program,
         runtime: runtime.name(),
-        logits,
+        outputs,
         repeat_identical,
         report,
         peak,
@@ -277,6 +290,40 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         search: search_report,
         choice,
     })
+}
+
+/// Whether `file` names an ONNX model: its extension is `.onnx` (any case).
+pub(super) fn is_onnx(file: &std::path::Path) -> bool {
+    file.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// Reads the model: a safetensors model file, or an ONNX model with its --inputs and
+/// --expect files. The ONNX flags with a safetensors model are a usage error.
+fn load(args: &Args) -> anyhow::Result<Model> {
+    let context = || format!("cannot load a model from {}", args.file.display());
+    if !is_onnx(&args.file) {
+        let flag = [
+            (args.inputs.is_some(), "--inputs"),
+            (args.expect.is_some(), "--expect"),
+            (!args.shape.is_empty(), "--shape"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag));
+        if let Some(flag) = flag {
+            return Err(super::usage::UsageError::new(format!(
+                "{flag} applies to ONNX models (a file ending in .onnx), not {}",
+                args.file.display()
+            ))
+            .into());
+        }
+        return model::load(&args.file).with_context(context);
+    }
+    let files = model::OnnxFiles {
+        inputs: args.inputs.as_deref(),
+        expect: args.expect.as_deref(),
+        shapes: args.shape.iter().cloned().collect(),
+    };
+    Ok(Model::Onnx(model::load_onnx(&args.file, &files).with_context(context)?))
 }
 
 fn bit_identical(a: &Tensors, b: &Tensors) -> bool {
@@ -361,30 +408,49 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
             }
             s.push('\n');
         }
+        _ if matches!(o.model, Model::Onnx(_)) => {}
         _ => s.push_str("accuracy   n/a (the file has no labels y): check skipped\n"),
     }
     for warning in &check.warnings {
         let _ = writeln!(s, "warning    {warning}");
     }
     let tol = check.tolerance;
-    match (o.model.logits(), check.max_abs_err) {
-        (Some(_), Some(err)) => {
-            let verdict = if err <= tol { "within" } else { "EXCEEDS" };
-            let _ = writeln!(
-                s,
-                "max error  {err:.3e} against the file's logits ({verdict} {})",
-                model::tolerance_text(tol)
-            );
+    let against = o.model.reference_words();
+    let references = o.model.references();
+    if references.is_empty() {
+        let why = match o.model {
+            Model::Onnx(_) => "no --expect file",
+            _ => "the file has no logits",
+        };
+        let _ = writeln!(s, "max error  n/a ({why}): check skipped");
+    }
+    for (name, reference) in &references {
+        // One line per reference output; the MLP's and the ViT's one is the file's logits.
+        let on = match o.model {
+            Model::Onnx(_) => format!("on {name} "),
+            _ => String::new(),
+        };
+        match o.outputs.get(name).map(|got| (got, model::max_abs_err(got, reference))) {
+            Some((_, Some(err))) => {
+                let verdict = if err <= tol { "within" } else { "EXCEEDS" };
+                let _ = writeln!(
+                    s,
+                    "max error  {err:.3e} {on}against {against} ({verdict} {})",
+                    model::tolerance_text(tol)
+                );
+            }
+            Some((got, None)) => {
+                let _ = writeln!(
+                    s,
+                    "max error  n/a: outputs {:?} against {against} {:?}",
+                    got.shape(),
+                    reference.shape()
+                );
+            }
+            None => {
+                let _ = writeln!(s, "max error  n/a: the run returned no output `{name}`");
+            }
         }
-        (Some(r), None) => {
-            let _ = writeln!(
-                s,
-                "max error  n/a: outputs {:?} against the file's logits {:?}",
-                o.logits.shape(),
-                r.shape()
-            );
-        }
-        (None, _) => s.push_str("max error  n/a (the file has no logits): check skipped\n"),
     }
     let _ = writeln!(s, "check      {}", check_line(check));
     let _ = writeln!(
@@ -398,9 +464,13 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     );
     let _ = writeln!(
         s,
-        "repeats    {}, outputs {}; file read in {:.3} ms",
+        "repeats    {}, outputs {}; {} in {:.3} ms",
         count(args.runs as usize, "execute", "executes"),
         if o.repeat_identical { "bit-identical" } else { "DIFFER between executes" },
+        match o.model {
+            Model::Onnx(_) => "model read and imported",
+            _ => "file read",
+        },
         o.load_seconds * 1e3
     );
     s.push('\n');
@@ -443,10 +513,35 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         (recorded("sklearn_accuracy"), recorded("framework_accuracy"));
     let widths = match &o.model {
         Model::Mlp(m) => json!(m.widths()),
-        Model::Vit(_) => serde_json::Value::Null,
+        Model::Vit(_) | Model::Onnx(_) => serde_json::Value::Null,
     };
     let config = match &o.model {
         Model::Mlp(_) => serde_json::Value::Null,
+        Model::Onnx(m) => {
+            let im = &m.imported;
+            let inputs: Vec<serde_json::Value> = im
+                .inputs
+                .iter()
+                .map(|i| {
+                    json!({"name": i.onnx_name, "program_name": i.name, "shape": i.shape,
+                                "dtype": i.dtype.name()})
+                })
+                .collect();
+            let outputs: Vec<serde_json::Value> = im
+                .outputs
+                .iter()
+                .map(|(onnx, lumen)| {
+                    let err = m.expect.as_ref().and_then(|e| e.get(lumen)).and_then(|r| {
+                        o.outputs.get(lumen).and_then(|got| model::max_abs_err(got, r))
+                    });
+                    json!({"name": onnx, "program_name": lumen,
+                           "shape": o.outputs.get(lumen).map(|t| t.shape().to_vec()),
+                           "max_abs_err": err})
+                })
+                .collect();
+            json!({"opset": im.opset, "producer": im.producer, "nodes": im.nodes,
+                   "folded": im.folded, "inputs": inputs, "outputs": outputs})
+        }
         Model::Vit(m) => {
             let c = &m.config;
             json!({"image": c.image, "patch": c.patch, "width": c.width, "heads": c.heads,

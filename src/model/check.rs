@@ -3,7 +3,7 @@
 //! framework's (scikit-learn's `sklearn_accuracy`, another framework's `framework_accuracy`,
 //! or the file's own logits' accuracy).
 
-use lumen_runtime::HostTensor;
+use lumen_runtime::{HostTensor, Tensors};
 
 use super::Model;
 
@@ -204,73 +204,121 @@ fn same_accuracy(correct: usize, n: usize, reference: f64) -> bool {
     (acc - reference).abs() <= 0.5 / n as f64 + 1e-6
 }
 
-/// Checks a run's `logits` `[B, out]` against what `model`'s file holds to compare with:
+/// [`check_all_outputs`] for a program with one output, the primary one (`logits`
+/// `[B, out]`).
+pub fn check_outputs(model: &Model, logits: &HostTensor, tolerance: f64) -> OutputCheck {
+    let outputs = [(model.primary_output(), logits.clone())].into_iter().collect();
+    check_all_outputs(model, &outputs, tolerance)
+}
+
+/// Checks a run's outputs (by the program's output names) against what `model`'s files hold
+/// to compare with:
 ///
-/// - `finite`: no NaN or infinity in the logits (always checked);
-/// - `max_abs_err`: the largest |lumen - reference| over the file's `logits` is at most
-///   `tolerance` (skipped without reference logits; NaN fails);
-/// - `accuracy`: the argmax accuracy against the labels `y` equals the reference accuracy:
-///   the `sklearn_accuracy` metadata, else `framework_accuracy`, else the file's logits' own
-///   accuracy (skipped without labels or any reference).
+/// - `finite`: no NaN or infinity in any output (always checked);
+/// - `max_abs_err`: the largest |lumen - reference| over every reference output (the file's
+///   `logits`, or the `--expect` file's tensors) is at most `tolerance` (skipped without
+///   references; NaN fails);
+/// - `accuracy`: the argmax accuracy of the primary output ([`Model::primary_output`])
+///   against the labels `y` equals the reference accuracy: the `sklearn_accuracy` metadata,
+///   else `framework_accuracy`, else the file's logits' own accuracy (skipped without labels
+///   or any reference).
 ///
 /// Labels outside the output classes are a warning (they can never be predicted; scikit-learn
-/// would not have scored them either). Never panics; a logits tensor of another shape than
-/// the reference counts as a failed `max_abs_err`.
-pub fn check_outputs(model: &Model, logits: &HostTensor, tolerance: f64) -> OutputCheck {
+/// would not have scored them either). Never panics; an output of another shape than its
+/// reference, or one the run did not return, counts as a failed `max_abs_err`.
+pub fn check_all_outputs(model: &Model, outputs: &Tensors, tolerance: f64) -> OutputCheck {
     let mut checks = Vec::with_capacity(3);
     let mut warnings = Vec::new();
-    let total = logits.data().len();
-    let (nan, inf) = non_finite(logits);
+    let what = match model {
+        Model::Onnx(_) => "output values",
+        _ => "logits",
+    };
+    let total: usize = outputs.values().map(|t| t.data().len()).sum();
+    let (nan, inf) = outputs.values().map(non_finite).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     checks.push(if nan + inf == 0 {
         Check {
             name: "finite",
             status: CheckStatus::Passed,
-            detail: format!("all {total} logits are finite"),
+            detail: format!("all {total} {what} are finite"),
         }
     } else {
         Check {
             name: "finite",
             status: CheckStatus::Failed,
-            detail: format!("NaN in outputs: {nan} NaN and {inf} infinite of {total} logits"),
+            detail: format!("NaN in outputs: {nan} NaN and {inf} infinite of {total} {what}"),
         }
     });
 
-    let max_abs_err = model.logits().and_then(|r| max_abs_err(logits, r));
-    checks.push(match (model.logits(), max_abs_err) {
-        (None, _) => Check {
+    let references = model.references();
+    // The worst error over every reference; the first output that cannot be compared.
+    let mut worst: Option<f64> = None;
+    let mut mismatch: Option<String> = None;
+    for (name, reference) in &references {
+        match outputs.get(name).map(|got| (got, max_abs_err(got, reference))) {
+            Some((_, Some(err))) => {
+                worst = Some(match worst {
+                    Some(w) if w.is_nan() || w >= err => w,
+                    _ => err,
+                });
+            }
+            Some((got, None)) => {
+                mismatch.get_or_insert_with(|| match model {
+                    Model::Onnx(_) => format!(
+                        "output `{name}` of shape {:?} cannot be compared with its reference {:?}",
+                        got.shape(),
+                        reference.shape()
+                    ),
+                    _ => format!(
+                        "outputs of shape {:?} cannot be compared with the file's logits {:?}",
+                        got.shape(),
+                        reference.shape()
+                    ),
+                });
+            }
+            None => {
+                mismatch.get_or_insert_with(|| format!("the run returned no output `{name}`"));
+            }
+        }
+    }
+    let max_abs_err = if mismatch.is_some() { None } else { worst };
+    let against = model.reference_words();
+    checks.push(match (references.is_empty(), mismatch, max_abs_err) {
+        (true, _, _) => Check {
             name: "max_abs_err",
             status: CheckStatus::Skipped,
-            detail: "no reference logits in the file".to_string(),
+            detail: match model {
+                Model::Onnx(_) => "no reference outputs (--expect)".to_string(),
+                _ => "no reference logits in the file".to_string(),
+            },
         },
-        (Some(r), None) => Check {
-            name: "max_abs_err",
-            status: CheckStatus::Failed,
-            detail: format!(
-                "outputs of shape {:?} cannot be compared with the file's logits {:?}",
-                logits.shape(),
-                r.shape()
-            ),
-        },
-        (Some(_), Some(err)) if err <= tolerance => Check {
+        (false, Some(why), _) => {
+            Check { name: "max_abs_err", status: CheckStatus::Failed, detail: why }
+        }
+        (false, None, Some(err)) if err <= tolerance => Check {
             name: "max_abs_err",
             status: CheckStatus::Passed,
             detail: format!("max abs error {err:.3e} within {}", tolerance_text(tolerance)),
         },
-        (Some(_), Some(err)) if err.is_nan() => Check {
+        (false, None, Some(err)) if err.is_nan() => Check {
             name: "max_abs_err",
             status: CheckStatus::Failed,
-            detail: "max abs error is NaN (NaN in the outputs or in the file's logits)".to_string(),
+            detail: format!("max abs error is NaN (NaN in the outputs or in {against})"),
         },
-        (Some(_), Some(err)) => Check {
+        (false, None, err) => Check {
             name: "max_abs_err",
             status: CheckStatus::Failed,
             detail: format!(
-                "max abs error {err:.3e} over the budget of {}",
+                "max abs error {:.3e} over the budget of {}",
+                err.unwrap_or(f64::NAN),
                 tolerance_text(tolerance)
             ),
         },
     });
 
+    let primary = outputs.get(&model.primary_output()).cloned().unwrap_or_else(|| {
+        HostTensor::new(vec![0], Vec::new()).expect("an empty tensor is well-formed")
+    });
+    let logits = &primary;
     let out_of_range = match model.labels() {
         Some(labels) => labels_out_of_range(labels, classes(logits)),
         None => Vec::new(),
@@ -312,7 +360,10 @@ pub fn check_outputs(model: &Model, logits: &HostTensor, tolerance: f64) -> Outp
         (None, _, _) | (_, None, _) => Check {
             name: "accuracy",
             status: CheckStatus::Skipped,
-            detail: "no labels y in the file".to_string(),
+            detail: match model {
+                Model::Onnx(_) => "an ONNX run has no labels".to_string(),
+                _ => "no labels y in the file".to_string(),
+            },
         },
         (Some(_), Some(_), None) => Check {
             name: "accuracy",

@@ -8,6 +8,7 @@
 
 pub mod check;
 pub mod mlp;
+pub mod onnx;
 pub mod vit;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ use thiserror::Error;
 
 pub use check::*;
 pub use mlp::{Layer, MlpModel, load_mlp, parse_mlp};
+pub use onnx::{OnnxFiles, OnnxModel, load_onnx};
 pub use vit::{VitModel, parse_vit};
 
 /// Why a model file could not be read.
@@ -85,15 +87,30 @@ pub enum ModelError {
     /// A tensor could not be converted (its data length does not match its shape).
     #[error(transparent)]
     Tensor(#[from] RuntimeError),
+    /// The ONNX model could not be imported (see [`lumen_onnx::OnnxError`]).
+    #[error(transparent)]
+    Onnx(#[from] lumen_onnx::OnnxError),
+    /// A tensor of an `--inputs` or `--expect` file names no graph input or output.
+    #[error("the {file} file has a tensor `{name}`, which the model does not have ({expected})")]
+    Unexpected {
+        /// The tensor's name.
+        name: String,
+        /// `inputs` or `expect`.
+        file: &'static str,
+        /// The names the model has, in words.
+        expected: String,
+    },
 }
 
 /// A model read from a file, whichever architecture it declares.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum Model {
     /// A multilayer perceptron ([`mlp`]).
     Mlp(MlpModel),
     /// A vision transformer ([`vit`]).
     Vit(VitModel),
+    /// An ONNX model with its input and reference tensors ([`onnx`]).
+    Onnx(OnnxModel),
 }
 
 /// Reads a model from a safetensors file, by the `architecture` its metadata declares.
@@ -132,25 +149,28 @@ pub(crate) fn read_metadata(bytes: &[u8]) -> Result<BTreeMap<String, String>, Mo
 }
 
 impl Model {
-    /// `mlp` or `vit`: the file's architecture.
+    /// `mlp`, `vit` or `onnx`: the file's architecture.
     pub fn architecture(&self) -> &'static str {
         match self {
             Model::Mlp(_) => "mlp",
             Model::Vit(_) => "vit",
+            Model::Onnx(_) => "onnx",
         }
     }
 
     /// The network in words: `MLP 64 -> 128 -> 64 -> 10 (relu between layers)`, `ViT 8x8
     /// image, 2x2 patches -> 16 tokens, width 32, 4 heads, 2 blocks, FFN 64, erf-GELU, 10
-    /// classes`.
+    /// classes`, `ONNX opset 17 (pytorch 2.15.0), 212 nodes (...)`.
     pub fn describe(&self) -> String {
         match self {
             Model::Mlp(m) => m.describe(),
             Model::Vit(m) => m.describe(),
+            Model::Onnx(m) => m.describe(),
         }
     }
 
-    /// The network in the DSL: input `x`, output `y` (the logits `[B, classes]`).
+    /// The network in the DSL: input `x`, output `y` (the logits `[B, classes]`) for the
+    /// MLP and the ViT; the imported graph's inputs and outputs for ONNX.
     ///
     /// # Errors
     /// [`ModelError::Compile`] when the builder refuses the sizes (never for a parsed model).
@@ -158,6 +178,7 @@ impl Model {
         match self {
             Model::Mlp(m) => m.graph(),
             Model::Vit(m) => m.graph(),
+            Model::Onnx(m) => Ok(m.imported.graph.clone()),
         }
     }
 
@@ -166,48 +187,87 @@ impl Model {
         match self {
             Model::Mlp(m) => m.weights(),
             Model::Vit(m) => m.weights.clone(),
+            Model::Onnx(m) => m.imported.weights.clone(),
         }
     }
 
-    /// The program's inputs: `x`.
+    /// The program's inputs by the names [`Model::graph`] declares: `x` for the MLP and the
+    /// ViT.
     pub fn inputs(&self) -> Tensors {
-        [("x".to_string(), self.x().clone())].into_iter().collect()
-    }
-
-    /// The input batch `x`.
-    pub fn x(&self) -> &HostTensor {
         match self {
-            Model::Mlp(m) => &m.x,
-            Model::Vit(m) => &m.x,
+            Model::Mlp(m) => [("x".to_string(), m.x.clone())].into_iter().collect(),
+            Model::Vit(m) => [("x".to_string(), m.x.clone())].into_iter().collect(),
+            Model::Onnx(m) => m.inputs.clone(),
         }
     }
 
-    /// Rows of `x`.
+    /// The leading dimension of the first input (rows of `x`); 0 without inputs.
     pub fn batch(&self) -> usize {
-        self.x().shape().first().copied().unwrap_or(0)
+        let first = match self {
+            Model::Mlp(m) => Some(&m.x),
+            Model::Vit(m) => Some(&m.x),
+            Model::Onnx(m) => m.inputs.values().next(),
+        };
+        first.and_then(|x| x.shape().first().copied()).unwrap_or(0)
     }
 
-    /// Labels `y` `[B]`, if the file has them.
+    /// The output the accuracy and the report's headline are about: `y` (the logits) for the
+    /// MLP and the ViT, the first graph output for ONNX.
+    pub fn primary_output(&self) -> String {
+        match self {
+            Model::Mlp(_) | Model::Vit(_) => "y".to_string(),
+            Model::Onnx(m) => {
+                m.imported.outputs.first().map(|(_, l)| l.clone()).unwrap_or_default()
+            }
+        }
+    }
+
+    /// Labels `y` `[B]`, if the file has them (never for ONNX).
     pub fn labels(&self) -> Option<&[i64]> {
         match self {
             Model::Mlp(m) => m.labels.as_deref(),
             Model::Vit(m) => m.labels.as_deref(),
+            Model::Onnx(_) => None,
         }
     }
 
-    /// Reference logits `[B, classes]`, if the file has them.
+    /// Reference values of the primary output ([`Model::primary_output`]): the file's
+    /// logits `[B, classes]`, or the `--expect` file's first graph output.
     pub fn logits(&self) -> Option<&HostTensor> {
         match self {
             Model::Mlp(m) => m.logits.as_ref(),
             Model::Vit(m) => m.logits.as_ref(),
+            Model::Onnx(m) => m.expect.as_ref()?.get(&self.primary_output()),
         }
     }
 
-    /// The file header's metadata, sorted by key.
+    /// Every reference output, by the program's output name: the file's `logits` as `y`, or
+    /// the outputs the `--expect` file holds. Empty without references.
+    pub fn references(&self) -> Vec<(String, &HostTensor)> {
+        match self {
+            Model::Mlp(_) | Model::Vit(_) => {
+                self.logits().map(|l| ("y".to_string(), l)).into_iter().collect()
+            }
+            Model::Onnx(m) => {
+                m.expect.iter().flat_map(|e| e.iter().map(|(k, v)| (k.clone(), v))).collect()
+            }
+        }
+    }
+
+    /// What the references are, in words: `the file's logits`, `the --expect outputs`.
+    pub fn reference_words(&self) -> &'static str {
+        match self {
+            Model::Mlp(_) | Model::Vit(_) => "the file's logits",
+            Model::Onnx(_) => "the --expect outputs",
+        }
+    }
+
+    /// The file header's metadata, sorted by key (for ONNX: producer, opset, nodes, folded).
     pub fn metadata(&self) -> &BTreeMap<String, String> {
         match self {
             Model::Mlp(m) => &m.metadata,
             Model::Vit(m) => &m.metadata,
+            Model::Onnx(m) => &m.metadata,
         }
     }
 }

@@ -60,8 +60,9 @@ pub enum OnnxError {
         /// A `--shape` argument for the first such input.
         example: String,
     },
-    /// A `--shape` that names no graph input, or gives it another rank.
-    #[error("--shape {name}: {reason}")]
+    /// A shape given for a graph input (`--shape`, or the shape of a tensor fed to it) that
+    /// names no graph input, has another rank, or contradicts a static dimension.
+    #[error("the shape given for input `{name}`: {reason}")]
     ShapeOption {
         /// The input named.
         name: String,

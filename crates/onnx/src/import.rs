@@ -112,6 +112,24 @@ struct Importer {
     folded: usize,
 }
 
+/// The names of a model's graph inputs that no initializer gives (what a caller must feed),
+/// in graph order, without importing it.
+///
+/// # Errors
+/// [`OnnxError::Decode`] for bytes that do not decode, [`OnnxError::NoGraph`].
+pub fn graph_input_names(bytes: &[u8]) -> Result<Vec<String>, OnnxError> {
+    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let graph = model.graph.ok_or(OnnxError::NoGraph)?;
+    let given: std::collections::BTreeSet<&str> =
+        graph.initializer.iter().map(|i| i.name.as_str()).collect();
+    Ok(graph
+        .input
+        .iter()
+        .filter(|i| !given.contains(i.name.as_str()))
+        .map(|i| i.name.clone())
+        .collect())
+}
+
 /// Imports an ONNX model (opset 13 to 21, float32, static shapes or shapes set by
 /// `options.shapes`) into a lumen program.
 ///
@@ -183,11 +201,21 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
                     return Err(OnnxError::ShapeOption {
                         name: input.name.clone(),
                         reason: format!(
-                            "the model's input has rank {}, --shape gives {}",
+                            "the model's input has rank {}, the shape given has {} dimensions",
                             dims.len(),
                             given.len()
                         ),
                     });
+                }
+                for (axis, (d, &g)) in dims.iter().zip(given).enumerate() {
+                    if let Some(v) = d.dim_value.filter(|&v| v >= 0 && v as usize != g) {
+                        return Err(OnnxError::ShapeOption {
+                            name: input.name.clone(),
+                            reason: format!(
+                                "dimension {axis} is {v} in the model, the shape given says {g}"
+                            ),
+                        });
+                    }
                 }
                 given.clone()
             }
@@ -427,10 +455,11 @@ impl Importer {
         let inputs: Vec<Option<Value>> = (0..n.input.len()).map(|i| self.input(n, i)).collect();
         let all_const = inputs.iter().all(|v| matches!(v, None | Some(Value::Const(_))));
         if (all_const || n.op_type == "Shape")
-            && let Some(folded) = self.fold(n, &inputs)? {
-                self.folded += 1;
-                return Ok(folded.into_iter().map(Value::Const).collect());
-            }
+            && let Some(folded) = self.fold(n, &inputs)?
+        {
+            self.folded += 1;
+            return Ok(folded.into_iter().map(Value::Const).collect());
+        }
         let out = self.compute(n)?;
         Ok(out.into_iter().map(Value::Tensor).collect())
     }
