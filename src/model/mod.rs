@@ -182,12 +182,13 @@ impl Model {
         }
     }
 
-    /// The weights by the names [`Model::graph`] declares.
-    pub fn weights(&self) -> Tensors {
+    /// The weights by the names [`Model::graph`] declares (borrowed where the model holds
+    /// them: an ONNX model's may be tens of megabytes).
+    pub fn weights(&self) -> std::borrow::Cow<'_, Tensors> {
         match self {
-            Model::Mlp(m) => m.weights(),
-            Model::Vit(m) => m.weights.clone(),
-            Model::Onnx(m) => m.imported.weights.clone(),
+            Model::Mlp(m) => std::borrow::Cow::Owned(m.weights()),
+            Model::Vit(m) => std::borrow::Cow::Borrowed(&m.weights),
+            Model::Onnx(m) => std::borrow::Cow::Borrowed(&m.imported.weights),
         }
     }
 

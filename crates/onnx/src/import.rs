@@ -9,6 +9,7 @@
 //! `_attn_MatMul`) and unique.
 
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 use lumen_compiler::view::View;
 use lumen_compiler::{DType, Graph, Tensor};
@@ -67,8 +68,9 @@ pub struct Imported {
 enum Value {
     /// Computed by the program.
     Tensor(Tensor),
-    /// Known at import time.
-    Const(Const),
+    /// Known at import time; shared, as a value is read by every node it feeds (an embedding
+    /// table is megabytes).
+    Const(Rc<Const>),
 }
 
 /// Makes ONNX names identifier-like and unique: characters outside ASCII letters, digits,
@@ -118,7 +120,8 @@ struct Importer {
 /// # Errors
 /// [`OnnxError::Decode`] for bytes that do not decode, [`OnnxError::NoGraph`].
 pub fn graph_input_names(bytes: &[u8]) -> Result<Vec<String>, OnnxError> {
-    let model = ModelProto::decode(bytes).map_err(|e| OnnxError::Decode(e.to_string()))?;
+    let model = crate::proto::ModelSignature::decode(bytes)
+        .map_err(|e| OnnxError::Decode(e.to_string()))?;
     let graph = model.graph.ok_or(OnnxError::NoGraph)?;
     let given: std::collections::BTreeSet<&str> =
         graph.initializer.iter().map(|i| i.name.as_str()).collect();
@@ -159,7 +162,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
     };
     for init in &graph.initializer {
         let c = read_tensor(init, &init.name)?;
-        im.values.insert(init.name.clone(), Value::Const(c));
+        im.values.insert(init.name.clone(), Value::Const(Rc::new(c)));
     }
     for name in options.shapes.keys() {
         if !graph.input.iter().any(|i| &i.name == name) {
@@ -458,7 +461,7 @@ impl Importer {
             && let Some(folded) = self.fold(n, &inputs)?
         {
             self.folded += 1;
-            return Ok(folded.into_iter().map(Value::Const).collect());
+            return Ok(folded.into_iter().map(|c| Value::Const(Rc::new(c))).collect());
         }
         let out = self.compute(n)?;
         Ok(out.into_iter().map(Value::Tensor).collect())
@@ -1123,7 +1126,7 @@ impl Importer {
                 {
                     // The value keeps its own shape for other readers; this is its own weight.
                     let shape = c.shape[lead..].to_vec();
-                    let squeezed = Value::Const(c.reshaped(shape));
+                    let squeezed = Value::Const(Rc::new(Const::clone(&c).reshaped(shape)));
                     let t = self.materialize(n, format!("{name}.squeezed"), squeezed)?;
                     out.push(t);
                     continue;
@@ -1143,7 +1146,7 @@ impl Importer {
         {
             // Integer constants in float arithmetic (e.g. a folded mask) read as floats.
             let name = n.input[i].clone();
-            self.values.insert(name, Value::Const(c.as_float()));
+            self.values.insert(name, Value::Const(Rc::new(c.as_float())));
         }
         let t = self.tensor(n, i)?;
         match t.dtype() {

@@ -189,3 +189,27 @@ pub mod data_type {
         }
     }
 }
+
+/// `onnx.ModelProto` read for its signature only: the graph's inputs and its initializers'
+/// names. prost skips every other field on the wire, so the weights' bytes are never copied.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ModelSignature {
+    #[prost(message, optional, tag = "7")]
+    pub graph: Option<GraphSignature>,
+}
+
+/// `onnx.GraphProto` read for [`ModelSignature`].
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GraphSignature {
+    #[prost(message, repeated, tag = "5")]
+    pub initializer: Vec<TensorName>,
+    #[prost(message, repeated, tag = "11")]
+    pub input: Vec<ValueInfoProto>,
+}
+
+/// `onnx.TensorProto` read for its name only.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorName {
+    #[prost(string, tag = "8")]
+    pub name: String,
+}
