@@ -203,6 +203,23 @@ def load_shipped_cases(root: str) -> list:
     return cases
 
 
+def _as_array(value):
+    """A generated test value as a numpy array: numpy scalars (np.float32(2.0)) become 0-d
+    arrays, TensorProtos are decoded; sequences (lists), optionals (None) and maps stay as
+    they are (non-tensor values, skipped)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, np.generic):
+        return np.asarray(value)
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    return value
+
+
 def load_generated_cases() -> list:
     # The generators print numpy warnings (log(0), casts); keep them off the report.
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -216,7 +233,8 @@ def load_generated_cases() -> list:
     for c in raw:
         if c.model is None:
             continue
-        sets = [(list(ins), list(outs)) for ins, outs in (c.data_sets or [])]
+        sets = [([_as_array(a) for a in ins], [_as_array(a) for a in outs])
+                for ins, outs in (c.data_sets or [])]
         cases.append(
             Case(name=c.name, model_path=None, model=c.model, data_sets=sets, rtol=c.rtol,
                  atol=c.atol)
@@ -247,9 +265,9 @@ def attribute_cases(cases: list) -> None:
     by_name = {c.name: c for c in cases}
     prefixes = {}
     for schema in onnx.defs.get_all_schemas():
-        if schema.domain in DEFAULT_DOMAINS:
-            prefixes[_snake(schema.name)] = schema.name
-            prefixes.setdefault(schema.name.lower(), schema.name)
+        op = schema.name if schema.domain in DEFAULT_DOMAINS else f"{schema.domain}.{schema.name}"
+        prefixes.setdefault(_snake(schema.name), op)
+        prefixes.setdefault(schema.name.lower(), op)
 
     def by_prefix(name: str) -> str:
         best = None
@@ -302,6 +320,9 @@ def dtype_skip(case: Case) -> str | None:
                     what = a if isinstance(a, str) else type(a).__name__
                     problems.append(f"{which} {vi.name} is {what}")
                 elif a.dtype.name not in allowed:
+                    if a.dtype == object:
+                        problems.append(f"{which} {vi.name} is string")
+                        continue
                     problems.append(f"{which} {vi.name} is {a.dtype.name}")
     if problems:
         return ", ".join(dict.fromkeys(problems))

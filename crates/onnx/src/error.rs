@@ -60,6 +60,14 @@ pub enum OnnxError {
         /// A `--shape` argument for the first such input.
         example: String,
     },
+    /// A tensor whose data holds another number of elements than its dims say.
+    #[error("tensor `{name}` holds another number of elements than its dims {dims:?} say")]
+    TensorLength {
+        /// The tensor's name.
+        name: String,
+        /// Its dims.
+        dims: Vec<i64>,
+    },
     /// A shape given for a graph input (`--shape`, or the shape of a tensor fed to it) that
     /// names no graph input, has another rank, or contradicts a static dimension.
     #[error("the shape given for input `{name}`: {reason}")]

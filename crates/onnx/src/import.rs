@@ -114,6 +114,14 @@ struct Importer {
     folded: usize,
 }
 
+/// A DSL error's message without its ` (at file:line:column)` suffix.
+fn without_location(message: &str) -> String {
+    match message.rfind(" (at ") {
+        Some(at) if message.ends_with(')') => message[..at].to_string(),
+        _ => message.to_string(),
+    }
+}
+
 /// The names of a model's graph inputs that no initializer gives (what a caller must feed),
 /// in graph order, without importing it.
 ///
@@ -268,7 +276,19 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
                 waiting.push(node);
                 continue;
             }
-            let outs = im.node(node)?;
+            // A DSL error names lumen's source line; the user needs the ONNX node instead.
+            let in_node = |e: lumen_compiler::CompileError| OnnxError::Malformed {
+                node: node_name(node),
+                op: node.op_type.clone(),
+                reason: without_location(&e.to_string()),
+            };
+            let outs = im.node(node).map_err(|e| match e {
+                OnnxError::Compile(c) => in_node(c),
+                other => other,
+            })?;
+            if let Some(e) = im.cx.recorded_error() {
+                return Err(in_node(e));
+            }
             for (name, v) in node.output.iter().zip(outs) {
                 if !name.is_empty() {
                     im.values.insert(name.clone(), v);
@@ -325,10 +345,9 @@ fn read_tensor(t: &TensorProto, name: &str) -> Result<Const, OnnxError> {
     Const::from_proto(t).map_err(|e| match e {
         ReadError::DType(dtype) => OnnxError::DType { name: name.to_string(), dtype },
         ReadError::External => OnnxError::ExternalData { name: name.to_string() },
-        ReadError::Length => OnnxError::DType {
-            name: name.to_string(),
-            dtype: "data of another length than its dims".into(),
-        },
+        ReadError::Length => {
+            OnnxError::TensorLength { name: name.to_string(), dims: t.dims.clone() }
+        }
     })
 }
 

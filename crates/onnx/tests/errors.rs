@@ -1,0 +1,244 @@
+//! Bad ONNX input is a typed error naming what is wrong, never a panic: garbage and truncated
+//! bytes, external data, unsupported element types and operators, symbolic dimensions left
+//! open, shapes that contradict the model, missing inputs and cycles. The models are built
+//! here from the protobuf messages, so each test shows the exact graph it feeds.
+
+use lumen_onnx::proto::{
+    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    StringStringEntryProto, TensorProto, TensorShapeProto, TypeProto, TypeProtoTensor,
+    ValueInfoProto, data_type,
+};
+use lumen_onnx::{ImportOptions, OnnxError, import};
+use prost::Message;
+
+fn value(name: &str, elem_type: i32, dims: &[Option<i64>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| match d {
+            Some(v) => Dimension { dim_value: Some(*v), dim_param: None },
+            None => Dimension { dim_value: None, dim_param: Some("batch".into()) },
+        })
+        .collect();
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor { elem_type, shape: Some(TensorShapeProto { dim }) }),
+        }),
+    }
+}
+
+fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> NodeProto {
+    NodeProto {
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        name: name.into(),
+        op_type: op.into(),
+        ..Default::default()
+    }
+}
+
+fn weight(name: &str, dims: &[i64], data: Vec<f32>) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: data_type::FLOAT,
+        float_data: data,
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+/// `y = relu(x @ w)`, x `[2, 3]`, w `[3, 4]`: a well-formed model the tests break one way each.
+fn model(opset: i64) -> ModelProto {
+    ModelProto {
+        ir_version: 8,
+        producer_name: "lumen tests".into(),
+        graph: Some(GraphProto {
+            node: vec![
+                node("MatMul", "mm", &["x", "w"], &["h"]),
+                node("Relu", "act", &["h"], &["y"]),
+            ],
+            name: "g".into(),
+            initializer: vec![weight("w", &[3, 4], (0..12).map(|i| i as f32 * 0.1).collect())],
+            input: vec![value("x", data_type::FLOAT, &[Some(2), Some(3)])],
+            output: vec![value("y", data_type::FLOAT, &[Some(2), Some(4)])],
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset }],
+        ..Default::default()
+    }
+}
+
+fn err(m: &ModelProto) -> OnnxError {
+    import(&m.encode_to_vec(), &ImportOptions::default()).expect_err("the import must fail")
+}
+
+#[test]
+fn the_well_formed_model_imports() {
+    let im = import(&model(17).encode_to_vec(), &ImportOptions::default()).unwrap();
+    assert_eq!(im.inputs.len(), 1);
+    assert_eq!(im.inputs[0].shape, vec![2, 3]);
+    assert_eq!(im.outputs, vec![("y".to_string(), "y".to_string())]);
+    assert_eq!((im.opset, im.nodes), (17, 2));
+}
+
+#[test]
+fn garbage_and_truncated_bytes() {
+    let e = import(b"certainly not a protobuf \xff\xff\xff", &ImportOptions::default());
+    assert!(matches!(e, Err(OnnxError::Decode(_))), "{e:?}");
+    let bytes = model(17).encode_to_vec();
+    for cut in [1, bytes.len() / 3, bytes.len() - 1] {
+        let e = import(&bytes[..cut], &ImportOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, OnnxError::Decode(_) | OnnxError::NoGraph | OnnxError::Opset { .. }),
+            "cut at {cut}: {e:?}"
+        );
+    }
+    assert!(matches!(import(&[], &ImportOptions::default()), Err(OnnxError::NoGraph)));
+}
+
+#[test]
+fn opsets_outside_13_to_21() {
+    for v in [7, 12, 22] {
+        let e = err(&model(v));
+        assert_eq!(
+            e.to_string(),
+            format!("opset {v} is not supported (lumen imports opsets 13 to 21)")
+        );
+    }
+}
+
+#[test]
+fn external_data_is_refused() {
+    let mut m = model(17);
+    let w = &mut m.graph.as_mut().unwrap().initializer[0];
+    w.float_data.clear();
+    w.data_location = 1;
+    w.external_data =
+        vec![StringStringEntryProto { key: "location".into(), value: "weights.bin".into() }];
+    let e = err(&m);
+    assert!(matches!(&e, OnnxError::ExternalData { name } if name == "w"), "{e:?}");
+}
+
+#[test]
+fn f16_int8_and_double_inputs_are_refused() {
+    for (dtype, word) in [(data_type::FLOAT16, "float16"), (data_type::INT8, "int8")] {
+        let mut m = model(17);
+        m.graph.as_mut().unwrap().input[0] = value("x", dtype, &[Some(2), Some(3)]);
+        let e = err(&m);
+        assert!(matches!(&e, OnnxError::DType { name, .. } if name == "x"), "{e:?}");
+        assert!(e.to_string().contains(word), "{e}");
+    }
+    let mut m = model(17);
+    let w = &mut m.graph.as_mut().unwrap().initializer[0];
+    w.data_type = data_type::FLOAT16;
+    w.float_data.clear();
+    w.raw_data = vec![0; 24];
+    let e = err(&m);
+    assert!(matches!(&e, OnnxError::DType { name, .. } if name == "w"), "{e:?}");
+}
+
+#[test]
+fn an_unsupported_operator_names_op_node_and_opset() {
+    let mut m = model(13);
+    m.graph.as_mut().unwrap().node[1] = node("QLinearMatMul", "quantized", &["h"], &["y"]);
+    assert_eq!(
+        err(&m).to_string().split(':').next().unwrap(),
+        "unsupported operator QLinearMatMul (node `quantized`, opset 13)"
+    );
+    // An operator lumen imports, with an attribute value it does not support.
+    let mut m = model(17);
+    let mut softmax = node("Softmax", "sm", &["h"], &["y"]);
+    softmax.attribute.push(AttributeProto {
+        name: "axis".into(),
+        i: 7,
+        r#type: 2,
+        ..Default::default()
+    });
+    m.graph.as_mut().unwrap().node[1] = softmax;
+    assert_eq!(
+        err(&m).to_string(),
+        "node `sm` (Softmax): softmax: axis 7 is out of range for rank 2"
+    );
+}
+
+#[test]
+fn symbolic_dimensions_must_be_set() {
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().input[0] = value("x", data_type::FLOAT, &[None, Some(3)]);
+    let e = err(&m);
+    assert_eq!(
+        e.to_string(),
+        "symbolic dimensions left open: x[0] = batch; set them with --shape NAME=D0,D1,... \
+         (e.g. --shape x=1,3)"
+    );
+    let shapes = [("x".to_string(), vec![5, 3])].into_iter().collect();
+    let im = import(&m.encode_to_vec(), &ImportOptions { shapes }).unwrap();
+    assert_eq!(im.inputs[0].shape, vec![5, 3]);
+}
+
+#[test]
+fn a_shape_must_name_an_input_and_agree_with_the_model() {
+    let bytes = model(17).encode_to_vec();
+    let with = |name: &str, dims: Vec<usize>| {
+        let shapes = [(name.to_string(), dims)].into_iter().collect();
+        import(&bytes, &ImportOptions { shapes }).unwrap_err().to_string()
+    };
+    assert_eq!(
+        with("z", vec![2, 3]),
+        "the shape given for input `z`: the graph has no input of that name"
+    );
+    assert_eq!(
+        with("x", vec![6]),
+        "the shape given for input `x`: the model's input has rank 2, the shape given has 1 \
+         dimensions"
+    );
+    assert_eq!(
+        with("x", vec![2, 5]),
+        "the shape given for input `x`: dimension 1 is 3 in the model, the shape given says 5"
+    );
+}
+
+#[test]
+fn missing_values_and_cycles() {
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().node[0].input[0] = "nowhere".into();
+    let e = err(&m);
+    assert_eq!(
+        e.to_string(),
+        "node `mm` (MatMul) reads `nowhere`, which nothing in the graph defines (a missing \
+         input or a cycle)"
+    );
+    // h = relu(y), y = h @ w: each waits for the other.
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    g.node = vec![node("Relu", "a", &["y"], &["h"]), node("MatMul", "b", &["h", "w"], &["y"])];
+    assert!(matches!(err(&m), OnnxError::Undefined { .. }));
+}
+
+#[test]
+fn malformed_weights_and_shapes_are_errors() {
+    // 12 values declared [3, 5].
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().initializer[0].dims = vec![3, 5];
+    assert_eq!(
+        err(&m).to_string(),
+        "tensor `w` holds another number of elements than its dims [3, 5] say"
+    );
+    // MatMul of [2, 3] by [4, 4]: the DSL's shape error, not a panic.
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().initializer[0] = weight("w", &[4, 4], vec![0.0; 16]);
+    assert_eq!(
+        err(&m).to_string(),
+        "node `mm` (MatMul): matmul: shapes [2, 3] and [4, 4] do not match: inner dimensions 3 \
+         and 4 differ ([..., M, K] x [..., K, N])"
+    );
+}
+
+#[test]
+fn a_constant_graph_output_is_refused() {
+    // Shape(x) is known at import time: nothing computes it.
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    g.node.push(node("Shape", "shape", &["x"], &["s"]));
+    g.output.push(value("s", data_type::INT64, &[Some(2)]));
+    assert!(matches!(err(&m), OnnxError::ConstantOutput { name } if name == "s"));
+}
