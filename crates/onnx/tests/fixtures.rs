@@ -88,3 +88,24 @@ fn digits_vit_matches_onnxruntime() {
 fn bert_tiny_matches_onnxruntime() {
     check("bert_tiny");
 }
+
+/// The imported scikit-learn MLP's fused LLIR: two RELU_BIAS matmuls and a BIAS one (the
+/// Gemm + Add + Relu chains), then the softmax as max, sub, exp, sum, div over broadcast views.
+#[test]
+fn sklearn_mlp_fused_llir_snapshot() {
+    let bytes = std::fs::read(data("digits_mlp_sklearn.onnx")).unwrap();
+    let shapes = [("X".to_string(), vec![450, 64])].into_iter().collect();
+    let imported = import(&bytes, &ImportOptions { shapes }).unwrap();
+    let options =
+        CompileOptions { fuse: true, name: "digits_mlp_sklearn".into(), ..Default::default() };
+    let program = imported.graph.compile(&options).unwrap();
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../../../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.bind(|| {
+        insta::assert_snapshot!(
+            "onnx_sklearn_mlp_fused_llir",
+            lumen_compiler::dump::llir_text(&program)
+        );
+    });
+}

@@ -1,0 +1,210 @@
+//! End-to-end: `lumen run`, `compile` and `compare` on ONNX models exported by real tools
+//! (data/onnx/, made by data/make_onnx_fixtures.py; expected outputs from onnxruntime): each
+//! fixture reproduces onnxruntime within 1e-4, its fused candidate is found (RELU_BIAS for
+//! scikit-learn's MLP), its plan verifies, its dumps are byte-identical run to run; bad input
+//! is one error line.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+mod common;
+
+use common::{entries, error_line_no_panic, json_of, lumen_no_cuda_env as lumen};
+
+fn data(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/onnx").join(name).display().to_string()
+}
+
+/// `lumen run NAME.onnx --inputs ... --expect ... --json` plus `extra`.
+fn run_fixture(name: &str, extra: &[&str]) -> Value {
+    let (model, inputs, expect) = (
+        data(&format!("{name}.onnx")),
+        data(&format!("{name}.inputs.safetensors")),
+        data(&format!("{name}.expect.safetensors")),
+    );
+    let mut args = vec!["run", &model, "--inputs", &inputs, "--expect", &expect, "--json"];
+    args.extend_from_slice(extra);
+    json_of(lumen(&args))
+}
+
+#[test]
+fn every_fixture_matches_onnxruntime_fused_and_unfused() {
+    for (name, outputs) in [
+        ("digits_mlp_sklearn", vec!["probabilities"]),
+        ("digits_vit", vec!["logits"]),
+        ("bert_tiny", vec!["hidden", "pooled"]),
+    ] {
+        for mode in ["--no-search", "--no-fuse"] {
+            let v = run_fixture(name, &[mode, "--runs", "2"]);
+            assert_eq!(v["passed"], true, "{name} {mode}: {v}");
+            assert_eq!(v["architecture"], "onnx");
+            assert_eq!(v["repeat_identical"], true);
+            let err = v["max_abs_err"].as_f64().unwrap();
+            assert!(err <= 1e-4, "{name} {mode}: {err}");
+            let listed: Vec<&str> = v["config"]["outputs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| o["name"].as_str().unwrap())
+                .collect();
+            assert_eq!(listed, outputs, "{name}");
+            for o in v["config"]["outputs"].as_array().unwrap() {
+                assert!(o["max_abs_err"].as_f64().unwrap() <= 1e-4, "{name}: {o}");
+            }
+            assert_eq!(v["checks"]["max_abs_err"]["status"], "passed");
+            assert_eq!(v["checks"]["accuracy"]["status"], "skipped");
+        }
+    }
+}
+
+#[test]
+fn the_fixtures_describe_their_exporters() {
+    let v = run_fixture("bert_tiny", &["--no-search", "--runs", "1"]);
+    let c = &v["config"];
+    assert_eq!(c["opset"], 17);
+    assert!(c["producer"].as_str().unwrap().starts_with("pytorch"), "{c}");
+    let inputs: Vec<(&str, &str)> = c["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["name"].as_str().unwrap(), i["dtype"].as_str().unwrap()))
+        .collect();
+    assert_eq!(inputs, [("input_ids", "i64"), ("attention_mask", "f32")]);
+    assert!(c["folded"].as_u64().unwrap() > 0, "shape arithmetic is folded at import: {c}");
+}
+
+/// The search runs on ONNX programs like on the built-ins; every candidate agrees.
+#[test]
+fn the_search_measures_every_candidate() {
+    let v = run_fixture("digits_mlp_sklearn", &["--trials", "1", "--runs", "1"]);
+    assert_eq!(v["passed"], true, "{v}");
+    let labels: Vec<&str> =
+        v["candidates"].as_array().unwrap().iter().map(|c| c["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["unfused", "bias", "fused"]);
+}
+
+#[test]
+fn sklearn_gemm_add_relu_becomes_relu_bias() {
+    let model = data("digits_mlp_sklearn.onnx");
+    let out = lumen(&["compile", &model, "--shape", "X=450,64"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.matches("epilogue=RELU_BIAS").count(), 2, "{text}");
+    assert_eq!(text.matches("epilogue=BIAS").count(), 1, "{text}");
+    assert!(text.contains("verified     yes"), "{text}");
+    let v = json_of(lumen(&["compare", &model, "--shape", "X=450,64", "--json"]));
+    let fused = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["label"] == "fused")
+        .expect("a fused candidate");
+    assert_eq!(fused["epilogues"], serde_json::json!(["RELU_BIAS", "RELU_BIAS", "BIAS"]));
+}
+
+#[test]
+fn compile_verifies_and_dumps_are_byte_identical() {
+    let model = data("bert_tiny.onnx");
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    for d in &dirs {
+        let dir = d.path().display().to_string();
+        let v = json_of(lumen(&["compile", &model, "--dump-dir", &dir, "--json"]));
+        assert_eq!(v["verified"], true, "{v}");
+    }
+    let names = entries(dirs[0].path());
+    assert_eq!(names, entries(dirs[1].path()));
+    assert!(names.iter().any(|n| n == "bert_tiny-fused.llir.txt"), "{names:?}");
+    for n in &names {
+        let a = std::fs::read(dirs[0].path().join(n)).unwrap();
+        let b = std::fs::read(dirs[1].path().join(n)).unwrap();
+        assert!(a == b, "{n} differs between two compiles");
+    }
+}
+
+#[test]
+fn symbolic_dimensions_need_a_shape() {
+    let model = data("digits_mlp_sklearn.onnx");
+    assert_eq!(
+        error_line_no_panic(&["compile", &model]),
+        "error: cannot import {model}: symbolic dimensions left open: X[0] = ?; set them with \
+         --shape NAME=D0,D1,... (e.g. --shape X=1,64)\n"
+            .replace("{model}", &model)
+    );
+    let out = lumen(&["compile", &model, "--shape", "X=1,64"]);
+    assert!(out.status.success());
+    let line = error_line_no_panic(&["compile", &model, "--shape", "X=1,32"]);
+    assert!(line.contains("dimension 1 is 64 in the model, the shape given says 32"), "{line}");
+}
+
+#[test]
+fn bad_files_are_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.onnx");
+    std::fs::write(&garbage, b"\x08\x07 this is not protobuf \xff\xff").unwrap();
+    let g = garbage.display().to_string();
+    let line = error_line_no_panic(&["compile", &g]);
+    assert!(line.contains("not an ONNX model"), "{line}");
+    let line = error_line_no_panic(&["compile", "/no/such/model.onnx"]);
+    assert!(line.starts_with("error: cannot read /no/such/model.onnx"), "{line}");
+
+    let model = data("bert_tiny.onnx");
+    let inputs = data("bert_tiny.inputs.safetensors");
+    // No --inputs: the first graph input is named.
+    let line = error_line_no_panic(&["run", &model]);
+    assert!(line.contains("`input_ids`"), "{line}");
+    assert!(line.contains("--inputs"), "{line}");
+    // The other fixture's inputs: a tensor that is no graph input of this model.
+    let wrong = data("digits_vit.inputs.safetensors");
+    let line = error_line_no_panic(&["run", &model, "--inputs", &wrong]);
+    assert!(line.contains("tensor `x`, which the model does not have"), "{line}");
+    assert!(line.contains("input_ids, attention_mask"), "{line}");
+    // Expected outputs of another model.
+    let expect = data("digits_vit.expect.safetensors");
+    let line = error_line_no_panic(&["run", &model, "--inputs", &inputs, "--expect", &expect]);
+    assert!(line.contains("the expect file has a tensor `logits`"), "{line}");
+    // A reference that is off fails the check after the report.
+    let out = lumen(&[
+        "run",
+        &model,
+        "--inputs",
+        &inputs,
+        "--expect",
+        &data("bert_tiny.expect.safetensors"),
+        "--tolerance",
+        "0",
+        "--no-search",
+        "--runs",
+        "1",
+    ]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.starts_with("error: check failed: max abs error"), "{stderr}");
+}
+
+#[test]
+fn onnx_flags_are_usage_errors_elsewhere() {
+    let digits = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/digits_mlp.safetensors");
+    let d = digits.display().to_string();
+    let inputs = data("bert_tiny.inputs.safetensors");
+    let out = lumen(&["run", &d, "--inputs", &inputs]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("--inputs applies to ONNX models"), "{stderr}");
+    let out = lumen(&["compile", "mlp", "--shape", "x=1,2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = lumen(&["compile", &data("bert_tiny.onnx"), "--batch", "4"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("--batch applies to the built-in programs"), "{stderr}");
+    let out = lumen(&["compile", &data("bert_tiny.onnx"), "--shape", "input_ids"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_failed_import_writes_no_dumps() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display().to_string();
+    error_line_no_panic(&["compile", &data("digits_mlp_sklearn.onnx"), "--dump-dir", &d]);
+    assert!(entries(dir.path()).is_empty());
+}
