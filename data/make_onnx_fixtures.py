@@ -9,7 +9,7 @@ How to run it (from the repository root; data/digits_vit.safetensors must exist)
 
     python3 -m pip install torch==2.15.0 scikit-learn==1.9.1 skl2onnx==1.20.0 onnx==1.23.2 \\
         onnxruntime==1.32.0 numpy==2.4.6 safetensors==0.8.0
-    python3 data/make_onnx_fixtures.py
+    python3 data/make_onnx_fixtures.py [NAME ...]   # all fixtures, or the ones named
 
 Models (each NAME.onnx beside NAME.inputs.safetensors and NAME.expect.safetensors, tensors by
 graph input and output name):
@@ -24,6 +24,10 @@ graph input and output name):
                         erf-GELU, a pooled tanh head) exported by torch.onnx (opset 17); inputs
                         `input_ids` int64 [2, 16] and `attention_mask` float [2, 16] (1 keep,
                         0 pad), outputs `hidden` [2, 16, 32] and `pooled` [2, 32]
+    bert_int_mask       the same encoder (1 block) fed an int64 `attention_mask` as Hugging Face
+                        models read one: scores masked_fill'ed where mask == 0 (Unsqueeze, Equal,
+                        Where on the integer input) and a masked mean over the kept tokens (a
+                        Cast of the mask to float); outputs `hidden` [2, 16, 32], `mean` [2, 32]
 Expected outputs come from onnxruntime 1.32 (CPU, all graph optimisations off, so they are the
 model's own arithmetic). Everything is seeded; the .onnx bytes depend on the exporters' versions.
 """
@@ -213,13 +217,48 @@ def bert_tiny():
                             "attention_mask": mask.numpy().astype(np.float32)})
 
 
+class BertIntMask(BertTiny):
+    """BertTiny fed an int64 attention mask the way Hugging Face models read one: masked_fill
+    of the scores where mask == 0 (Unsqueeze, Equal, Where on the integer input) and a
+    masked mean over the kept tokens (Cast of the mask to float)."""
+
+    def forward(self, input_ids, attention_mask):
+        h = self.ln(self.tokens(input_ids) + self.positions(self.position_ids))
+        keep = attention_mask[:, None, None, :]
+        bias = torch.zeros(keep.shape).masked_fill(keep == 0, torch.finfo(torch.float32).min)
+        for layer in self.layers:
+            h = layer(h, bias)
+        m = attention_mask[:, :, None].to(torch.float32)
+        return h, (h * m).sum(1) / m.sum(1)
+
+
+def bert_int_mask():
+    torch.manual_seed(1)
+    model = BertIntMask(layers=1).eval()
+    ids = torch.randint(1, 100, (2, 16))
+    ids[0, 10:] = 0
+    mask = (ids != 0).long()
+    path = os.path.join(OUT, "bert_int_mask.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, (ids, mask), path, input_names=["input_ids", "attention_mask"],
+                          output_names=["hidden", "mean"], opset_version=17, dynamo=False)
+    save_case("bert_int_mask", {"input_ids": ids.numpy().astype(np.int64),
+                                "attention_mask": mask.numpy().astype(np.int64)})
+
+
+FIXTURES = {"digits_mlp_sklearn": sklearn_mlp, "digits_vit": digits_vit, "bert_tiny": bert_tiny,
+            "bert_int_mask": bert_int_mask}
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.backends.mha.set_fastpath_enabled(False)
     torch.manual_seed(0)
-    sklearn_mlp()
-    digits_vit()
-    bert_tiny()
+    names = sys.argv[1:] or list(FIXTURES)
+    for name in names:
+        if name not in FIXTURES:
+            sys.exit(f"unknown fixture {name!r} (known: {', '.join(FIXTURES)})")
+        FIXTURES[name]()
     return 0
 
 

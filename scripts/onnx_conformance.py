@@ -62,6 +62,16 @@ How to run
     python3 scripts/onnx_conformance.py --lumen path/to/lumen --timeout 60 -j 8
     python3 scripts/onnx_conformance.py --keep /tmp/failures  # keep failing cases' files
 
+Diagnostics (NOT conformance; each run says so in its report): ``--clamp-opset 21`` rewrites
+models declaring a later ai.onnx opset to declare 21 (the newest lumen imports; most node tests
+declare 25-28, and for the supported ops the later versions only add element types);
+``--freeze-int-inputs`` makes int64/int32 graph inputs (axes, shapes, starts, indices)
+initializers holding the test data, as a compiler of static shapes needs;
+``--freeze-scalar-inputs`` does the same for 0-d inputs. Together they show how the operators
+themselves compute once those gates are passed::
+
+    python3 scripts/onnx_conformance.py --clamp-opset 21 --freeze-int-inputs --freeze-scalar-inputs
+
 Progress goes to stderr as a counter line. The script exits 0 whenever it produced a report
 (failing cases are the report's content), 2 when it cannot run (no lumen binary, onnx missing).
 """
@@ -74,7 +84,6 @@ import concurrent.futures
 import contextlib
 import io
 import json
-import math
 import os
 import re
 import shutil
@@ -354,6 +363,13 @@ def _error_line(stderr: str) -> str:
     return tail[-1].strip() if tail else "(no stderr)"
 
 
+def _c_array(a):
+    """A C-contiguous copy that keeps a 0-d array 0-d (np.ascontiguousarray makes it [1])."""
+    import numpy as np
+
+    return np.array(a, order="C", copy=True)
+
+
 def run_data_set(case: Case, index: int, lumen: str, workdir: str, args) -> dict:
     import numpy as np
     from safetensors.numpy import save_file
@@ -381,8 +397,8 @@ def run_data_set(case: Case, index: int, lumen: str, workdir: str, args) -> dict
             f.write(model.SerializeToString())
     in_path = os.path.join(workdir, f"inputs_{index}.safetensors")
     out_path = os.path.join(workdir, f"expect_{index}.safetensors")
-    save_file({vi.name: np.ascontiguousarray(a) for vi, a in zip(ins, inputs)}, in_path)
-    save_file({vi.name: np.ascontiguousarray(a) for vi, a in zip(outs, outputs)}, out_path)
+    save_file({vi.name: _c_array(a) for vi, a in zip(ins, inputs)}, in_path)
+    save_file({vi.name: _c_array(a) for vi, a in zip(outs, outputs)}, out_path)
     cmd = [
         lumen, "run", model_path, "--inputs", in_path, "--expect", out_path, "--no-search",
         "--runs", "1", "--json", "--tolerance", repr(args.tol),
@@ -529,7 +545,7 @@ def freeze_inputs(model, ins, inputs, args):
     m.graph.input.extend(keep)
     for vi, a in zip(ins, inputs):
         if vi.name in names:
-            m.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(a), vi.name))
+            m.graph.initializer.append(numpy_helper.from_array(_c_array(a), vi.name))
     return m, names
 
 
@@ -614,6 +630,10 @@ def main() -> int:
                     help="seconds per lumen run (default 60)")
     ap.add_argument("-j", "--jobs", type=int, default=min(8, os.cpu_count() or 1),
                     help="lumen runs in parallel (default min(8, CPUs))")
+    ap.add_argument("--extra-ops", default="", metavar="OP,OP",
+                    help="operators to treat as supported besides SUPPORTED (e.g. "
+                    "Abs,Neg,Less,Greater,Not,Range,Dropout,LogSoftmax, which the importer also "
+                    "matches)")
     ap.add_argument("--include-mixed", action="store_true",
                     help="also run the cases of supported operators that contain other operators")
     ap.add_argument("--keep", metavar="DIR",
@@ -646,6 +666,11 @@ def main() -> int:
         return 2
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
+
+    global SUPPORTED, SUPPORTED_SET
+    extra = [op.strip() for op in args.extra_ops.split(",") if op.strip()]
+    SUPPORTED = SUPPORTED + [op for op in extra if op not in SUPPORTED_SET]
+    SUPPORTED_SET = frozenset(SUPPORTED)
 
     t_start = time.monotonic()
     all_cases, source = load_cases()

@@ -34,6 +34,7 @@ fn every_fixture_matches_onnxruntime_fused_and_unfused() {
         ("digits_mlp_sklearn", vec!["probabilities"]),
         ("digits_vit", vec!["logits"]),
         ("bert_tiny", vec!["hidden", "pooled"]),
+        ("bert_int_mask", vec!["hidden", "mean"]),
     ] {
         for mode in ["--no-search", "--no-fuse"] {
             let v = run_fixture(name, &[mode, "--runs", "2"]);

@@ -524,7 +524,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
                 .iter()
                 .map(|i| {
                     json!({"name": i.onnx_name, "program_name": i.name, "shape": i.shape,
-                                "dtype": i.dtype.name()})
+                           "dtype": i.dtype.name(), "cast_from": i.cast_from.map(|d| d.name())})
                 })
                 .collect();
             let outputs: Vec<serde_json::Value> = im

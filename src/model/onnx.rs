@@ -47,10 +47,11 @@ pub struct OnnxFiles<'a> {
 /// # Errors
 /// [`ModelError::Io`] for an unreadable file, [`ModelError::Onnx`] for every import error
 /// (garbage bytes, an unsupported operator or dtype, symbolic dimensions left open, ...),
-/// [`ModelError::Format`] for a malformed safetensors file, [`ModelError::Missing`] for a
-/// graph input the inputs file lacks, [`ModelError::Unexpected`] for a tensor that names no
-/// graph input (or output, in the expect file), [`ModelError::Dtype`] and
-/// [`ModelError::Shape`] for a tensor that does not match the graph's declaration.
+/// [`ModelError::Format`] for a malformed safetensors file, [`ModelError::Missing`] without
+/// an inputs file for a model that has inputs, [`ModelError::Unexpected`] for a tensor that
+/// names no graph input (or output, in the expect file), [`ModelError::Onnx`] with
+/// [`lumen_onnx::OnnxError::Binding`] for a graph input the file lacks or gives with another
+/// dtype or shape, [`ModelError::Dtype`] for a reference output that is not f32.
 pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelError> {
     let bytes = read(path)?;
     let given = match files.inputs {
@@ -71,30 +72,13 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
         });
     }
     let imported = import(&bytes, &ImportOptions { shapes })?;
-    let mut inputs = Tensors::new();
-    for input in &imported.inputs {
-        let Some(t) = given.get(&input.onnx_name) else {
-            return Err(ModelError::Missing {
-                name: input.onnx_name.clone(),
-                what: "a graph input; give it in --inputs FILE.safetensors",
-            });
-        };
-        if t.dtype() != input.dtype {
-            return Err(ModelError::Dtype {
-                name: input.onnx_name.clone(),
-                got: t.dtype().to_string(),
-                expected: input.dtype.name(),
-            });
-        }
-        if t.shape() != input.shape {
-            return Err(super::shape_err(
-                &input.onnx_name,
-                t.shape(),
-                format!("{:?}", input.shape),
-            ));
-        }
-        inputs.insert(input.name.clone(), t.clone());
+    if let (None, Some(first)) = (files.inputs, imported.inputs.first()) {
+        return Err(ModelError::Missing {
+            name: first.onnx_name.clone(),
+            what: "a graph input; give the inputs with --inputs FILE.safetensors",
+        });
     }
+    let inputs = imported.bind_inputs(&given)?;
     let expect = match files.expect {
         None => None,
         Some(p) => {
@@ -137,10 +121,17 @@ impl OnnxModel {
     pub fn describe(&self) -> String {
         let im = &self.imported;
         let params: usize = im.weights.values().map(|t| t.shape().iter().product::<usize>()).sum();
+        // An f32 twin is the same graph input read as floats: named once, annotated.
+        let twinned =
+            |name: &str| im.inputs.iter().any(|i| i.cast_from.is_some() && i.onnx_name == name);
         let inputs: Vec<String> = im
             .inputs
             .iter()
-            .map(|i| format!("{} {:?} {}", i.onnx_name, i.shape, i.dtype))
+            .filter(|i| i.cast_from.is_none())
+            .map(|i| {
+                let also = if twinned(&i.onnx_name) { " (also read as f32)" } else { "" };
+                format!("{} {:?} {}{also}", i.onnx_name, i.shape, i.dtype)
+            })
             .collect();
         let outputs: Vec<&str> = im.outputs.iter().map(|(o, _)| o.as_str()).collect();
         let producer = if im.producer.is_empty() { "unknown producer" } else { &im.producer };

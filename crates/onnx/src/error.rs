@@ -77,6 +77,14 @@ pub enum OnnxError {
         /// What is wrong.
         reason: String,
     },
+    /// A tensor given for a graph input that is missing or does not match the graph.
+    #[error("graph input `{name}`: {reason}")]
+    Binding {
+        /// The input's ONNX name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A node reads a value no earlier node, input or initializer defines (or the graph has a
     /// cycle).
     #[error(

@@ -39,6 +39,11 @@ pub struct ImportedInput {
     pub shape: Vec<usize>,
     /// f32, or i64/i32 indices.
     pub dtype: DType,
+    /// `Some(i64 or i32)` for the f32 twin of an integer graph input that float arithmetic
+    /// reads (an attention mask cast to float): the program reads the same values as f32,
+    /// converted on the host by [`Imported::bind_inputs`] (exact below 2^24 in magnitude).
+    /// Its `onnx_name` is the integer input's; its `name` ends in `.f32`.
+    pub cast_from: Option<DType>,
 }
 
 /// An imported model: the program, its weights and its signature.
@@ -61,6 +66,49 @@ pub struct Imported {
     pub folded: usize,
     /// Who exported it (`pytorch 2.15.0`, `skl2onnx 1.20.0`), from the model's producer.
     pub producer: String,
+}
+
+impl Imported {
+    /// The program's inputs from tensors given by ONNX graph input name: each checked against
+    /// the graph's dtype and shape, an f32 twin ([`ImportedInput::cast_from`]) converted from
+    /// its integer input. Tensors that name no graph input are not read.
+    ///
+    /// # Errors
+    /// [`OnnxError::Binding`] naming the input that is missing, of another dtype or of
+    /// another shape.
+    pub fn bind_inputs(&self, given: &Tensors) -> Result<Tensors, OnnxError> {
+        let mut out = Tensors::new();
+        for input in &self.inputs {
+            let bad = |reason: String| OnnxError::Binding { name: input.onnx_name.clone(), reason };
+            let Some(t) = given.get(&input.onnx_name) else {
+                return Err(bad("no tensor is given for it".into()));
+            };
+            let declared = input.cast_from.unwrap_or(input.dtype);
+            if t.dtype() != declared {
+                return Err(bad(format!(
+                    "the graph declares {declared}, the tensor is {}",
+                    t.dtype()
+                )));
+            }
+            if t.shape() != input.shape {
+                return Err(bad(format!(
+                    "the program was imported for shape {:?}, the tensor is {:?}",
+                    input.shape,
+                    t.shape()
+                )));
+            }
+            let t = match input.cast_from {
+                None => t.clone(),
+                Some(_) => {
+                    let values = t.index_values().unwrap_or_default();
+                    HostTensor::new(t.shape().to_vec(), values.iter().map(|&v| v as f32).collect())
+                        .map_err(|e| bad(e.to_string()))?
+                }
+            };
+            out.insert(input.name.clone(), t);
+        }
+        Ok(out)
+    }
 }
 
 /// A value flowing along an ONNX edge.
@@ -108,6 +156,16 @@ impl Names {
 struct Importer {
     cx: Graph,
     values: HashMap<String, Value>,
+    /// The program's inputs so far (f32 twins are added while nodes are read).
+    inputs: Vec<ImportedInput>,
+    /// Integer values computed from a graph input by views only: (the input's index in
+    /// `inputs`, the view nodes applied in order), so an f32 twin can replay them.
+    int_views: HashMap<String, (usize, Vec<NodeProto>)>,
+    /// f32 twins made so far, by ONNX value name.
+    twins: HashMap<String, Tensor>,
+    /// Computed values that hold only 0.0 and 1.0 (comparison results): a Cast to bool
+    /// leaves them as they are.
+    bools: std::collections::HashSet<String>,
     weights: Tensors,
     names: Names,
     opset: i64,
@@ -167,6 +225,10 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         names: Names::default(),
         opset,
         folded: 0,
+        inputs: Vec::new(),
+        int_views: HashMap::new(),
+        twins: HashMap::new(),
+        bools: std::collections::HashSet::new(),
     };
     for init in &graph.initializer {
         let c = read_tensor(init, &init.name)?;
@@ -258,8 +320,18 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         let name = im.names.make(&input.name);
         let t = im.cx.input_typed(name.clone(), shape.clone(), dtype);
         im.values.insert(input.name.clone(), Value::Tensor(t));
-        inputs.push(ImportedInput { onnx_name: input.name.clone(), name, shape, dtype });
+        if dtype.is_index() {
+            im.int_views.insert(input.name.clone(), (inputs.len(), Vec::new()));
+        }
+        inputs.push(ImportedInput {
+            onnx_name: input.name.clone(),
+            name,
+            shape,
+            dtype,
+            cast_from: None,
+        });
     }
+    im.inputs = inputs;
     if !open.is_empty() {
         return Err(OnnxError::Symbolic { dims: open.join(", "), example });
     }
@@ -332,7 +404,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
     Ok(Imported {
         graph: im.cx,
         weights: im.weights,
-        inputs,
+        inputs: im.inputs,
         outputs,
         opset,
         nodes: graph.node.len(),
@@ -483,6 +555,24 @@ impl Importer {
             return Ok(folded.into_iter().map(|c| Value::Const(Rc::new(c))).collect());
         }
         let out = self.compute(n)?;
+        // Values known to hold only 0.0 and 1.0 (lumen's booleans).
+        let boolean = match n.op_type.as_str() {
+            "Equal" | "Less" | "Greater" | "Not" => true,
+            "Cast" => attr_i(n, "to", 0) == i64::from(data_type::BOOL),
+            "Identity" | "Dropout" => n.input.first().is_some_and(|i| self.bools.contains(i)),
+            _ => false,
+        };
+        if let (true, Some(o)) = (boolean, n.output.first()) {
+            self.bools.insert(o.clone());
+        }
+        // An integer value passed through unchanged keeps its f32 twin's recipe.
+        if matches!(n.op_type.as_str(), "Identity" | "Dropout" | "Cast")
+            && out.first().and_then(Tensor::dtype).is_some_and(DType::is_index)
+            && let (Some(i), Some(o)) = (n.input.first(), n.output.first())
+            && let Some(recipe) = self.int_views.get(i).cloned()
+        {
+            self.int_views.insert(o.clone(), recipe);
+        }
         Ok(out.into_iter().map(Value::Tensor).collect())
     }
 
@@ -1048,26 +1138,16 @@ impl Importer {
             }
             "Transpose" | "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Expand" | "Slice" => {
                 let x = self.tensor(n, 0)?;
-                let shapes = vec![x.shape().unwrap_or_default()];
-                let (view, out) = self.movement(n, &shapes)?;
-                one(match (op, view) {
-                    ("Transpose", Some(_)) => {
-                        let perm: Vec<isize> = match attr_ints(n, "perm") {
-                            Some(p) => p.iter().map(|&v| v as isize).collect(),
-                            None => (0..shapes[0].len() as isize).rev().collect(),
-                        };
-                        x.permute(&perm)
+                // A view of an integer input's view: an f32 twin can replay it.
+                if let Some((root, steps)) = n.input.first().and_then(|i| self.int_views.get(i)) {
+                    let mut steps = steps.clone();
+                    steps.push(n.clone());
+                    let root = *root;
+                    if let Some(out) = n.output.first() {
+                        self.int_views.insert(out.clone(), (root, steps));
                     }
-                    ("Expand", Some(_)) => x.expand(out),
-                    ("Slice", Some(_)) => {
-                        let mut t = x;
-                        for (a, s, e) in self.slice_ranges(n, &shapes[0])? {
-                            t = t.slice(a as isize, s, e);
-                        }
-                        t
-                    }
-                    _ => x.reshape(out),
-                })
+                }
+                one(self.view(n, x)?)
             }
             "Concat" => {
                 let parts =
@@ -1084,6 +1164,10 @@ impl Importer {
             "Equal" => {
                 let (a, b) = (self.f32_tensor(n, 0)?, self.f32_tensor(n, 1)?);
                 one(a.equal(&b))
+            }
+            "Not" => {
+                let x = self.f32_tensor(n, 0)?;
+                one(x.equal(0.0))
             }
             "Less" => {
                 let (a, b) = (self.f32_tensor(n, 0)?, self.f32_tensor(n, 1)?);
@@ -1116,6 +1200,22 @@ impl Importer {
                 let x = self.tensor(n, 0)?;
                 match (to, x.dtype()) {
                     (data_type::FLOAT, Some(DType::F32)) => one(x),
+                    (data_type::FLOAT, Some(DType::I64 | DType::I32)) => {
+                        one(self.f32_tensor(n, 0)?)
+                    }
+                    (data_type::INT64, Some(DType::I64)) | (data_type::INT32, Some(DType::I32)) => {
+                        one(x)
+                    }
+                    // Booleans are f32 0.0 and 1.0 in lumen: a comparison's result already is
+                    // one; any other value is made one by `x != 0`.
+                    (data_type::BOOL, Some(_)) => {
+                        let x = self.f32_tensor(n, 0)?;
+                        if n.input.first().is_some_and(|i| self.bools.contains(i)) {
+                            one(x)
+                        } else {
+                            one(x.equal(0.0) * -1.0 + 1.0)
+                        }
+                    }
                     (to, Some(from)) => Err(self.unsupported(
                         n,
                         format!(
@@ -1128,6 +1228,64 @@ impl Importer {
             }
             _ => Err(self.unsupported(n, "lumen does not import this operator")),
         }
+    }
+
+    /// A movement node (`Transpose`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Expand`,
+    /// `Slice`) applied to `x`: a view, no copy.
+    fn view(&mut self, n: &NodeProto, x: Tensor) -> Result<Tensor, OnnxError> {
+        let shapes = vec![x.shape().unwrap_or_default()];
+        let (view, out) = self.movement(n, &shapes)?;
+        Ok(match (n.op_type.as_str(), view) {
+            ("Transpose", Some(_)) => {
+                let perm: Vec<isize> = match attr_ints(n, "perm") {
+                    Some(p) => p.iter().map(|&v| v as isize).collect(),
+                    None => (0..shapes[0].len() as isize).rev().collect(),
+                };
+                x.permute(&perm)
+            }
+            ("Expand", Some(_)) => x.expand(out),
+            ("Slice", Some(_)) => {
+                let mut t = x;
+                for (a, s, e) in self.slice_ranges(n, &shapes[0])? {
+                    t = t.slice(a as isize, s, e);
+                }
+                t
+            }
+            _ => x.reshape(out),
+        })
+    }
+
+    /// The f32 twin of integer value `name`, computed from an integer graph input by views
+    /// only: a second program input fed the same values as f32 (made once per input), with the
+    /// same views replayed. `None` when `name` is not such a value.
+    fn twin(&mut self, name: &str) -> Result<Option<Tensor>, OnnxError> {
+        if let Some(t) = self.twins.get(name) {
+            return Ok(Some(t.clone()));
+        }
+        let Some((root, steps)) = self.int_views.get(name).cloned() else { return Ok(None) };
+        let source = self.inputs[root].clone();
+        let root_name = source.onnx_name.clone();
+        let mut t = match self.twins.get(&root_name) {
+            Some(t) => t.clone(),
+            None => {
+                let lumen = self.names.make(&format!("{}.f32", source.name));
+                let t = self.cx.input_typed(lumen.clone(), source.shape.clone(), DType::F32);
+                self.inputs.push(ImportedInput {
+                    onnx_name: source.onnx_name.clone(),
+                    name: lumen,
+                    shape: source.shape.clone(),
+                    dtype: DType::F32,
+                    cast_from: Some(source.dtype),
+                });
+                self.twins.insert(root_name, t.clone());
+                t
+            }
+        };
+        for step in &steps {
+            t = self.view(step, t)?;
+        }
+        self.twins.insert(name.to_string(), t.clone());
+        Ok(Some(t))
     }
 
     /// The two f32 operands of a binary op. A constant operand shaped `[1, ..., 1, N]`
@@ -1169,12 +1327,18 @@ impl Importer {
         }
         let t = self.tensor(n, i)?;
         match t.dtype() {
-            Some(DType::I64 | DType::I32) => Err(self.unsupported(
-                n,
-                format!(
-                    "input {i} is an integer tensor computed at run time (only gather reads those)"
-                ),
-            )),
+            Some(DType::I64 | DType::I32) => {
+                if let Some(twin) = self.twin(&n.input[i])? {
+                    return Ok(twin);
+                }
+                Err(self.unsupported(
+                    n,
+                    format!(
+                        "input {i} is an integer tensor computed at run time (float arithmetic \
+                         reads integer graph inputs and their views; gather reads the rest)"
+                    ),
+                ))
+            }
             _ => Ok(t),
         }
     }

@@ -47,10 +47,7 @@ fn check(name: &str) {
     let imported =
         import(&bytes, &ImportOptions { shapes }).unwrap_or_else(|e| panic!("{name}: {e}"));
     let expect = read_tensors(&data(&format!("{name}.expect.safetensors")));
-    let mut inputs = Tensors::new();
-    for input in &imported.inputs {
-        inputs.insert(input.name.clone(), given[&input.onnx_name].clone());
-    }
+    let inputs = imported.bind_inputs(&given).unwrap();
     for fuse in [false, true] {
         let options = CompileOptions { fuse, name: name.to_string(), ..Default::default() };
         let program = imported.graph.compile(&options).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -87,6 +84,22 @@ fn digits_vit_matches_onnxruntime() {
 #[test]
 fn bert_tiny_matches_onnxruntime() {
     check("bert_tiny");
+}
+
+/// An int64 attention mask read by Equal/Where and cast to float: the program reads an f32
+/// twin of the mask, fed the same values.
+#[test]
+fn bert_int_mask_matches_onnxruntime() {
+    check("bert_int_mask");
+    let bytes = std::fs::read(data("bert_int_mask.onnx")).unwrap();
+    let imported = import(&bytes, &ImportOptions::default()).unwrap();
+    let twins: Vec<(&str, &str)> = imported
+        .inputs
+        .iter()
+        .filter(|i| i.cast_from.is_some())
+        .map(|i| (i.onnx_name.as_str(), i.name.as_str()))
+        .collect();
+    assert_eq!(twins, [("attention_mask", "attention_mask.f32")]);
 }
 
 /// The imported scikit-learn MLP's fused LLIR: two RELU_BIAS matmuls and a BIAS one (the
