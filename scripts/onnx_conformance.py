@@ -18,8 +18,9 @@ running them. This script:
    are attributed to the operator they expand (e.g. ``test_softmax_axis_0_expanded`` counts for
    Softmax, ``test_reduce_log_sum_exp_*_expanded`` for ReduceLogSumExp, run through
    ReduceSum/Exp/Log). Cases whose main operator is supported but that contain other operators
-   (mostly expansions using CastLike, ReduceMax, ...) are listed separately as "mixed" and not
-   run unless ``--include-mixed``.
+   (expansions using Size/Neg, Less, CastLike) are listed separately as "mixed" and not run
+   unless ``--include-mixed``. ``--extra-ops Abs,Neg,...`` widens the supported set (the
+   importer also matches Abs, Neg, Less, Greater, Not, Range, Dropout, LogSoftmax).
    Of the selected cases, only those whose inputs are all float32/int64/int32 tensors and whose
    outputs are all float32 are run (lumen's --expect file holds f32 only); the others are
    "dtype" skips, counted and listed.
@@ -63,8 +64,9 @@ How to run
     python3 scripts/onnx_conformance.py --keep /tmp/failures  # keep failing cases' files
 
 Diagnostics (NOT conformance; each run says so in its report): ``--clamp-opset 21`` rewrites
-models declaring a later ai.onnx opset to declare 21 (the newest lumen imports; most node tests
-declare 25-28, and for the supported ops the later versions only add element types);
+models declaring a later ai.onnx opset to declare 21 (the newest lumen imports; the node tests
+of Reshape, Flatten, Transpose, Squeeze, ... declare 25-28, whose versions past 21 only add
+element types for these ops);
 ``--freeze-int-inputs`` makes int64/int32 graph inputs (axes, shapes, starts, indices)
 initializers holding the test data, as a compiler of static shapes needs;
 ``--freeze-scalar-inputs`` does the same for 0-d inputs. Together they show how the operators
@@ -829,10 +831,10 @@ def print_text(rep: dict) -> None:
       f"{rep['selected']} use only supported operators, {rep['mixed']} more of supported "
       f"operators use others (mixed); {rep['dtype_skipped']} skipped for dtypes; "
       f"{rep['run']} run in {rep['seconds']} s\n\n")
-    w(f"{'op':<22}{'pass/run':>10}{'mism':>6}{'err':>5}{'crash':>6}{'dtype':>7}{'mixed':>7}\n")
+    w(f"{'op':<30}{'pass/run':>10}{'mism':>6}{'err':>5}{'crash':>6}{'dtype':>7}{'mixed':>7}\n")
     for op, r in rep["per_op"].items():
         mark = "" if op in SUPPORTED_SET else "  (via expansion)"
-        w(f"{op:<22}{str(r['pass']) + '/' + str(r['run']):>10}{r['mismatch']:>6}{r['error']:>5}"
+        w(f"{op:<30}{str(r['pass']) + '/' + str(r['run']):>10}{r['mismatch']:>6}{r['error']:>5}"
           f"{r['crash']:>6}{r['dtype_skip']:>7}{r['mixed_not_run']:>7}{mark}\n")
     w(f"\nTOTAL: {rep['passed']} of {rep['run']} run cases pass\n")
 

@@ -209,3 +209,11 @@ fn a_failed_import_writes_no_dumps() {
     error_line_no_panic(&["compile", &data("digits_mlp_sklearn.onnx"), "--dump-dir", &d]);
     assert!(entries(dir.path()).is_empty());
 }
+
+/// `compare --profile` feeds seeded random floats and zero token ids (a row every table has).
+#[test]
+fn compare_profiles_a_model_with_token_ids() {
+    let v = json_of(lumen(&["compare", &data("bert_int_mask.onnx"), "--profile", "--json"]));
+    assert_eq!(v["measured"]["runtime"], "cpu", "{v}");
+    assert_eq!(v["measured"]["fastest"].as_str().is_some(), true, "{v}");
+}

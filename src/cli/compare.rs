@@ -1,4 +1,4 @@
-//! `lumen compare PROGRAM`: the fusion candidates of a built-in program side by side (SPEC
+//! `lumen compare PROGRAM`: the fusion candidates of a built-in program (or an ONNX model) side by side (SPEC
 //! sections 3 and 5): nodes, launches, buffers, slab_bytes, naive_bytes, lower_bound,
 //! dram_bytes, the cost model's score and pick, and what fusion changes against the unfused
 //! program. `--profile` adds what the search measures: each candidate's median

@@ -1,4 +1,4 @@
-//! `lumen compile PROGRAM`: compile a built-in program and print its canonical LLIR, its slab
+//! `lumen compile PROGRAM`: compile a built-in program (or an ONNX model) and print its canonical LLIR, its slab
 //! plan (checked by the planner's independent verifier) and its figures.
 
 use std::path::PathBuf;

@@ -23,11 +23,14 @@ pub struct Cli {
 enum Command {
     /// Plan buffers into one slab from a JSON problem or a MiniMalloc CSV.
     PlanSlab(plan_slab::Args),
-    /// Compile a built-in program; print its canonical LLIR, slab plan and figures.
+    /// Compile a built-in program or an ONNX model; print its canonical LLIR, slab plan and
+    /// figures.
     Compile(compile::Args),
-    /// Compare the fusion candidates of a built-in program: memory, launches, DRAM traffic.
+    /// Compare the fusion candidates of a built-in program or an ONNX model: memory, launches,
+    /// DRAM traffic.
     Compare(compare::Args),
-    /// Run the MLP a safetensors file holds; check accuracy and logits; report plan and phases.
+    /// Run a model (a safetensors MLP or ViT, or an ONNX model with --inputs); check its
+    /// outputs; report plan and phases.
     Run(run::Args),
 }
 

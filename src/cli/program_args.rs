@@ -129,7 +129,10 @@ impl ProgramArgs {
         }
         let bytes = std::fs::read(&self.program)
             .with_context(|| format!("cannot read {}", self.program))?;
-        let options = lumen_onnx::ImportOptions { shapes: self.shape.iter().cloned().collect() };
+        let options = lumen_onnx::ImportOptions {
+            shapes: self.shape.iter().cloned().collect(),
+            ..Default::default()
+        };
         let imported = lumen_onnx::import(&bytes, &options)
             .with_context(|| format!("cannot import {}", self.program))?;
         Ok(imported.graph)

@@ -540,7 +540,8 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
                 })
                 .collect();
             json!({"opset": im.opset, "producer": im.producer, "nodes": im.nodes,
-                   "folded": im.folded, "inputs": inputs, "outputs": outputs})
+                   "folded": im.folded, "inputs": inputs, "outputs": outputs,
+                   "specialized": im.specialized})
         }
         Model::Vit(m) => {
             let c = &m.config;

@@ -71,7 +71,18 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
             expected: format!("graph inputs: {}", list(&declared)),
         });
     }
-    let imported = import(&bytes, &ImportOptions { shapes })?;
+    let imported = import(
+        &bytes,
+        &ImportOptions {
+            shapes,
+            // Integer inputs a node needs at import time (a Reshape's shape) specialise the program.
+            values: given
+                .iter()
+                .filter(|(_, t)| t.dtype().is_index())
+                .map(|(k, t)| (k.clone(), t.clone()))
+                .collect(),
+        },
+    )?;
     if let (None, Some(first)) = (files.inputs, imported.inputs.first()) {
         return Err(ModelError::Missing {
             name: first.onnx_name.clone(),
@@ -135,7 +146,7 @@ impl OnnxModel {
             .collect();
         let outputs: Vec<&str> = im.outputs.iter().map(|(o, _)| o.as_str()).collect();
         let producer = if im.producer.is_empty() { "unknown producer" } else { &im.producer };
-        format!(
+        let mut text = format!(
             "ONNX opset {} ({producer}), {} nodes ({} folded at import), {} parameters: {} -> {}",
             im.opset,
             im.nodes,
@@ -143,7 +154,14 @@ impl OnnxModel {
             params,
             if inputs.is_empty() { "no inputs".to_string() } else { inputs.join(", ") },
             outputs.join(", ")
-        )
+        );
+        if !im.specialized.is_empty() {
+            text.push_str(&format!(
+                "; specialised to the given values of {}",
+                im.specialized.join(", ")
+            ));
+        }
+        text
     }
 }
 

@@ -410,6 +410,13 @@ impl Tensor {
         self.binary(BinaryOp::Equal, rhs)
     }
 
+    /// Elementwise `self` to the power `rhs` (C's `powf`: NaN for a negative base with a
+    /// non-integer exponent), broadcasting.
+    #[track_caller]
+    pub fn pow(&self, rhs: impl IntoOperand) -> Tensor {
+        self.binary(BinaryOp::Pow, rhs)
+    }
+
     /// Elementwise `self != 0 ? a : b` (this tensor is the condition), broadcasting all three.
     #[track_caller]
     pub fn select(&self, a: impl IntoOperand, b: impl IntoOperand) -> Tensor {

@@ -69,6 +69,9 @@ pub enum BinaryOp {
     LessThan,
     /// `a == b ? 1 : 0` (0 when either is NaN; `-0 == +0` is 1).
     Equal,
+    /// `a` to the power `b`, C's `powf` (ONNX's `Pow`, NumPy's `power` for floats): NaN for a
+    /// negative base with a non-integer exponent, `pow(x, 0) = 1` even for NaN `x`.
+    Pow,
 }
 
 /// An elementwise op of any arity: what an LLIR `map` node computes per element.
@@ -107,7 +110,7 @@ impl UnaryOp {
 
 impl BinaryOp {
     /// Every binary op, in declaration order.
-    pub const ALL: [BinaryOp; 7] = [
+    pub const ALL: [BinaryOp; 8] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -115,12 +118,13 @@ impl BinaryOp {
         BinaryOp::Maximum,
         BinaryOp::LessThan,
         BinaryOp::Equal,
+        BinaryOp::Pow,
     ];
 }
 
 impl ElemOp {
     /// Every elementwise op: the unary ops, the binary ops, then select.
-    pub const ALL: [ElemOp; 18] = [
+    pub const ALL: [ElemOp; 19] = [
         ElemOp::Unary(UnaryOp::Neg),
         ElemOp::Unary(UnaryOp::Exp),
         ElemOp::Unary(UnaryOp::Log),
@@ -138,6 +142,7 @@ impl ElemOp {
         ElemOp::Binary(BinaryOp::Maximum),
         ElemOp::Binary(BinaryOp::LessThan),
         ElemOp::Binary(BinaryOp::Equal),
+        ElemOp::Binary(BinaryOp::Pow),
         ElemOp::Select,
     ];
 
@@ -166,6 +171,7 @@ impl ElemOp {
                 BinaryOp::Maximum => "maximum",
                 BinaryOp::LessThan => "less_than",
                 BinaryOp::Equal => "equal",
+                BinaryOp::Pow => "pow",
             },
             ElemOp::Select => "select",
         }
@@ -231,6 +237,7 @@ impl ElemOp {
                 }
                 BinaryOp::LessThan => f32::from(u8::from(x < y)),
                 BinaryOp::Equal => f32::from(u8::from(x == y)),
+                BinaryOp::Pow => x.powf(y),
             },
             ElemOp::Select => {
                 if x != 0.0 {
@@ -275,6 +282,7 @@ impl ElemOp {
                 }
                 BinaryOp::LessThan => f64::from(u8::from(x < y)),
                 BinaryOp::Equal => f64::from(u8::from(x == y)),
+                BinaryOp::Pow => x.powf(y),
             },
             ElemOp::Select => {
                 if x != 0.0 {
@@ -317,6 +325,7 @@ impl ElemOp {
                 BinaryOp::Maximum => "(a != a || b != b) ? a + b : (a >= b ? a : b)",
                 BinaryOp::LessThan => "a < b ? 1.0f : 0.0f",
                 BinaryOp::Equal => "a == b ? 1.0f : 0.0f",
+                BinaryOp::Pow => "powf(a, b)",
             },
             ElemOp::Select => "a != 0.0f ? b : c",
         }

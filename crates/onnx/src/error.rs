@@ -15,7 +15,11 @@ pub enum OnnxError {
     #[error("the ONNX model has no graph")]
     NoGraph,
     /// The default-domain opset is outside what lumen imports.
-    #[error("opset {version} is not supported (lumen imports opsets 13 to 21)")]
+    #[error(
+        "opset {version} is not supported (lumen imports opsets {} to {})",
+        crate::import::MIN_OPSET,
+        crate::import::MAX_OPSET
+    )]
     Opset {
         /// The model's `ai.onnx` opset version.
         version: i64,
@@ -108,9 +112,11 @@ pub enum OnnxError {
         /// What is wrong.
         reason: String,
     },
-    /// A graph output that is a constant (lumen outputs what a program computes).
+    /// A graph output that is an integer constant the importer folded (a `Shape`): lumen's
+    /// outputs are f32 tensors (a float constant output is copied out of a weight).
     #[error(
-        "graph output `{name}` is a constant the importer folded; lumen outputs computed tensors"
+        "graph output `{name}` is an integer constant the importer folded; lumen outputs f32 \
+         tensors"
     )]
     ConstantOutput {
         /// The output.

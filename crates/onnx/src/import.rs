@@ -20,12 +20,26 @@ use crate::constant::{Const, Data, ReadError};
 use crate::error::OnnxError;
 use crate::proto::{AttributeProto, ModelProto, NodeProto, TensorProto, data_type};
 
+/// The oldest default-domain opset lumen imports: 13, where Squeeze, Unsqueeze, ReduceSum
+/// and Split take their axes as inputs, as every later opset does.
+pub const MIN_OPSET: i64 = 13;
+
+/// The newest default-domain opset lumen imports. Every operator lumen imports changed after
+/// opset 21 only in its type lists (and Cast gained `round_mode`, Range `stash_type`, neither
+/// with an effect on float32 and int64), per onnx 1.23's operator schemas.
+pub const MAX_OPSET: i64 = 28;
+
 /// Options of [`import`].
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ImportOptions {
     /// Shapes of graph inputs by ONNX name, for the dimensions the model leaves symbolic
     /// (`--shape input_ids=1,16`). A given shape replaces the model's for that input.
     pub shapes: BTreeMap<String, Vec<usize>>,
+    /// Values of integer graph inputs by ONNX name, for nodes that need them at import time
+    /// (a Reshape's shape, a Slice's starts, a reduction's axes fed as graph inputs): such a
+    /// node reads the given value and the program is specialised to it
+    /// ([`Imported::specialized`]). `lumen run` passes the `--inputs` tensors.
+    pub values: Tensors,
 }
 
 /// One graph input of an imported model.
@@ -66,6 +80,9 @@ pub struct Imported {
     pub folded: usize,
     /// Who exported it (`pytorch 2.15.0`, `skl2onnx 1.20.0`), from the model's producer.
     pub producer: String,
+    /// Integer graph inputs whose given values ([`ImportOptions::values`]) nodes read at
+    /// import time: the program is only valid for those values.
+    pub specialized: Vec<String>,
 }
 
 impl Imported {
@@ -166,6 +183,11 @@ struct Importer {
     /// Computed values that hold only 0.0 and 1.0 (comparison results): a Cast to bool
     /// leaves them as they are.
     bools: std::collections::HashSet<String>,
+    /// [`ImportOptions::values`].
+    known: Tensors,
+    /// Graph inputs read from `known`, in first-read order (a cell: shape readers borrow the
+    /// importer shared).
+    specialized: std::cell::RefCell<Vec<String>>,
     weights: Tensors,
     names: Names,
     opset: i64,
@@ -199,11 +221,11 @@ pub fn graph_input_names(bytes: &[u8]) -> Result<Vec<String>, OnnxError> {
         .collect())
 }
 
-/// Imports an ONNX model (opset 13 to 21, float32, static shapes or shapes set by
+/// Imports an ONNX model (opset 13 to 28, float32, static shapes or shapes set by
 /// `options.shapes`) into a lumen program.
 ///
 /// # Errors
-/// [`OnnxError`]: bytes that do not decode, no graph, an opset outside 13..=21, a tensor of
+/// [`OnnxError`]: bytes that do not decode, no graph, an opset outside [`MIN_OPSET`]..=[`MAX_OPSET`], a tensor of
 /// an unsupported element type or with external data, symbolic dimensions left open, an
 /// unsupported operator (naming op type, node and opset) or form of one, a node reading an
 /// undefined value (or a cycle), a constant graph output, and the DSL's shape errors.
@@ -215,7 +237,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
         .map_or(0, |o| o.version);
-    if !(13..=21).contains(&opset) {
+    if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(OnnxError::Opset { version: opset });
     }
     let mut im = Importer {
@@ -229,6 +251,8 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         int_views: HashMap::new(),
         twins: HashMap::new(),
         bools: std::collections::HashSet::new(),
+        known: options.values.clone(),
+        specialized: std::cell::RefCell::default(),
     };
     for init in &graph.initializer {
         let c = read_tensor(init, &init.name)?;
@@ -387,6 +411,11 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             value: out.name.clone(),
         })?;
         let t = match value {
+            // A float output known at import time is a weight the program copies out.
+            Value::Const(c) if c.is_float() => {
+                let here = NodeProto { name: "graph outputs".into(), ..Default::default() };
+                im.materialize(&here, format!("{}.value", out.name), Value::Const(c))?
+            }
             Value::Const(_) => return Err(OnnxError::ConstantOutput { name: out.name.clone() }),
             Value::Tensor(t) => t,
         };
@@ -410,6 +439,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         nodes: graph.node.len(),
         folded: im.folded,
         producer,
+        specialized: im.specialized.into_inner(),
     })
 }
 
@@ -527,10 +557,27 @@ impl Importer {
         match self.input(n, i) {
             None => Ok(None),
             Some(Value::Const(c)) => Ok(Some(c.to_i64())),
-            Some(Value::Tensor(_)) => Err(self.unsupported(
-                n,
-                format!("input {i} must be known at import time (lumen compiles static shapes)"),
-            )),
+            Some(Value::Tensor(_)) => {
+                let name = &n.input[i];
+                let given = self.known.get(name).and_then(HostTensor::index_values);
+                match given {
+                    Some(v) if self.inputs.iter().any(|g| &g.onnx_name == name) => {
+                        let mut seen = self.specialized.borrow_mut();
+                        if !seen.contains(name) {
+                            seen.push(name.clone());
+                        }
+                        Ok(Some(v))
+                    }
+                    _ => Err(self.unsupported(
+                        n,
+                        format!(
+                            "input {i} (`{name}`) must be known at import time: lumen compiles \
+                             static shapes (an initializer or constant, or a graph input whose \
+                             value is given, as `lumen run --inputs` does)"
+                        ),
+                    )),
+                }
+            }
         }
     }
 
@@ -546,7 +593,14 @@ impl Importer {
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return Err(self.unsupported(n, "not in the default ONNX domain"));
         }
-        let inputs: Vec<Option<Value>> = (0..n.input.len()).map(|i| self.input(n, i)).collect();
+        let mut inputs: Vec<Option<Value>> = (0..n.input.len()).map(|i| self.input(n, i)).collect();
+        // A shape fed as a graph input whose value is given (see ImportOptions::values).
+        if n.op_type == "ConstantOfShape"
+            && let Some(Value::Tensor(_)) = inputs.first().cloned().flatten()
+            && let Some(dims) = self.ints(n, 0)?
+        {
+            inputs[0] = Some(Value::Const(Rc::new(Const::i64(vec![dims.len()], dims))));
+        }
         let all_const = inputs.iter().all(|v| matches!(v, None | Some(Value::Const(_))));
         if (all_const || n.op_type == "Shape")
             && let Some(folded) = self.fold(n, &inputs)?
@@ -1011,20 +1065,20 @@ impl Importer {
             "Pow" => {
                 let x = self.f32_tensor(n, 0)?;
                 let e = match self.input(n, 1) {
-                    Some(Value::Const(c)) if c.len() == 1 => c.to_f32()[0],
-                    _ => return Err(self.unsupported(n, "only a constant scalar exponent")),
+                    Some(Value::Const(c)) if c.len() == 1 => Some(c.to_f32()[0]),
+                    _ => None,
                 };
+                // The exponents models use most as cheaper ops; any other elementwise pow.
                 one(match e {
-                    1.0 => x,
-                    2.0 => &x * &x,
-                    3.0 => &x * &x * &x,
-                    0.5 => x.sqrt(),
-                    -1.0 => x.recip(),
-                    -0.5 => x.sqrt().recip(),
+                    Some(1.0) => x,
+                    Some(2.0) => &x * &x,
+                    Some(3.0) => &x * &x * &x,
+                    Some(0.5) => x.sqrt(),
+                    Some(-1.0) => x.recip(),
+                    Some(-0.5) => x.sqrt().recip(),
                     _ => {
-                        return Err(
-                            self.unsupported(n, format!("exponent {e} (1, 2, 3, 0.5, -1, -0.5)"))
-                        );
+                        let y = self.f32_tensor(n, 1)?;
+                        x.pow(&y)
                     }
                 })
             }
@@ -1049,20 +1103,42 @@ impl Importer {
             }
             "LayerNormalization" => {
                 let x = self.f32_tensor(n, 0)?;
-                let rank = x.rank().unwrap_or(0);
-                if axis(attr_i(n, "axis", -1), rank) != rank.checked_sub(1) {
-                    return Err(self.unsupported(n, "only the last axis (axis = -1)"));
-                }
-                if n.output.iter().skip(1).any(|o| !o.is_empty()) {
-                    return Err(self.unsupported(n, "the Mean and InvStdDev outputs"));
-                }
+                let shape = x.shape().unwrap_or_default();
+                let rank = shape.len();
+                let Some(a) = axis(attr_i(n, "axis", -1), rank) else {
+                    return Err(self.malformed(n, format!("axis out of range for rank {rank}")));
+                };
                 let eps = attr_f(n, "epsilon", 1e-5);
                 let gamma = self.f32_tensor(n, 1)?;
                 let beta = match self.input(n, 2) {
-                    Some(_) => self.f32_tensor(n, 2)?,
-                    None => self.cx.constant(0.0),
+                    Some(_) => Some(self.f32_tensor(n, 2)?),
+                    None => None,
                 };
-                one(x.layer_norm(&gamma, &beta, eps))
+                let stats = n.output.iter().skip(1).any(|o| !o.is_empty());
+                if a + 1 == rank && !stats && gamma.rank() == Some(1) {
+                    let beta = beta.unwrap_or_else(|| self.cx.constant(0.0));
+                    return one(x.layer_norm(&gamma, &beta, eps));
+                }
+                // Normalised over axes a.. : rows of the flattened [outer, inner] view, then
+                // scale and bias broadcast in the input's shape. Mean and InvStdDev keep the
+                // normalised axes as 1s.
+                let outer: usize = shape[..a].iter().product();
+                let inner: usize = shape[a..].iter().product();
+                let flat = x.reshape(vec![outer, inner]);
+                let mean = flat.mean(-1, true);
+                let centered = &flat - &mean;
+                let var = (&centered * &centered).mean(-1, true);
+                let inv = (var + eps).sqrt().recip();
+                let mut y = (centered * &inv).reshape(shape.clone()) * &gamma;
+                if let Some(b) = beta {
+                    y = y + b;
+                }
+                if !stats {
+                    return one(y);
+                }
+                let mut kept = shape[..a].to_vec();
+                kept.resize(rank, 1);
+                Ok(vec![y, mean.reshape(kept.clone()), inv.reshape(kept)])
             }
             "ReduceMean" | "ReduceSum" | "ReduceMax" => {
                 let x = self.f32_tensor(n, 0)?;
@@ -1373,14 +1449,28 @@ impl Importer {
                 Ok(vec![joined.reshape(shape)])
             }
             Some(Value::Tensor(ids)) => {
-                if rank != 2 || a != 0 {
-                    return Err(self.unsupported(
-                        n,
-                        "computed indices only into a 2-D table along axis 0 (an embedding)",
-                    ));
-                }
                 let table = self.f32_tensor(n, 0)?;
-                Ok(vec![table.gather(&ids)])
+                if rank == 2 && a == 0 {
+                    return Ok(vec![table.gather(&ids)]);
+                }
+                // Any axis: rows of the [len, rest] view with the gathered axis first, then
+                // the output's axes put back in ONNX's order (before, indices, after).
+                let before = data_shape[..a].to_vec();
+                let after = data_shape[a + 1..].to_vec();
+                let mut to_front: Vec<isize> = vec![a as isize];
+                to_front.extend((0..rank as isize).filter(|&d| d != a as isize));
+                let rest: usize = before.iter().chain(&after).product();
+                let rows = table.permute(&to_front).reshape(vec![data_shape[a], rest]);
+                let ids_shape = ids.shape().unwrap_or_default();
+                let k = ids_shape.len();
+                let mut grouped = ids_shape.clone();
+                grouped.extend(&before);
+                grouped.extend(&after);
+                let g = rows.gather(&ids).reshape(grouped);
+                let mut back: Vec<isize> = (k..k + a).map(|d| d as isize).collect();
+                back.extend((0..k).map(|d| d as isize));
+                back.extend((k + a..k + a + after.len()).map(|d| d as isize));
+                Ok(vec![g.permute(&back)])
             }
             None => Err(self.malformed(n, "no indices")),
         }

@@ -44,8 +44,8 @@ fn check(name: &str) {
     let given = read_tensors(&data(&format!("{name}.inputs.safetensors")));
     // Symbolic dimensions (skl2onnx's batch) take the given inputs' shapes.
     let shapes = given.iter().map(|(k, v)| (k.clone(), v.shape().to_vec())).collect();
-    let imported =
-        import(&bytes, &ImportOptions { shapes }).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let imported = import(&bytes, &ImportOptions { shapes, ..Default::default() })
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
     let expect = read_tensors(&data(&format!("{name}.expect.safetensors")));
     let inputs = imported.bind_inputs(&given).unwrap();
     for fuse in [false, true] {
@@ -108,7 +108,7 @@ fn bert_int_mask_matches_onnxruntime() {
 fn sklearn_mlp_fused_llir_snapshot() {
     let bytes = std::fs::read(data("digits_mlp_sklearn.onnx")).unwrap();
     let shapes = [("X".to_string(), vec![450, 64])].into_iter().collect();
-    let imported = import(&bytes, &ImportOptions { shapes }).unwrap();
+    let imported = import(&bytes, &ImportOptions { shapes, ..Default::default() }).unwrap();
     let options =
         CompileOptions { fuse: true, name: "digits_mlp_sklearn".into(), ..Default::default() };
     let program = imported.graph.compile(&options).unwrap();

@@ -145,6 +145,7 @@ pub fn map(op: ElemOp, ins: &[(&[f32], &View)], out: &mut [f32]) -> Result<(), R
         ElemOp::Binary(BinaryOp::Maximum),
         ElemOp::Binary(BinaryOp::LessThan),
         ElemOp::Binary(BinaryOp::Equal),
+        ElemOp::Binary(BinaryOp::Pow),
         ElemOp::Select,
     );
     // Every op of the table is listed above; this is the generic path for one that is not.

@@ -41,7 +41,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use lumen_compiler::fusion::Candidate;
 use lumen_compiler::fusion::candidates::POLICIES;
 use lumen_compiler::fusion::report::group;
-use lumen_compiler::{BufferRole, CompileError, CompileOptions, CompiledProgram, dump};
+use lumen_compiler::{BufferRole, CompileError, CompileOptions, CompiledProgram, DType, dump};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -837,7 +837,8 @@ pub fn llir_best_block(
 /// Seeded values uniform in [-1, 1) for every buffer of `role` (`Input` or `Weight`) of
 /// `program`, by name and declared shape (row-major f32): the random inputs and weights of
 /// `lumen compare --profile`. The generator is splitmix64, so the values depend only on
-/// `seed` and the buffer order.
+/// `seed` and the buffer order. Integer (index) buffers hold zeros instead: row 0 exists in
+/// every table a gather reads, and the time does not depend on which rows are read.
 ///
 /// # Errors
 /// [`RuntimeError::Alloc`] when a buffer's element count overflows or cannot be allocated.
@@ -857,6 +858,17 @@ pub fn random_tensors(
     let mut out = Tensors::new();
     for b in program.llir.buffers.iter().filter(|b| b.role == role) {
         let n = element_count(&b.shape).ok_or(RuntimeError::Alloc { bytes: usize::MAX })?;
+        match b.dtype {
+            DType::I64 => {
+                out.insert(b.id.clone(), HostTensor::from_i64(b.shape.clone(), vec![0; n])?);
+                continue;
+            }
+            DType::I32 => {
+                out.insert(b.id.clone(), HostTensor::from_i32(b.shape.clone(), vec![0; n])?);
+                continue;
+            }
+            DType::F32 | DType::U8 => {}
+        }
         let mut data: Vec<f32> = Vec::new();
         data.try_reserve_exact(n)
             .map_err(|_| RuntimeError::Alloc { bytes: n.saturating_mul(4) })?;
