@@ -199,9 +199,22 @@ impl Const {
         }
     }
 
-    /// Joins `parts` (equal shapes but along `axis`) along `axis`.
+    /// Joins `parts` (equal shapes but along `axis`) along `axis`; `None` without parts or
+    /// when their shapes differ elsewhere.
     pub fn concat(parts: &[Self], axis: usize) -> Option<Self> {
         let first = parts.first()?;
+        let agree = |p: &Self| {
+            p.shape.len() == first.shape.len()
+                && axis < p.shape.len()
+                && p.shape
+                    .iter()
+                    .zip(&first.shape)
+                    .enumerate()
+                    .all(|(d, (a, b))| d == axis || a == b)
+        };
+        if !parts.iter().all(agree) {
+            return None;
+        }
         let mut shape = first.shape.clone();
         shape[axis] = parts.iter().map(|p| p.shape.get(axis).copied().unwrap_or(0)).sum();
         let outer: usize = shape[..axis].iter().product();

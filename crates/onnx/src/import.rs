@@ -29,6 +29,9 @@ pub const MIN_OPSET: i64 = 13;
 /// with an effect on float32 and int64), per onnx 1.23's operator schemas.
 pub const MAX_OPSET: i64 = 28;
 
+/// The most elements a constant folded at import may hold (2^26: 256 MiB of f32).
+pub const MAX_FOLDED_ELEMENTS: usize = 1 << 26;
+
 /// Options of [`import`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ImportOptions {
@@ -196,8 +199,11 @@ struct Importer {
 
 /// A DSL error's message without its ` (at file:line:column)` suffix.
 fn without_location(message: &str) -> String {
-    match message.rfind(" (at ") {
-        Some(at) if message.ends_with(')') => message[..at].to_string(),
+    // `... (at src/x.rs:1:2)` or `... (input, at src/x.rs:1:2)`.
+    match message.rfind(" (") {
+        Some(at) if message.ends_with(')') && message[at..].contains(".rs:") => {
+            message[..at].to_string()
+        }
         _ => message.to_string(),
     }
 }
@@ -343,6 +349,12 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         };
         let name = im.names.make(&input.name);
         let t = im.cx.input_typed(name.clone(), shape.clone(), dtype);
+        if let Some(e) = im.cx.recorded_error() {
+            return Err(OnnxError::ShapeOption {
+                name: input.name.clone(),
+                reason: without_location(&e.to_string()),
+            });
+        }
         im.values.insert(input.name.clone(), Value::Tensor(t));
         if dtype.is_index() {
             im.int_views.insert(input.name.clone(), (inputs.len(), Vec::new()));
@@ -492,6 +504,21 @@ impl Importer {
 
     fn malformed(&self, n: &NodeProto, reason: impl Into<String>) -> OnnxError {
         OnnxError::Malformed { node: node_name(n), op: n.op_type.clone(), reason: reason.into() }
+    }
+
+    /// An error unless a constant of `shape` is small enough to fold: at most
+    /// [`MAX_FOLDED_ELEMENTS`] elements (a corrupt or hostile shape must not exhaust memory).
+    fn foldable(&self, n: &NodeProto, shape: &[usize]) -> Result<(), OnnxError> {
+        match shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
+            Some(count) if count <= MAX_FOLDED_ELEMENTS => Ok(()),
+            _ => Err(self.malformed(
+                n,
+                format!(
+                    "a constant of shape {shape:?} is over the {MAX_FOLDED_ELEMENTS} elements \
+                     lumen folds at import"
+                ),
+            )),
+        }
     }
 
     /// Input `i` of `n`, `None` when absent (past the end or an empty name).
@@ -649,6 +676,9 @@ impl Importer {
                    fi: fn(i64, i64) -> i64|
          -> Result<Option<Vec<Const>>, OnnxError> {
             let (a, b) = (need(0)?, need(1)?);
+            if let Some(shape) = lumen_compiler::view::broadcast_shapes(&a.shape, &b.shape) {
+                self.foldable(n, &shape)?;
+            }
             let out = a.zip(b, ff, fi).ok_or_else(|| {
                 self.malformed(
                     n,
@@ -696,6 +726,7 @@ impl Importer {
             "ConstantOfShape" => {
                 let shape: Vec<usize> =
                     need(0)?.to_i64().iter().map(|&d| d.max(0) as usize).collect();
+                self.foldable(n, &shape)?;
                 let count: usize = shape.iter().product();
                 let value = match attr(n, "value").and_then(|a| a.t.as_ref()) {
                     Some(t) => read_tensor(t, &node_name(n))?,
@@ -716,6 +747,7 @@ impl Importer {
                         return Err(self.malformed(n, "delta is 0"));
                     }
                     let count = ((l - s) / d).ceil().max(0.0) as usize;
+                    self.foldable(n, &[count])?;
                     Ok(Some(vec![Const::f32(
                         vec![count],
                         (0..count).map(|i| s + i as f32 * d).collect(),
@@ -726,6 +758,7 @@ impl Importer {
                         return Err(self.malformed(n, "delta is 0"));
                     }
                     let count = (((l - s) as f64) / d as f64).ceil().max(0.0) as usize;
+                    self.foldable(n, &[count])?;
                     Ok(Some(vec![Const::i64(
                         vec![count],
                         (0..count as i64).map(|i| s + i * d).collect(),
@@ -793,6 +826,7 @@ impl Importer {
                 let shape = lumen_compiler::view::broadcast_shapes(&cond.shape, &x.shape)
                     .and_then(|s| lumen_compiler::view::broadcast_shapes(&s, &y.shape))
                     .ok_or_else(|| self.malformed(n, "shapes do not broadcast"))?;
+                self.foldable(n, &shape)?;
                 let through =
                     |c: &Const| View::contiguous(&c.shape).expand(&shape).map(|v| c.through(&v));
                 let (cond, x, y) = (through(cond), through(x), through(y));
@@ -836,8 +870,12 @@ impl Importer {
                         let parts: Vec<Const> = (0..inputs.len())
                             .map(|i| need(i).cloned())
                             .collect::<Result<_, _>>()?;
-                        Const::concat(&parts, a)
-                            .ok_or_else(|| self.malformed(n, "nothing to concat"))?
+                        Const::concat(&parts, a).ok_or_else(|| {
+                            self.malformed(
+                                n,
+                                "the inputs' shapes differ outside the axis (or there are none)",
+                            )
+                        })?
                     }
                     "Gather" => {
                         let idx = need(1)?;
@@ -859,6 +897,7 @@ impl Importer {
                         let mut shape = x.shape[..a].to_vec();
                         shape.extend(&idx.shape);
                         shape.extend(&x.shape[a + 1..]);
+                        self.foldable(n, &shape)?;
                         match Const::concat(&parts, a) {
                             Some(c) => c.reshaped(shape),
                             None => match &x.data {
@@ -869,6 +908,7 @@ impl Importer {
                     }
                     _ => {
                         let (view, out) = self.movement(n, &shapes)?;
+                        self.foldable(n, &out)?;
                         match view {
                             Some(v) => x.through(&v),
                             None => x.clone().reshaped(out),

@@ -242,3 +242,67 @@ fn a_constant_graph_output_is_refused() {
     g.output.push(value("s", data_type::INT64, &[Some(2)]));
     assert!(matches!(err(&m), OnnxError::ConstantOutput { name } if name == "s"));
 }
+
+fn ints(name: &str, values: &[i64]) -> TensorProto {
+    TensorProto {
+        dims: vec![values.len() as i64],
+        data_type: data_type::INT64,
+        int64_data: values.to_vec(),
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+/// A hostile shape in a folded constant is an error, not an allocation that aborts.
+#[test]
+fn huge_folded_constants_are_refused() {
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    g.initializer.push(ints("big", &[1 << 40, 1 << 20]));
+    g.node.push(node("ConstantOfShape", "fill", &["big"], &["filled"]));
+    g.node.push(node("Add", "use", &["y", "filled"], &["z"]));
+    g.output[0] = value("z", data_type::FLOAT, &[Some(2), Some(4)]);
+    let e = err(&m).to_string();
+    assert!(e.starts_with("node `fill` (ConstantOfShape): a constant of shape"), "{e}");
+    // Range with a huge count, and an input shape whose byte size overflows.
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    g.initializer.extend([ints("s", &[0]), ints("l", &[i64::MAX]), ints("d", &[1])]);
+    g.node.push(node("Range", "r", &["s", "l", "d"], &["ramp"]));
+    g.node.push(node("Cast", "c", &["ramp"], &["rampf"]));
+    assert!(err(&m).to_string().contains("lumen folds at import"));
+    let shapes = [("x".to_string(), vec![1usize << 62, 3])].into_iter().collect();
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().input[0] = value("x", data_type::FLOAT, &[None, Some(3)]);
+    let e = import(&m.encode_to_vec(), &ImportOptions { shapes, ..Default::default() })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "the shape given for input `x`: x: shape [4611686018427387904, 3] is too large"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains(".rs:"), "{e}");
+}
+
+/// Constants whose shapes differ outside the concat axis are an error, not an index panic.
+#[test]
+fn mismatched_constant_concat_is_an_error() {
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    g.initializer.push(weight("a", &[2, 2], vec![0.0; 4]));
+    g.initializer.push(weight("b", &[3], vec![0.0; 3]));
+    let mut cat = node("Concat", "cat", &["a", "b"], &["ab"]);
+    cat.attribute.push(AttributeProto {
+        name: "axis".into(),
+        i: 1,
+        r#type: 2,
+        ..Default::default()
+    });
+    g.node.push(cat);
+    g.node.push(node("Add", "use", &["y", "ab"], &["z"]));
+    g.output[0] = value("z", data_type::FLOAT, &[Some(2), Some(4)]);
+    let e = err(&m).to_string();
+    assert!(e.starts_with("node `cat` (Concat): the inputs' shapes differ"), "{e}");
+}
