@@ -104,6 +104,10 @@ SUPPORTED = [
     "ReduceMax", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Concat", "Slice",
     "Expand", "Gather", "Where", "Equal", "Clip", "Min", "Max", "Cast", "Constant",
     "ConstantOfShape", "Shape", "Identity",
+    # Imported beyond the list above (issue 15's list is the first block).
+    "LogSoftmax", "Neg", "Abs", "Less", "Greater", "Not", "Dropout", "Range", "LeakyRelu", "Gelu",
+    "BatchNormalization", "Split", "ReduceMin", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+    "ReduceLogSumExp", "Size", "Mod", "ReduceProd", "Trilu",
 ]
 SUPPORTED_SET = frozenset(SUPPORTED)
 DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -88,6 +88,22 @@ pub fn parse_shape(text: &str) -> Result<(String, Vec<usize>), String> {
     Ok((name.to_string(), dims))
 }
 
+/// The `--shape` options by input name.
+///
+/// # Errors
+/// A [`UsageError`] when one input is given two shapes.
+pub fn shape_map(
+    shapes: &[(String, Vec<usize>)],
+) -> Result<std::collections::BTreeMap<String, Vec<usize>>, UsageError> {
+    let mut map = std::collections::BTreeMap::new();
+    for (name, dims) in shapes {
+        if map.insert(name.clone(), dims.clone()).is_some() {
+            return Err(UsageError::new(format!("--shape gives input `{name}` twice")));
+        }
+    }
+    Ok(map)
+}
+
 impl ProgramArgs {
     /// Whether the program is an ONNX model file rather than a built-in program.
     pub fn is_onnx(&self) -> bool {
@@ -129,10 +145,8 @@ impl ProgramArgs {
         }
         let bytes = std::fs::read(&self.program)
             .with_context(|| format!("cannot read {}", self.program))?;
-        let options = lumen_onnx::ImportOptions {
-            shapes: self.shape.iter().cloned().collect(),
-            ..Default::default()
-        };
+        let options =
+            lumen_onnx::ImportOptions { shapes: shape_map(&self.shape)?, ..Default::default() };
         let imported = lumen_onnx::import(&bytes, &options)
             .with_context(|| format!("cannot import {}", self.program))?;
         Ok(imported.graph)

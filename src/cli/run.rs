@@ -321,7 +321,7 @@ fn load(args: &Args) -> anyhow::Result<Model> {
     let files = model::OnnxFiles {
         inputs: args.inputs.as_deref(),
         expect: args.expect.as_deref(),
-        shapes: args.shape.iter().cloned().collect(),
+        shapes: super::program_args::shape_map(&args.shape)?,
     };
     Ok(Model::Onnx(model::load_onnx(&args.file, &files).with_context(context)?))
 }
@@ -418,7 +418,8 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     let against = o.model.reference_words();
     let references = o.model.references();
     if references.is_empty() {
-        let why = match o.model {
+        let why = match &o.model {
+            Model::Onnx(m) if m.expect.is_some() => "the --expect file holds none of the outputs",
             Model::Onnx(_) => "no --expect file",
             _ => "the file has no logits",
         };

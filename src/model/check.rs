@@ -239,22 +239,37 @@ pub fn check_all_outputs(model: &Model, outputs: &Tensors, tolerance: f64) -> Ou
     let total: usize = outputs.values().map(|t| t.data().len()).sum();
     let references = model.references();
     // An infinity the reference holds too is the right answer, not a failure.
-    let (nan, inf) = outputs
+    let (nan, inf, expected_inf) = outputs
         .iter()
         .map(|(name, t)| match references.iter().find(|(r, _)| r == name) {
             Some((_, r)) if r.shape() == t.shape() => {
-                t.data().iter().zip(r.data()).fold((0, 0), |(nan, inf), (v, w)| {
-                    (nan + usize::from(v.is_nan()), inf + usize::from(v.is_infinite() && v != w))
+                t.data().iter().zip(r.data()).fold((0, 0, 0), |(nan, inf, same), (v, w)| {
+                    let infinite = v.is_infinite();
+                    (
+                        nan + usize::from(v.is_nan()),
+                        inf + usize::from(infinite && v != w),
+                        same + usize::from(infinite && v == w),
+                    )
                 })
             }
-            _ => non_finite(t),
+            _ => {
+                let (nan, inf) = non_finite(t);
+                (nan, inf, 0)
+            }
         })
-        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        .fold((0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
     checks.push(if nan + inf == 0 {
         Check {
             name: "finite",
             status: CheckStatus::Passed,
-            detail: format!("all {total} {what} are finite"),
+            detail: if expected_inf == 0 {
+                format!("all {total} {what} are finite")
+            } else {
+                format!(
+                    "no NaN, and no infinity the reference lacks: {expected_inf} of {total} {what} \
+                     are infinities the reference holds too"
+                )
+            },
         }
     } else {
         Check {
@@ -295,12 +310,24 @@ pub fn check_all_outputs(model: &Model, outputs: &Tensors, tolerance: f64) -> Ou
         }
     }
     let max_abs_err = if mismatch.is_some() { None } else { worst };
+    if let Model::Onnx(m) = model
+        && m.expect.is_some()
+    {
+        for name in outputs.keys().filter(|k| !references.iter().any(|(r, _)| r == *k)) {
+            warnings.push(format!(
+                "output `{name}` has no reference in the --expect file: it is not compared"
+            ));
+        }
+    }
     let against = model.reference_words();
     checks.push(match (references.is_empty(), mismatch, max_abs_err) {
         (true, _, _) => Check {
             name: "max_abs_err",
             status: CheckStatus::Skipped,
             detail: match model {
+                Model::Onnx(m) if m.expect.is_some() => {
+                    "the --expect file holds none of the outputs".to_string()
+                }
                 Model::Onnx(_) => "no reference outputs (--expect)".to_string(),
                 _ => "no reference logits in the file".to_string(),
             },

@@ -90,6 +90,14 @@ pub enum ModelError {
     /// The ONNX model could not be imported (see [`lumen_onnx::OnnxError`]).
     #[error(transparent)]
     Onnx(#[from] lumen_onnx::OnnxError),
+    /// An error about a tensor file given beside the model (`--inputs`, `--expect`).
+    #[error("in {path}: {source}")]
+    InFile {
+        /// The file.
+        path: String,
+        /// What is wrong in it.
+        source: Box<ModelError>,
+    },
     /// A tensor of an `--inputs` or `--expect` file names no graph input or output.
     #[error("the {file} file has a tensor `{name}`, which the model does not have ({expected})")]
     Unexpected {

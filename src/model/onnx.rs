@@ -55,7 +55,7 @@ pub struct OnnxFiles<'a> {
 pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelError> {
     let bytes = read(path)?;
     let given = match files.inputs {
-        Some(p) => read_tensors(&read(p)?)?,
+        Some(p) => read_tensors(&read(p)?).map_err(in_file(p))?,
         None => Tensors::new(),
     };
     // Symbolic dimensions take the given tensors' shapes unless --shape says otherwise.
@@ -93,7 +93,7 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
     let expect = match files.expect {
         None => None,
         Some(p) => {
-            let mut reference = read_tensors(&read(p)?)?;
+            let mut reference = read_tensors(&read(p)?).map_err(in_file(p))?;
             let names: Vec<String> = imported.outputs.iter().map(|(o, _)| o.clone()).collect();
             if let Some(name) = reference.keys().find(|k| !names.contains(k)) {
                 return Err(ModelError::Unexpected {
@@ -163,6 +163,11 @@ impl OnnxModel {
         }
         text
     }
+}
+
+/// Names the tensor file an error is about.
+fn in_file(path: &Path) -> impl Fn(ModelError) -> ModelError + '_ {
+    move |e| ModelError::InFile { path: path.display().to_string(), source: Box::new(e) }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ModelError> {

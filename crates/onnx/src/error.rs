@@ -112,6 +112,22 @@ pub enum OnnxError {
         /// What is wrong.
         reason: String,
     },
+    /// The model imports no opset of the default (`ai.onnx`) domain.
+    #[error("the model imports no opset of the default ai.onnx domain (opset_import)")]
+    NoOpset,
+    /// The graph declares no outputs.
+    #[error("the ONNX graph has no outputs: nothing to compute")]
+    NoOutputs,
+    /// A graph output no imported node computes (an optional output lumen does not compute,
+    /// such as Dropout's mask).
+    #[error(
+        "graph output `{name}` is computed by no node lumen imported (an optional output lumen \
+         does not compute, such as Dropout's mask)"
+    )]
+    MissingOutput {
+        /// The output's name.
+        name: String,
+    },
     /// A graph output that is an integer constant the importer folded (a `Shape`): lumen's
     /// outputs are f32 tensors (a float constant output is copied out of a weight).
     #[error(

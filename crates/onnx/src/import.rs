@@ -243,6 +243,9 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
         .map_or(0, |o| o.version);
+    if opset == 0 {
+        return Err(OnnxError::NoOpset);
+    }
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(OnnxError::Opset { version: opset });
     }
@@ -272,6 +275,26 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             });
         }
     }
+    // A symbolic dimension (`batch`, `sequence`) set through one input's given shape sets it
+    // for every input that names it.
+    let mut params: BTreeMap<&str, usize> = BTreeMap::new();
+    for input in &graph.input {
+        let (Some(given), Some(shape)) = (
+            options.shapes.get(&input.name),
+            input
+                .r#type
+                .as_ref()
+                .and_then(|t| t.tensor_type.as_ref())
+                .and_then(|t| t.shape.as_ref()),
+        ) else {
+            continue;
+        };
+        for (d, &g) in shape.dim.iter().zip(given) {
+            if let Some(p) = d.dim_param.as_deref().filter(|p| !p.is_empty()) {
+                params.entry(p).or_insert(g);
+            }
+        }
+    }
     let mut inputs = Vec::new();
     let mut open: Vec<String> = Vec::new();
     let mut example = String::new();
@@ -298,6 +321,14 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             }
         };
         let dims = tensor.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]);
+        if tensor.shape.is_none() && !options.shapes.contains_key(&input.name) {
+            // Not a scalar: an input whose rank the model does not say.
+            open.push(format!("{} (no shape declared)", input.name));
+            if example.is_empty() {
+                example = format!("{}=D0,D1,...", input.name);
+            }
+            continue;
+        }
         let shape = match options.shapes.get(&input.name) {
             Some(given) => {
                 if given.len() != dims.len() {
@@ -325,8 +356,10 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             None => {
                 let mut shape = Vec::with_capacity(dims.len());
                 for (axis, d) in dims.iter().enumerate() {
-                    match d.dim_value {
-                        Some(v) if v >= 0 => shape.push(v as usize),
+                    let param = d.dim_param.as_deref().and_then(|p| params.get(p));
+                    match (d.dim_value, param) {
+                        (Some(v), _) if v >= 0 => shape.push(v as usize),
+                        (_, Some(&v)) => shape.push(v),
                         _ => {
                             let what = d
                                 .dim_param
@@ -398,8 +431,18 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
                 return Err(in_node(e));
             }
             for (name, v) in node.output.iter().zip(outs) {
-                if !name.is_empty() {
-                    im.values.insert(name.clone(), v);
+                if name.is_empty() {
+                    continue;
+                }
+                if im.values.insert(name.clone(), v).is_some() {
+                    return Err(OnnxError::Malformed {
+                        node: node_name(node),
+                        op: node.op_type.clone(),
+                        reason: format!(
+                            "it defines `{name}`, which an input, initializer or earlier node \
+                             already defines (ONNX graphs are single-assignment)"
+                        ),
+                    });
                 }
             }
         }
@@ -415,25 +458,35 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         pending = waiting;
     }
 
+    if graph.output.is_empty() {
+        return Err(OnnxError::NoOutputs);
+    }
     let mut outputs = Vec::new();
+    // Leaves (inputs, weights) as the graph stands before any output is marked.
+    let hlir = im.cx.hlir();
+    let mut marked = std::collections::HashSet::new();
     for out in &graph.output {
-        let value = im.values.get(&out.name).cloned().ok_or_else(|| OnnxError::Undefined {
-            node: "graph outputs".into(),
-            op: "output".into(),
-            value: out.name.clone(),
-        })?;
-        let t = match value {
+        let value = im
+            .values
+            .get(&out.name)
+            .cloned()
+            .ok_or_else(|| OnnxError::MissingOutput { name: out.name.clone() })?;
+        let (t, copy) = match value {
             // A float output known at import time is a weight the program copies out.
             Value::Const(c) if c.is_float() => {
                 let here = NodeProto { name: "graph outputs".into(), ..Default::default() };
-                im.materialize(&here, format!("{}.value", out.name), Value::Const(c))?
+                let w = im.materialize(&here, format!("{}.value", out.name), Value::Const(c))?;
+                (w, true)
             }
             Value::Const(_) => return Err(OnnxError::ConstantOutput { name: out.name.clone() }),
-            Value::Tensor(t) => t,
+            Value::Tensor(t) => {
+                let leaf = hlir.graph.node_weight(t.node()).is_some_and(|n| n.op.is_leaf());
+                (t, leaf)
+            }
         };
-        // An output must be computed: a graph input passed straight through is copied.
-        let is_leaf = im.cx.hlir().graph.node_weight(t.node()).is_some_and(|n| n.op.is_leaf());
-        let t = if is_leaf { t.contiguous() } else { t };
+        // An output must be computed: an input passed straight through is copied, and so is
+        // a tensor that is already another output (`return h, h`).
+        let t = if copy || !marked.insert(t.node()) { t.contiguous() } else { t };
         let name = im.names.make(&out.name);
         t.output(name.clone());
         outputs.push((out.name.clone(), name));
@@ -620,6 +673,14 @@ impl Importer {
         if !(n.domain.is_empty() || n.domain == "ai.onnx") {
             return Err(self.unsupported(n, "not in the default ONNX domain"));
         }
+        if n.op_type == "Dropout" {
+            // Inference only: training_mode absent or a constant false.
+            match self.input(n, 2) {
+                None => {}
+                Some(Value::Const(c)) if c.to_i64().iter().all(|&v| v == 0) => {}
+                Some(_) => return Err(self.unsupported(n, "training mode (lumen runs inference)")),
+            }
+        }
         let mut inputs: Vec<Option<Value>> = (0..n.input.len()).map(|i| self.input(n, i)).collect();
         // A shape fed as a graph input whose value is given (see ImportOptions::values).
         if n.op_type == "ConstantOfShape"
@@ -629,7 +690,7 @@ impl Importer {
             inputs[0] = Some(Value::Const(Rc::new(Const::i64(vec![dims.len()], dims))));
         }
         let all_const = inputs.iter().all(|v| matches!(v, None | Some(Value::Const(_))));
-        if (all_const || n.op_type == "Shape")
+        if (all_const || matches!(n.op_type.as_str(), "Shape" | "Size"))
             && let Some(folded) = self.fold(n, &inputs)?
         {
             self.folded += 1;
@@ -710,6 +771,77 @@ impl Importer {
                 Ok(Some(vec![value]))
             }
             "Identity" | "Dropout" => Ok(Some(vec![need(0)?.clone()])),
+            "Size" => {
+                let v = inputs
+                    .first()
+                    .cloned()
+                    .flatten()
+                    .ok_or_else(|| self.malformed(n, "no input"))?;
+                let count: usize = self.shape_of(&v).iter().product();
+                Ok(Some(vec![Const::i64(vec![], vec![count as i64])]))
+            }
+            "Mod" => {
+                let (a, b) = (need(0)?, need(1)?);
+                if let Some(shape) = lumen_compiler::view::broadcast_shapes(&a.shape, &b.shape) {
+                    self.foldable(n, &shape)?;
+                }
+                // fmod = 1: the sign of the dividend (C's fmod); 0: of the divisor (Python's).
+                let out = if attr_i(n, "fmod", 0) != 0 {
+                    a.zip(b, |x, y| x % y, |x, y| x.checked_rem(y).unwrap_or(0))
+                } else {
+                    a.zip(
+                        b,
+                        |x, y| x - y * (x / y).floor(),
+                        |x, y| {
+                            x.checked_rem(y)
+                                .map_or(0, |r| if r != 0 && (r < 0) != (y < 0) { r + y } else { r })
+                        },
+                    )
+                };
+                Ok(Some(vec![out.ok_or_else(|| self.malformed(n, "shapes do not broadcast"))?]))
+            }
+            "ReduceProd" => {
+                // Shape arithmetic (a Shape's elements multiplied): one axis at most.
+                let x = need(0)?;
+                if x.shape.len() > 1 {
+                    return Ok(None);
+                }
+                let keep = attr_i(n, "keepdims", 1) != 0;
+                let shape = if keep { vec![1; x.shape.len()] } else { Vec::new() };
+                Ok(Some(vec![if x.is_float() {
+                    Const::f32(shape, vec![x.to_f32().iter().product()])
+                } else {
+                    Const::i64(shape, vec![x.to_i64().iter().fold(1i64, |a, &b| a.wrapping_mul(b))])
+                }]))
+            }
+            "Trilu" => {
+                // A constant mask (torch.triu/tril of ones): keep j - i >= k (upper) or <= k.
+                let x = need(0)?;
+                let r = x.shape.len();
+                if r < 2 {
+                    return Err(self.malformed(n, "input of rank < 2"));
+                }
+                let k = match c(1) {
+                    Some(k) => k.to_i64().first().copied().unwrap_or(0),
+                    None => 0,
+                };
+                let upper = attr_i(n, "upper", 1) != 0;
+                let (rows, cols) = (x.shape[r - 2], x.shape[r - 1]);
+                let keep = |e: usize| {
+                    let (i, j) = ((e / cols % rows.max(1)) as i64, (e % cols.max(1)) as i64);
+                    if upper { j - i >= k } else { j - i <= k }
+                };
+                Ok(Some(vec![match &x.data {
+                    Data::F32(v) => Const::f32(
+                        x.shape.clone(),
+                        v.iter().enumerate().map(|(e, &a)| if keep(e) { a } else { 0.0 }).collect(),
+                    ),
+                    Data::I64(v) => Const::i64(
+                        x.shape.clone(),
+                        v.iter().enumerate().map(|(e, &a)| if keep(e) { a } else { 0 }).collect(),
+                    ),
+                }]))
+            }
             "Shape" => {
                 let v = inputs
                     .first()
@@ -1104,18 +1236,22 @@ impl Importer {
             }
             "Pow" => {
                 let x = self.f32_tensor(n, 0)?;
+                let rank = x.rank().unwrap_or(0);
+                // A one-element exponent of no higher rank than x: the output has x's shape.
                 let e = match self.input(n, 1) {
-                    Some(Value::Const(c)) if c.len() == 1 => Some(c.to_f32()[0]),
+                    Some(Value::Const(c)) if c.len() == 1 && c.shape.len() <= rank => {
+                        Some(c.to_f32()[0])
+                    }
                     _ => None,
                 };
-                // The exponents models use most as cheaper ops; any other elementwise pow.
+                // The exponents models use most as cheaper ops (within an ulp of powf; sqrt
+                // gives NaN for -inf where powf gives +inf); any other elementwise pow.
                 one(match e {
                     Some(1.0) => x,
                     Some(2.0) => &x * &x,
                     Some(3.0) => &x * &x * &x,
                     Some(0.5) => x.sqrt(),
                     Some(-1.0) => x.recip(),
-                    Some(-0.5) => x.sqrt().recip(),
                     _ => {
                         let y = self.f32_tensor(n, 1)?;
                         x.pow(&y)
@@ -1136,6 +1272,80 @@ impl Importer {
                 one(x.maximum(-&x))
             }
             "Identity" | "Dropout" => one(self.tensor(n, 0)?),
+            "LeakyRelu" => {
+                let x = self.f32_tensor(n, 0)?;
+                let alpha = attr_f(n, "alpha", 0.01);
+                one(x.less_than(0.0).select(&x * alpha, &x))
+            }
+            "Gelu" => {
+                let x = self.f32_tensor(n, 0)?;
+                let approximate = attr(n, "approximate").map(|a| a.s.clone()).unwrap_or_default();
+                match approximate.as_slice() {
+                    b"" | b"none" => one(x.gelu_erf()),
+                    b"tanh" => one(x.gelu()),
+                    other => Err(self.unsupported(
+                        n,
+                        format!("approximate = {:?}", String::from_utf8_lossy(other)),
+                    )),
+                }
+            }
+            "BatchNormalization" => {
+                // Inference: per-channel (axis 1) statistics, `(x - mean) / sqrt(var + eps)
+                // * scale + bias`.
+                if attr_i(n, "training_mode", 0) != 0 || n.output.iter().skip(1).any(|o| !o.is_empty())
+                {
+                    return Err(self.unsupported(n, "training mode (lumen runs inference)"));
+                }
+                let x = self.f32_tensor(n, 0)?;
+                let rank = x.rank().unwrap_or(0);
+                if rank < 2 {
+                    return Err(self.malformed(n, format!("input of rank {rank} (expected N, C, ...)")));
+                }
+                let eps = attr_f(n, "epsilon", 1e-5);
+                let mut per_channel = Vec::with_capacity(4);
+                for i in 1..5 {
+                    let t = self.f32_tensor(n, i)?;
+                    let c = t.shape().unwrap_or_default().iter().product::<usize>();
+                    let mut shape = vec![c];
+                    shape.resize(rank - 1, 1);
+                    per_channel.push(t.reshape(shape));
+                }
+                let [scale, bias, mean, var] = [0, 1, 2, 3].map(|i| per_channel[i].clone());
+                let inv = (var + eps).sqrt().recip() * scale;
+                one((x - mean) * inv + bias)
+            }
+            "Split" => {
+                let x = self.tensor(n, 0)?;
+                let shape = x.shape().unwrap_or_default();
+                let a = axis(attr_i(n, "axis", 0), shape.len())
+                    .ok_or_else(|| self.malformed(n, "axis out of range"))?;
+                let outs = n.output.len();
+                let sizes: Vec<usize> = match self.ints(n, 1)? {
+                    Some(v) => v.iter().map(|&d| d.max(0) as usize).collect(),
+                    None => match attr_ints(n, "split") {
+                        Some(v) if !v.is_empty() => v.iter().map(|&d| d.max(0) as usize).collect(),
+                        _ => {
+                            // Equal parts, the last smaller when the axis does not divide.
+                            let parts = attr_i(n, "num_outputs", outs as i64).max(1) as usize;
+                            let each = shape[a].div_ceil(parts);
+                            (0..parts).map(|p| each.min(shape[a].saturating_sub(p * each))).collect()
+                        }
+                    },
+                };
+                if sizes.iter().sum::<usize>() != shape[a] || sizes.len() != outs {
+                    return Err(self.malformed(
+                        n,
+                        format!("split sizes {sizes:?} do not cover axis {a} of {shape:?} in {outs} outputs"),
+                    ));
+                }
+                let mut start = 0;
+                let mut parts = Vec::with_capacity(outs);
+                for len in sizes {
+                    parts.push(x.slice(a as isize, start, start + len));
+                    start += len;
+                }
+                Ok(parts)
+            }
             "Softmax" | "LogSoftmax" => {
                 let x = self.f32_tensor(n, 0)?;
                 let a = attr_i(n, "axis", -1);
@@ -1180,7 +1390,8 @@ impl Importer {
                 kept.resize(rank, 1);
                 Ok(vec![y, mean.reshape(kept.clone()), inv.reshape(kept)])
             }
-            "ReduceMean" | "ReduceSum" | "ReduceMax" => {
+            "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceL1" | "ReduceL2"
+            | "ReduceSumSquare" | "ReduceLogSumExp" => {
                 let x = self.f32_tensor(n, 0)?;
                 let rank = x.rank().unwrap_or(0);
                 let axes = match self.ints(n, 1)? {
@@ -1201,15 +1412,40 @@ impl Importer {
                 };
                 axes.sort_unstable();
                 axes.dedup();
-                let mut t = x;
+                // What is summed (or maximised) per element, reduced axis by axis, then mapped.
+                let mut t = match op {
+                    "ReduceMin" => -&x,
+                    "ReduceL1" => x.maximum(-&x),
+                    "ReduceL2" | "ReduceSumSquare" => &x * &x,
+                    _ => x.clone(),
+                };
+                // log-sum-exp as max + log(sum(exp(x - max))), stable for large x.
+                let shift = if op == "ReduceLogSumExp" {
+                    let mut m = x.clone();
+                    for &a in axes.iter().rev() {
+                        m = m.max(a as isize, true);
+                    }
+                    t = (&x - &m).exp();
+                    Some(m)
+                } else {
+                    None
+                };
                 for &a in axes.iter().rev() {
                     t = match op {
                         "ReduceMean" => t.mean(a as isize, keep),
-                        "ReduceSum" => t.sum(a as isize, keep),
-                        _ => t.max(a as isize, keep),
+                        "ReduceMax" | "ReduceMin" => t.max(a as isize, keep),
+                        _ => t.sum(a as isize, keep),
                     };
                 }
-                one(t)
+                one(match (op, shift) {
+                    ("ReduceMin", _) => -t,
+                    ("ReduceL2", _) => t.sqrt(),
+                    ("ReduceLogSumExp", Some(m)) => {
+                        let m = if keep { m } else { m.reshape(t.shape().unwrap_or_default()) };
+                        t.log() + m
+                    }
+                    _ => t,
+                })
             }
             "MatMul" => {
                 let (a, b) = (self.f32_tensor(n, 0)?, self.f32_tensor(n, 1)?);
@@ -1342,6 +1578,10 @@ impl Importer {
                     _ => one(x),
                 }
             }
+            "Range" => Err(self.unsupported(
+                n,
+                "start, limit and delta must be known at import time (lumen compiles static shapes)",
+            )),
             _ => Err(self.unsupported(n, "lumen does not import this operator")),
         }
     }

@@ -306,3 +306,59 @@ fn mismatched_constant_concat_is_an_error() {
     let e = err(&m).to_string();
     assert!(e.starts_with("node `cat` (Concat): the inputs' shapes differ"), "{e}");
 }
+
+#[test]
+fn invalid_graphs_found_by_a_fresh_user() {
+    // A value defined twice.
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().node.push(node("Neg", "again", &["h"], &["y"]));
+    assert!(err(&m).to_string().starts_with("node `again` (Neg): it defines `y`"));
+    // An input without a declared shape is not a scalar.
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().input[0]
+        .r#type
+        .as_mut()
+        .unwrap()
+        .tensor_type
+        .as_mut()
+        .unwrap()
+        .shape = None;
+    assert!(err(&m).to_string().contains("x (no shape declared)"));
+    // Dropout in training mode.
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    g.initializer.push(TensorProto {
+        dims: vec![],
+        data_type: data_type::BOOL,
+        int32_data: vec![1],
+        name: "train".into(),
+        ..Default::default()
+    });
+    g.node[1] = node("Dropout", "drop", &["h", "", "train"], &["y"]);
+    assert_eq!(
+        err(&m).to_string(),
+        "unsupported operator Dropout (node `drop`, opset 17): training mode (lumen runs inference)"
+    );
+    // No default-domain opset, no outputs.
+    let mut m = model(17);
+    m.opset_import[0].domain = "com.example".into();
+    assert!(matches!(err(&m), OnnxError::NoOpset));
+    let mut m = model(17);
+    m.graph.as_mut().unwrap().output.clear();
+    assert!(matches!(err(&m), OnnxError::NoOutputs));
+}
+
+/// A symbolic dimension set through one input's shape is set for every input naming it.
+#[test]
+fn symbolic_dimensions_are_shared_by_name() {
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    g.input[0] = value("x", data_type::FLOAT, &[None, Some(3)]);
+    g.input.push(value("x2", data_type::FLOAT, &[None, Some(4)]));
+    g.node.push(node("Add", "plus", &["y", "x2"], &["z"]));
+    g.output[0] = value("z", data_type::FLOAT, &[None, Some(4)]);
+    let shapes = [("x".to_string(), vec![6, 3])].into_iter().collect();
+    let im = import(&m.encode_to_vec(), &ImportOptions { shapes, ..Default::default() }).unwrap();
+    let got: Vec<&[usize]> = im.inputs.iter().map(|i| i.shape.as_slice()).collect();
+    assert_eq!(got, [&[6, 3][..], &[6, 4][..]]);
+}

@@ -412,7 +412,13 @@ impl CpuProgram {
             }
             Step::Readback { outputs } => {
                 for (name, shape, r) in outputs {
-                    let data = slab.get(r.clone()).ok_or_else(|| oob(&self.label))?.to_vec();
+                    let src = slab.get(r.clone()).ok_or_else(|| oob(&self.label))?;
+                    // A large output's host copy can fail where the slab did not: an error,
+                    // not an abort.
+                    let mut data = Vec::new();
+                    data.try_reserve_exact(src.len())
+                        .map_err(|_| RuntimeError::Alloc { bytes: src.len().saturating_mul(4) })?;
+                    data.extend_from_slice(src);
                     prof.readback_bytes += data.len() * 4;
                     out.insert(name.clone(), HostTensor::new(shape.clone(), data)?);
                 }
