@@ -107,7 +107,7 @@ pub fn shape_map(
 impl ProgramArgs {
     /// Whether the program is an ONNX model file rather than a built-in program.
     pub fn is_onnx(&self) -> bool {
-        super::run::is_onnx(Path::new(&self.program))
+        lumen::model::is_onnx(Path::new(&self.program))
     }
 
     /// The program's name in labels and dump files: the built-in program's, or the ONNX

@@ -292,16 +292,11 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Whether `file` names an ONNX model: its extension is `.onnx` (any case).
-pub(super) fn is_onnx(file: &std::path::Path) -> bool {
-    file.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
-}
-
 /// Reads the model: a safetensors model file, or an ONNX model with its --inputs and
 /// --expect files. The ONNX flags with a safetensors model are a usage error.
 fn load(args: &Args) -> anyhow::Result<Model> {
     let context = || format!("cannot load a model from {}", args.file.display());
-    if !is_onnx(&args.file) {
+    if !model::is_onnx(&args.file) {
         let flag = [
             (args.inputs.is_some(), "--inputs"),
             (args.expect.is_some(), "--expect"),

@@ -21,7 +21,7 @@ use thiserror::Error;
 
 pub use check::*;
 pub use mlp::{Layer, MlpModel, load_mlp, parse_mlp};
-pub use onnx::{OnnxFiles, OnnxModel, load_onnx};
+pub use onnx::{OnnxFiles, OnnxModel, is_onnx, load_onnx};
 pub use vit::{VitModel, parse_vit};
 
 /// Why a model file could not be read.

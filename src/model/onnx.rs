@@ -14,6 +14,11 @@ use safetensors::{Dtype, SafeTensors};
 
 use super::ModelError;
 
+/// Whether `file` names an ONNX model: its extension is `.onnx` (any case).
+pub fn is_onnx(file: &Path) -> bool {
+    file.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
 /// An imported ONNX model with the tensors to run it on and, optionally, to check it against.
 #[derive(Debug, Clone)]
 pub struct OnnxModel {

@@ -15,14 +15,14 @@ pub enum OnnxError {
     #[error("the ONNX model has no graph")]
     NoGraph,
     /// The default-domain opset is outside what lumen imports.
-    #[error(
-        "opset {version} is not supported (lumen imports opsets {} to {})",
-        crate::import::MIN_OPSET,
-        crate::import::MAX_OPSET
-    )]
+    #[error("opset {version} is not supported (lumen imports opsets {min} to {max})")]
     Opset {
         /// The model's `ai.onnx` opset version.
         version: i64,
+        /// The oldest opset lumen imports (`import::MIN_OPSET`).
+        min: i64,
+        /// The newest (`import::MAX_OPSET`).
+        max: i64,
     },
     /// An operator (or an attribute or input form of it) lumen does not import.
     #[error("unsupported operator {op} (node `{node}`, opset {opset}): {reason}")]

@@ -247,7 +247,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         return Err(OnnxError::NoOpset);
     }
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
-        return Err(OnnxError::Opset { version: opset });
+        return Err(OnnxError::Opset { version: opset, min: MIN_OPSET, max: MAX_OPSET });
     }
     let mut im = Importer {
         cx: Graph::new(),
