@@ -126,8 +126,9 @@ def save_deterministic(tensors, path, metadata):
             f.write(blob)
 
 
-def lumen_names(model):
-    """The model's parameters under the names lumen's program declares, [in, out] layout."""
+def lumen_parameters(model):
+    """The model's parameters under the names lumen's program declares, as views in lumen's
+    [in, out] layout (writing into one writes the parameter)."""
     t = {"embed.w": model.embed.weight.T, "embed.b": model.embed.bias, "pos": model.pos,
          "norm.g": model.norm.weight, "norm.b": model.norm.bias,
          "head.w": model.head.weight.T, "head.b": model.head.bias}
@@ -139,7 +140,12 @@ def lumen_names(model):
         for name in ("ln1", "ln2"):
             t[f"blk{i}.{name}.g"] = getattr(blk, name).weight
             t[f"blk{i}.{name}.b"] = getattr(blk, name).bias
-    return {k: v.detach().numpy().astype(np.float32) for k, v in t.items()}
+    return t
+
+
+def lumen_names(model):
+    """The model's parameters under the names lumen's program declares, [in, out] layout."""
+    return {k: v.detach().numpy().astype(np.float32) for k, v in lumen_parameters(model).items()}
 
 
 def main():

@@ -42,6 +42,9 @@ import onnxruntime as ort
 import torch
 from safetensors.numpy import load_file, save_file
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_digits_vit import ViT, lumen_parameters  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "onnx")
 
@@ -89,71 +92,17 @@ def sklearn_mlp():
     save_case("digits_mlp_sklearn", {"X": x_test.astype(np.float32)})
 
 
-class VitBlock(torch.nn.Module):
-    def __init__(self, d, heads, ffn):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = torch.nn.LayerNorm(d, eps=1e-5)
-        self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
-        self.ln2 = torch.nn.LayerNorm(d, eps=1e-5)
-        self.ff1, self.ff2 = torch.nn.Linear(d, ffn), torch.nn.Linear(ffn, d)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        dh = d // self.heads
-        h = self.ln1(x)
-
-        def split(z):
-            return z.reshape(b, t, self.heads, dh).permute(0, 2, 1, 3)
-
-        q, k, v = split(self.q(h)), split(self.k(h)), split(self.v(h))
-        probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dh), dim=-1)
-        x = x + self.o((probs @ v).permute(0, 2, 1, 3).reshape(b, t, d))
-        return x + self.ff2(torch.nn.functional.gelu(self.ff1(self.ln2(x))))
-
-
-class Vit(torch.nn.Module):
-    def __init__(self, weights, patch, d, heads, blocks, ffn, classes):
-        super().__init__()
-        self.patch, self.tokens = patch, (8 // patch) ** 2
-        self.embed = torch.nn.Linear(patch * patch, d)
-        self.pos = torch.nn.Parameter(torch.zeros(self.tokens, d))
-        self.blocks = torch.nn.ModuleList(VitBlock(d, heads, ffn) for _ in range(blocks))
-        self.norm = torch.nn.LayerNorm(d, eps=1e-5)
-        self.head = torch.nn.Linear(d, classes)
-        w = {k: torch.from_numpy(v) for k, v in weights.items()}
-        with torch.no_grad():
-            self.embed.weight.copy_(w["embed.w"].T)
-            self.embed.bias.copy_(w["embed.b"])
-            self.pos.copy_(w["pos"])
-            self.norm.weight.copy_(w["norm.g"])
-            self.norm.bias.copy_(w["norm.b"])
-            self.head.weight.copy_(w["head.w"].T)
-            self.head.bias.copy_(w["head.b"])
-            for i, blk in enumerate(self.blocks):
-                for name in ("q", "k", "v", "o", "ff1", "ff2"):
-                    getattr(blk, name).weight.copy_(w[f"blk{i}.{name}.w"].T)
-                    getattr(blk, name).bias.copy_(w[f"blk{i}.{name}.b"])
-                for name in ("ln1", "ln2"):
-                    getattr(blk, name).weight.copy_(w[f"blk{i}.{name}.g"])
-                    getattr(blk, name).bias.copy_(w[f"blk{i}.{name}.b"])
-
-    def forward(self, x):
-        b, p, g = x.shape[0], self.patch, 8 // self.patch
-        patches = x.reshape(b, g, p, g, p).permute(0, 1, 3, 2, 4).reshape(b, self.tokens, p * p)
-        h = self.embed(patches) + self.pos
-        for blk in self.blocks:
-            h = blk(h)
-        return self.head(self.norm(h).mean(dim=1))
-
-
 def digits_vit():
     tensors = load_file(os.path.join(HERE, "digits_vit.safetensors"))
     from safetensors import safe_open
     with safe_open(os.path.join(HERE, "digits_vit.safetensors"), "np") as f:
         meta = f.metadata()
-    model = Vit(tensors, int(meta["patch"]), int(meta["width"]), int(meta["heads"]),
+    # The training script's own network, loaded with the file's weights.
+    model = ViT(int(meta["patch"]), int(meta["width"]), int(meta["heads"]),
                 int(meta["blocks"]), int(meta["ffn"]), int(meta["classes"])).eval()
+    with torch.no_grad():
+        for name, param in lumen_parameters(model).items():
+            param.copy_(torch.from_numpy(tensors[name]))
     x = torch.from_numpy(tensors["x"])
     path = os.path.join(OUT, "digits_vit.onnx")
     with torch.no_grad():
@@ -209,12 +158,17 @@ def bert_tiny():
     ids = torch.randint(1, 100, (2, 16))
     ids[1, 12:] = 0
     mask = (ids != 0).float()
-    path = os.path.join(OUT, "bert_tiny.onnx")
+    export_bert("bert_tiny", model, ids, mask, ["hidden", "pooled"])
+
+
+def export_bert(name, model, ids, mask, outputs):
+    """torch.onnx (opset 17) of a BERT-style model fed `input_ids` and `attention_mask`."""
+    path = os.path.join(OUT, f"{name}.onnx")
     with torch.no_grad():
         torch.onnx.export(model, (ids, mask), path, input_names=["input_ids", "attention_mask"],
-                          output_names=["hidden", "pooled"], opset_version=17, dynamo=False)
-    save_case("bert_tiny", {"input_ids": ids.numpy().astype(np.int64),
-                            "attention_mask": mask.numpy().astype(np.float32)})
+                          output_names=outputs, opset_version=17, dynamo=False)
+    save_case(name, {"input_ids": ids.numpy().astype(np.int64),
+                     "attention_mask": mask.numpy()})
 
 
 class BertIntMask(BertTiny):
@@ -238,12 +192,7 @@ def bert_int_mask():
     ids = torch.randint(1, 100, (2, 16))
     ids[0, 10:] = 0
     mask = (ids != 0).long()
-    path = os.path.join(OUT, "bert_int_mask.onnx")
-    with torch.no_grad():
-        torch.onnx.export(model, (ids, mask), path, input_names=["input_ids", "attention_mask"],
-                          output_names=["hidden", "mean"], opset_version=17, dynamo=False)
-    save_case("bert_int_mask", {"input_ids": ids.numpy().astype(np.int64),
-                                "attention_mask": mask.numpy().astype(np.int64)})
+    export_bert("bert_int_mask", model, ids, mask, ["hidden", "mean"])
 
 
 FIXTURES = {"digits_mlp_sklearn": sklearn_mlp, "digits_vit": digits_vit, "bert_tiny": bert_tiny,

@@ -411,8 +411,7 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     }
     let tol = check.tolerance;
     let against = o.model.reference_words();
-    let references = o.model.references();
-    if references.is_empty() {
+    if check.per_output.is_empty() {
         let why = match &o.model {
             Model::Onnx(m) if m.expect.is_some() => "the --expect file holds none of the outputs",
             Model::Onnx(_) => "no --expect file",
@@ -420,14 +419,14 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
         };
         let _ = writeln!(s, "max error  n/a ({why}): check skipped");
     }
-    for (name, reference) in &references {
+    for out in &check.per_output {
         // One line per reference output; the MLP's and the ViT's one is the file's logits.
         let on = match o.model {
-            Model::Onnx(_) => format!("on {name} "),
+            Model::Onnx(_) => format!("on {} ", out.name),
             _ => String::new(),
         };
-        match o.outputs.get(name).map(|got| (got, model::max_abs_err(got, reference))) {
-            Some((_, Some(err))) => {
+        match (&out.shape, out.max_abs_err) {
+            (Some(_), Some(err)) => {
                 let verdict = if err <= tol { "within" } else { "EXCEEDS" };
                 let _ = writeln!(
                     s,
@@ -435,16 +434,15 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
                     model::tolerance_text(tol)
                 );
             }
-            Some((got, None)) => {
+            (Some(shape), None) => {
                 let _ = writeln!(
                     s,
-                    "max error  n/a: outputs {:?} against {against} {:?}",
-                    got.shape(),
-                    reference.shape()
+                    "max error  n/a: outputs {shape:?} against {against} {:?}",
+                    out.reference_shape
                 );
             }
-            None => {
-                let _ = writeln!(s, "max error  n/a: the run returned no output `{name}`");
+            (None, _) => {
+                let _ = writeln!(s, "max error  n/a: the run returned no output `{}`", out.name);
             }
         }
     }
@@ -527,9 +525,11 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
                 .outputs
                 .iter()
                 .map(|(onnx, lumen)| {
-                    let err = m.expect.as_ref().and_then(|e| e.get(lumen)).and_then(|r| {
-                        o.outputs.get(lumen).and_then(|got| model::max_abs_err(got, r))
-                    });
+                    let err = check
+                        .per_output
+                        .iter()
+                        .find(|e| &e.name == lumen)
+                        .and_then(|e| e.max_abs_err);
                     json!({"name": onnx, "program_name": lumen,
                            "shape": o.outputs.get(lumen).map(|t| t.shape().to_vec()),
                            "max_abs_err": err})

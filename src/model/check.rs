@@ -147,6 +147,22 @@ pub struct OutputCheck {
     pub inf: usize,
     /// Labels that no output column can predict: (row, label), in row order.
     pub labels_out_of_range: Vec<(usize, i64)>,
+    /// Every output that has a reference, compared with it, in reference order.
+    pub per_output: Vec<OutputError>,
+}
+
+/// One output of a run compared with its reference.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputError {
+    /// The program's output name (`y` for the MLP's and the ViT's logits).
+    pub name: String,
+    /// The output's shape; `None` when the run did not return it.
+    pub shape: Option<Vec<usize>>,
+    /// The reference's shape.
+    pub reference_shape: Vec<usize>,
+    /// Largest |lumen - reference| ([`max_abs_err`]); `None` when the shapes differ or the
+    /// output is missing.
+    pub max_abs_err: Option<f64>,
 }
 
 impl OutputCheck {
@@ -282,8 +298,17 @@ pub fn check_all_outputs(model: &Model, outputs: &Tensors, tolerance: f64) -> Ou
     // The worst error over every reference; the first output that cannot be compared.
     let mut worst: Option<f64> = None;
     let mut mismatch: Option<String> = None;
+    let mut per_output = Vec::with_capacity(references.len());
     for (name, reference) in &references {
-        match outputs.get(name).map(|got| (got, max_abs_err(got, reference))) {
+        let got = outputs.get(name);
+        let err = got.and_then(|got| max_abs_err(got, reference));
+        per_output.push(OutputError {
+            name: name.clone(),
+            shape: got.map(|t| t.shape().to_vec()),
+            reference_shape: reference.shape().to_vec(),
+            max_abs_err: err,
+        });
+        match got.map(|got| (got, err)) {
             Some((_, Some(err))) => {
                 worst = Some(match worst {
                     Some(w) if w.is_nan() || w >= err => w,
@@ -356,10 +381,15 @@ pub fn check_all_outputs(model: &Model, outputs: &Tensors, tolerance: f64) -> Ou
         },
     });
 
-    let primary = outputs.get(&model.primary_output()).cloned().unwrap_or_else(|| {
-        HostTensor::new(vec![0], Vec::new()).expect("an empty tensor is well-formed")
-    });
-    let logits = &primary;
+    let missing;
+    let logits = match outputs.get(&model.primary_output()) {
+        Some(t) => t,
+        // Not returned (max_abs_err says so): no rows to count.
+        None => {
+            missing = HostTensor::new(vec![0], Vec::new()).expect("an empty tensor is well-formed");
+            &missing
+        }
+    };
     let out_of_range = match model.labels() {
         Some(labels) => labels_out_of_range(labels, classes(logits)),
         None => Vec::new(),
@@ -452,6 +482,7 @@ pub fn check_all_outputs(model: &Model, outputs: &Tensors, tolerance: f64) -> Ou
         nan,
         inf,
         labels_out_of_range: out_of_range,
+        per_output,
     }
 }
 

@@ -11,7 +11,7 @@ use lumen_compiler::{Graph, programs};
 use lumen_runtime::{HostTensor, Tensors};
 use safetensors::SafeTensors;
 
-use super::{ModelError, f32_tensor, labels, read_metadata, shape_err};
+use super::{ModelError, f32_tensor, labels_and_logits, read_metadata, shape_err};
 
 /// One dense layer: `out = in @ w + b`.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,21 +117,7 @@ pub fn parse_mlp(bytes: &[u8]) -> Result<MlpModel, ModelError> {
         layers.push(Layer { w, b });
         width = out;
     }
-    let labels = match labels(&st)? {
-        None => None,
-        Some((shape, data)) if shape == [batch] => Some(data),
-        Some((shape, _)) => return Err(shape_err("y", &shape, format!("[{batch}]"))),
-    };
-    let logits = match st.tensor("logits") {
-        Err(_) => None,
-        Ok(_) => {
-            let t = f32_tensor(&st, "logits", "reference logits")?;
-            if t.shape() != [batch, width] {
-                return Err(shape_err("logits", t.shape(), format!("[{batch}, {width}]")));
-            }
-            Some(t)
-        }
-    };
+    let (labels, logits) = labels_and_logits(&st, batch, width)?;
     Ok(MlpModel { layers, x, labels, logits, metadata })
 }
 

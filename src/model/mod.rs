@@ -16,6 +16,7 @@ use std::path::Path;
 
 use lumen_compiler::{CompileError, Graph};
 use lumen_runtime::{HostTensor, RuntimeError, Tensors};
+use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use thiserror::Error;
 
@@ -287,16 +288,41 @@ pub(crate) fn f32_tensor(
     what: &'static str,
 ) -> Result<HostTensor, ModelError> {
     let view = st.tensor(name).map_err(|_| ModelError::Missing { name: name.to_string(), what })?;
+    let wrong = || ModelError::Dtype {
+        name: name.to_string(),
+        got: format!("{:?}", view.dtype()),
+        expected: "F32",
+    };
     if view.dtype() != Dtype::F32 {
-        return Err(ModelError::Dtype {
-            name: name.to_string(),
-            got: format!("{:?}", view.dtype()),
-            expected: "F32",
-        });
+        return Err(wrong());
     }
-    let data =
-        view.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-    Ok(HostTensor::new(view.shape().to_vec(), data)?)
+    decode(&view)?.ok_or_else(wrong)
+}
+
+/// One tensor of a safetensors file as a host tensor: f32 values, or i64/i32 indices
+/// (little-endian, row-major); `None` for any other dtype.
+///
+/// # Errors
+/// [`ModelError::Tensor`] when the data's length does not match the shape.
+pub(crate) fn decode(view: &TensorView<'_>) -> Result<Option<HostTensor>, ModelError> {
+    let (shape, data) = (view.shape().to_vec(), view.data());
+    Ok(Some(match view.dtype() {
+        Dtype::F32 => HostTensor::new(
+            shape,
+            data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        )?,
+        Dtype::I64 => HostTensor::from_i64(
+            shape,
+            data.chunks_exact(8)
+                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                .collect(),
+        )?,
+        Dtype::I32 => HostTensor::from_i32(
+            shape,
+            data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+        )?,
+        _ => return Ok(None),
+    }))
 }
 
 /// The labels' shape and values.
@@ -304,26 +330,41 @@ pub(crate) type Labels = (Vec<usize>, Vec<i64>);
 
 pub(crate) fn labels(st: &SafeTensors<'_>) -> Result<Option<Labels>, ModelError> {
     let Ok(view) = st.tensor("y") else { return Ok(None) };
-    let data: Vec<i64> = match view.dtype() {
-        Dtype::I64 => view
-            .data()
-            .chunks_exact(8)
-            .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-            .collect(),
-        Dtype::I32 => view
-            .data()
-            .chunks_exact(4)
-            .map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect(),
-        other => {
-            return Err(ModelError::Dtype {
-                name: "y".into(),
-                got: format!("{other:?}"),
-                expected: "I64 or I32",
-            });
+    match (view.dtype(), decode(&view)?.and_then(|t| t.index_values())) {
+        (Dtype::I64 | Dtype::I32, Some(values)) => Ok(Some((view.shape().to_vec(), values))),
+        (other, _) => Err(ModelError::Dtype {
+            name: "y".into(),
+            got: format!("{other:?}"),
+            expected: "I64 or I32",
+        }),
+    }
+}
+
+/// The file's optional labels `y` `[batch]` and reference `logits` `[batch, classes]`.
+///
+/// # Errors
+/// [`ModelError::Shape`] for either of another shape, [`ModelError::Dtype`] for a wrong dtype.
+pub(crate) fn labels_and_logits(
+    st: &SafeTensors<'_>,
+    batch: usize,
+    classes: usize,
+) -> Result<(Option<Vec<i64>>, Option<HostTensor>), ModelError> {
+    let labels = match labels(st)? {
+        None => None,
+        Some((shape, data)) if shape == [batch] => Some(data),
+        Some((shape, _)) => return Err(shape_err("y", &shape, format!("[{batch}]"))),
+    };
+    let logits = match st.tensor("logits") {
+        Err(_) => None,
+        Ok(_) => {
+            let t = f32_tensor(st, "logits", "reference logits")?;
+            if t.shape() != [batch, classes] {
+                return Err(shape_err("logits", t.shape(), format!("[{batch}, {classes}]")));
+            }
+            Some(t)
         }
     };
-    Ok(Some((view.shape().to_vec(), data)))
+    Ok((labels, logits))
 }
 
 pub(crate) fn shape_err(name: &str, got: &[usize], expected: String) -> ModelError {

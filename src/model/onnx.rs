@@ -9,8 +9,8 @@ use std::path::Path;
 
 use lumen_compiler::DType;
 use lumen_onnx::{ImportOptions, Imported, import};
-use lumen_runtime::{HostTensor, Tensors};
-use safetensors::{Dtype, SafeTensors};
+use lumen_runtime::Tensors;
+use safetensors::SafeTensors;
 
 use super::ModelError;
 
@@ -184,8 +184,8 @@ fn list(names: &[String]) -> String {
     if names.is_empty() { "none".to_string() } else { names.join(", ") }
 }
 
-/// Every tensor of a safetensors file: f32 as values, i64 and i32 as indices (little-endian,
-/// row-major), in the file's order.
+/// Every tensor of a safetensors file, sorted by name: f32 as values, i64 and i32 as indices
+/// (little-endian, row-major).
 ///
 /// # Errors
 /// [`ModelError::Format`] for a malformed file, [`ModelError::Dtype`] for another dtype.
@@ -197,34 +197,12 @@ pub fn read_tensors(bytes: &[u8]) -> Result<Tensors, ModelError> {
     let mut out = Tensors::new();
     for name in names {
         let view = st.tensor(&name).map_err(|e| ModelError::Format(e.to_string()))?;
-        let shape = view.shape().to_vec();
-        let data = view.data();
-        let t = match view.dtype() {
-            Dtype::F32 => HostTensor::new(
-                shape,
-                data.chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            )?,
-            Dtype::I64 => HostTensor::from_i64(
-                shape,
-                data.chunks_exact(8)
-                    .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                    .collect(),
-            )?,
-            Dtype::I32 => HostTensor::from_i32(
-                shape,
-                data.chunks_exact(4)
-                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
-            )?,
-            other => {
-                return Err(ModelError::Dtype {
-                    name,
-                    got: format!("{other:?}"),
-                    expected: "F32, I64 or I32",
-                });
-            }
+        let Some(t) = super::decode(&view)? else {
+            return Err(ModelError::Dtype {
+                name,
+                got: format!("{:?}", view.dtype()),
+                expected: "F32, I64 or I32",
+            });
         };
         out.insert(name, t);
     }

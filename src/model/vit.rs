@@ -24,7 +24,7 @@ use lumen_compiler::{Graph, ShapeText};
 use lumen_runtime::{HostTensor, Tensors};
 use safetensors::SafeTensors;
 
-use super::{ModelError, f32_tensor, labels, read_metadata, shape_err};
+use super::{ModelError, f32_tensor, labels_and_logits, read_metadata, shape_err};
 
 /// A vision transformer read from a file, with its input batch and what to check against.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,22 +159,7 @@ pub fn parse_vit(bytes: &[u8]) -> Result<VitModel, ModelError> {
         }
         weights.insert(name, t);
     }
-    let labels = match labels(&st)? {
-        None => None,
-        Some((shape, data)) if shape == [batch] => Some(data),
-        Some((shape, _)) => return Err(shape_err("y", &shape, format!("[{batch}]"))),
-    };
-    let logits = match st.tensor("logits") {
-        Err(_) => None,
-        Ok(_) => {
-            let t = f32_tensor(&st, "logits", "reference logits")?;
-            if t.shape() != [batch, config.classes] {
-                let expected = format!("[{batch}, {}]", config.classes);
-                return Err(shape_err("logits", t.shape(), expected));
-            }
-            Some(t)
-        }
-    };
+    let (labels, logits) = labels_and_logits(&st, batch, config.classes)?;
     Ok(VitModel { config, weights, x, labels, logits, metadata })
 }
 

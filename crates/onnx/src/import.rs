@@ -733,6 +733,11 @@ impl Importer {
         };
         let need =
             |i: usize| c(i).ok_or_else(|| self.malformed(n, format!("input {i} is missing")));
+        // The shape of input 0, known or computed (what Shape and Size read).
+        let first_shape = || match inputs.first() {
+            Some(Some(v)) => Ok(self.shape_of(v)),
+            _ => Err(self.malformed(n, "no input")),
+        };
         let bin = |ff: fn(f32, f32) -> f32,
                    fi: fn(i64, i64) -> i64|
          -> Result<Option<Vec<Const>>, OnnxError> {
@@ -772,34 +777,20 @@ impl Importer {
             }
             "Identity" | "Dropout" => Ok(Some(vec![need(0)?.clone()])),
             "Size" => {
-                let v = inputs
-                    .first()
-                    .cloned()
-                    .flatten()
-                    .ok_or_else(|| self.malformed(n, "no input"))?;
-                let count: usize = self.shape_of(&v).iter().product();
+                let count: usize = first_shape()?.iter().product();
                 Ok(Some(vec![Const::i64(vec![], vec![count as i64])]))
             }
-            "Mod" => {
-                let (a, b) = (need(0)?, need(1)?);
-                if let Some(shape) = lumen_compiler::view::broadcast_shapes(&a.shape, &b.shape) {
-                    self.foldable(n, &shape)?;
-                }
-                // fmod = 1: the sign of the dividend (C's fmod); 0: of the divisor (Python's).
-                let out = if attr_i(n, "fmod", 0) != 0 {
-                    a.zip(b, |x, y| x % y, |x, y| x.checked_rem(y).unwrap_or(0))
-                } else {
-                    a.zip(
-                        b,
-                        |x, y| x - y * (x / y).floor(),
-                        |x, y| {
-                            x.checked_rem(y)
-                                .map_or(0, |r| if r != 0 && (r < 0) != (y < 0) { r + y } else { r })
-                        },
-                    )
-                };
-                Ok(Some(vec![out.ok_or_else(|| self.malformed(n, "shapes do not broadcast"))?]))
+            // fmod = 1: the sign of the dividend (C's fmod); 0: of the divisor (Python's).
+            "Mod" if attr_i(n, "fmod", 0) != 0 => {
+                bin(|x, y| x % y, |x, y| x.checked_rem(y).unwrap_or(0))
             }
+            "Mod" => bin(
+                |x, y| x - y * (x / y).floor(),
+                |x, y| {
+                    x.checked_rem(y)
+                        .map_or(0, |r| if r != 0 && (r < 0) != (y < 0) { r + y } else { r })
+                },
+            ),
             "ReduceProd" => {
                 // Shape arithmetic (a Shape's elements multiplied): one axis at most.
                 let x = need(0)?;
@@ -843,12 +834,7 @@ impl Importer {
                 }]))
             }
             "Shape" => {
-                let v = inputs
-                    .first()
-                    .cloned()
-                    .flatten()
-                    .ok_or_else(|| self.malformed(n, "no input"))?;
-                let shape: Vec<i64> = self.shape_of(&v).iter().map(|&d| d as i64).collect();
+                let shape: Vec<i64> = first_shape()?.iter().map(|&d| d as i64).collect();
                 let r = shape.len() as i64;
                 let clamp = |a: i64| (if a < 0 { a + r } else { a }).clamp(0, r) as usize;
                 let (s, e) = (clamp(attr_i(n, "start", 0)), clamp(attr_i(n, "end", r)));

@@ -2,41 +2,19 @@
 //! torch.onnx, expected outputs from onnxruntime): each imports, compiles fused and unfused,
 //! runs on the CPU runtime, and matches onnxruntime within 1e-4.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use lumen_compiler::CompileOptions;
 use lumen_onnx::{ImportOptions, import};
-use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+use lumen_runtime::{CpuRuntime, Runtime, Tensors};
 
 fn data(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/onnx").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/onnx").join(name)
 }
 
-fn read_tensors(path: &PathBuf) -> Tensors {
+fn read_tensors(path: &Path) -> Tensors {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let mut out = Tensors::new();
-    for (name, v) in st.tensors() {
-        let t = match v.dtype() {
-            safetensors::Dtype::F32 => HostTensor::new(
-                v.shape().to_vec(),
-                v.data()
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-            ),
-            safetensors::Dtype::I64 => HostTensor::from_i64(
-                v.shape().to_vec(),
-                v.data()
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                    .collect(),
-            ),
-            other => panic!("{name}: {other:?}"),
-        };
-        out.insert(name, t.unwrap());
-    }
-    out
+    lumen::model::onnx::read_tensors(&bytes).unwrap()
 }
 
 fn check(name: &str) {
@@ -113,7 +91,7 @@ fn sklearn_mlp_fused_llir_snapshot() {
         CompileOptions { fuse: true, name: "digits_mlp_sklearn".into(), ..Default::default() };
     let program = imported.graph.compile(&options).unwrap();
     let mut settings = insta::Settings::clone_current();
-    settings.set_snapshot_path("../../../snapshots");
+    settings.set_snapshot_path("../snapshots");
     settings.set_prepend_module_to_snapshot(false);
     settings.bind(|| {
         insta::assert_snapshot!(
