@@ -4,7 +4,7 @@
 //! arena planner and XLA's `GlobalDecreasingSizeBestFitHeap`; lifetime-descending + best fit is
 //! XLA's temporal sort.
 
-use super::Conflicts;
+use super::{Conflicts, Occupancy};
 
 /// Which gap a buffer takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,8 +19,7 @@ pub(crate) enum Fit {
 /// Reusable scratch for [`Greedy::place`], so repeated decodes (local search) do not allocate.
 #[derive(Debug, Default)]
 pub(crate) struct Greedy {
-    placed: Vec<bool>,
-    busy: Vec<(usize, usize)>,
+    occupancy: Occupancy,
 }
 
 impl Greedy {
@@ -37,59 +36,24 @@ impl Greedy {
         limit: usize,
         offsets: &mut [usize],
     ) -> Result<usize, usize> {
-        self.placed.clear();
-        self.placed.resize(reserved.len(), false);
+        self.occupancy.reset(conflicts);
         let mut slab = 0usize;
         for &i in order {
             let i = i as usize;
-            let size = reserved[i];
-            placed_ranges(conflicts, i, &self.placed, offsets, reserved, &mut self.busy);
             let offset = match fit {
-                Fit::First => first_gap(&self.busy, size),
-                Fit::Best => best_gap(&self.busy, size),
+                Fit::First => self.occupancy.first_fit(conflicts, reserved, i),
+                Fit::Best => self.occupancy.best_fit(conflicts, reserved, i),
             };
-            let end = offset + size;
+            let end = offset + reserved[i];
             if end > limit {
                 return Err(i);
             }
             offsets[i] = offset;
-            self.placed[i] = true;
+            self.occupancy.insert(conflicts, i, offset, reserved[i]);
             slab = slab.max(end);
         }
         Ok(slab)
     }
-}
-
-/// Fills `busy` with the byte ranges `[offset, end)` of buffer `i`'s placed neighbours in the
-/// conflict graph, sorted: the ranges its gap must avoid.
-fn placed_ranges(
-    conflicts: &Conflicts,
-    i: usize,
-    placed: &[bool],
-    offsets: &[usize],
-    reserved: &[usize],
-    busy: &mut Vec<(usize, usize)>,
-) {
-    busy.clear();
-    for &j in conflicts.neighbors(i) {
-        let j = j as usize;
-        if placed[j] {
-            busy.push((offsets[j], offsets[j] + reserved[j]));
-        }
-    }
-    busy.sort_unstable();
-}
-
-/// Lowest offset where `size` bytes fit between the sorted `busy` ranges.
-pub(crate) fn first_gap(busy: &[(usize, usize)], size: usize) -> usize {
-    let mut candidate = 0usize;
-    for &(start, end) in busy {
-        if candidate + size <= start {
-            break;
-        }
-        candidate = candidate.max(end);
-    }
-    candidate
 }
 
 /// Start of the smallest gap between the sorted `busy` ranges that holds `size` bytes (the
@@ -116,7 +80,8 @@ pub(crate) struct Lowest {
     /// Per buffer: a lower bound on the start of its lowest gap (exact unless `stale`).
     low: Vec<usize>,
     stale: Vec<bool>,
-    busy: Vec<(usize, usize)>,
+    occupancy: Occupancy,
+    neighbors: Vec<u32>,
 }
 
 impl Lowest {
@@ -148,6 +113,7 @@ impl Lowest {
         self.low.resize(n, 0);
         self.stale.clear();
         self.stale.resize(n, false);
+        self.occupancy.reset(conflicts);
         order.clear();
         let mut heap: std::collections::BinaryHeap<Reverse<(usize, Reverse<usize>, usize)>> =
             (0..n).map(|i| Reverse((0, Reverse(reserved[i]), i))).collect();
@@ -158,8 +124,7 @@ impl Lowest {
             }
             if self.stale[i] {
                 self.stale[i] = false;
-                placed_ranges(conflicts, i, &self.placed, offsets, reserved, &mut self.busy);
-                let gap = first_gap(&self.busy, reserved[i]);
+                let gap = self.occupancy.first_fit(conflicts, reserved, i);
                 if gap > at {
                     self.low[i] = gap;
                     heap.push(Reverse((gap, k, i)));
@@ -169,9 +134,11 @@ impl Lowest {
             let end = at + reserved[i];
             offsets[i] = at;
             self.placed[i] = true;
+            self.occupancy.insert(conflicts, i, at, reserved[i]);
             order.push(i as u32);
             slab = slab.max(end);
-            for &j in conflicts.neighbors(i) {
+            conflicts.neighbors_into(i, &mut self.neighbors);
+            for &j in &self.neighbors {
                 let j = j as usize;
                 // Its lowest gap met [at, end): no gap for it starts below `end` now.
                 if !self.placed[j] && self.low[j] < end && at < self.low[j] + reserved[j] {
@@ -192,6 +159,18 @@ mod tests {
 
     use super::*;
     use crate::{Dag, Reachability, SlabBuffer};
+
+    /// Lowest offset where `size` bytes fit between the sorted `busy` ranges.
+    fn first_gap(busy: &[(usize, usize)], size: usize) -> usize {
+        let mut candidate = 0usize;
+        for &(start, end) in busy {
+            if candidate + size <= start {
+                break;
+            }
+            candidate = candidate.max(end);
+        }
+        candidate
+    }
 
     /// A DAG over `n` nodes (node ids taken modulo `n`, edges only from lower to higher index)
     /// and buffers on it.

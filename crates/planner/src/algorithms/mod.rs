@@ -13,18 +13,21 @@
 //! | `lifetime` | lifetime descending | smallest | XLA's temporal sort |
 //! | `best` | several greedy orders and bottom-left, then a search | | lumen |
 //!
-//! All of them work on [`Conflicts`], the interference graph built once by a sweep.
+//! All of them work on [`Conflicts`] (spans plus the few conflicting pairs with disjoint spans,
+//! built once by a sweep) and ask [`Occupancy`] for gaps, so no algorithm stores or scans the
+//! conflicting pairs, whose number can be quadratic in the buffers.
 
 mod best;
 mod conflicts;
-mod first_fit;
 mod greedy;
 mod local;
+mod occupancy;
 mod orders;
 mod rng;
 mod skyline;
 
 pub(crate) use conflicts::Conflicts;
+pub(crate) use occupancy::Occupancy;
 
 use crate::{PlanError, Reachability, SlabAlgorithm, SlabBuffer, SlabOptions};
 use greedy::{Fit, Greedy};
@@ -58,8 +61,10 @@ pub(crate) fn place(
     crate::slab::naive_total(reserved)?;
     let inst = Instance { buffers, reserved, conflicts };
     match options.algorithm {
+        // Luminal's plan_slab: request order, lowest gap.
         SlabAlgorithm::FirstFit => {
-            first_fit::first_fit(&inst.conflicts, buffers, reserved, options.capacity)
+            let request: Vec<u32> = (0..reserved.len() as u32).collect();
+            greedy_plan(&inst, &request, Fit::First, options.capacity)
         }
         SlabAlgorithm::FirstFitSize => {
             greedy_plan(&inst, &orders::size_desc(&inst), Fit::First, options.capacity)
