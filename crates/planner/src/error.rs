@@ -55,6 +55,16 @@ pub enum PlanError {
         /// The request's true size in bytes (before rounding).
         bytes: usize,
     },
+    /// A structure the planner needs could not be allocated: it names the structure and its
+    /// size in bytes, so the caller can tell what to shrink (checked up front for every
+    /// structure that can grow faster than the input, never an abort).
+    #[error("out of memory: the planner's {what} needs {bytes} bytes")]
+    OutOfMemory {
+        /// The structure (e.g. `closure bitsets`, `buffer order`).
+        what: &'static str,
+        /// Bytes it needs.
+        bytes: usize,
+    },
 }
 
 /// Why [`crate::verify()`] rejected a plan.

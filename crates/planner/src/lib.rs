@@ -15,6 +15,7 @@ mod algorithms;
 pub mod error;
 mod flow;
 pub mod lower_bound;
+mod memory;
 pub mod order;
 pub mod problem;
 pub mod reach;

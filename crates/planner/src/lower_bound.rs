@@ -49,8 +49,9 @@ pub struct Antichain {
 ///
 /// # Errors
 /// The input errors of [`crate::plan_slab`] (zero alignment, cycle, duplicate ids, empty uses,
-/// absent nodes), [`PlanError::Overflow`] when a reserved size overflows, and
-/// [`PlanError::TotalOverflow`] when their sum does.
+/// absent nodes), [`PlanError::Overflow`] when a reserved size overflows,
+/// [`PlanError::TotalOverflow`] when their sum does, and [`PlanError::OutOfMemory`] when the
+/// closure or the order cannot be allocated.
 pub fn lower_bound<N, E>(
     dag: &DiGraph<N, E>,
     buffers: &[SlabBuffer],
@@ -67,7 +68,7 @@ pub fn lower_bound<N, E>(
 ///
 /// # Errors
 /// [`PlanError::TotalOverflow`] (naming `naive_bytes`) when the reserved sizes sum past
-/// `usize::MAX`.
+/// `usize::MAX`; [`PlanError::OutOfMemory`] when the order cannot be allocated.
 pub(crate) fn exact(
     reach: &Reachability,
     buffers: &[SlabBuffer],
@@ -76,7 +77,7 @@ pub(crate) fn exact(
     if reach.is_total_order() {
         interval_peak(&interval_spans(reach, buffers), reserved)
     } else {
-        Ok(antichain_of(&BufferOrder::new(reach, buffers), reserved)?.weight)
+        Ok(antichain_of(&BufferOrder::new(reach, buffers)?, reserved)?.weight)
     }
 }
 
@@ -134,7 +135,7 @@ pub fn max_weight_antichain<N, E>(
     alignment: usize,
 ) -> Result<Antichain, PlanError> {
     let (reach, reserved) = crate::slab::validate(dag, buffers, alignment)?;
-    let order = BufferOrder::new(&reach, buffers);
+    let order = BufferOrder::new(&reach, buffers)?;
     antichain_of(&order, &reserved)
 }
 

@@ -4,7 +4,7 @@
 
 use fixedbitset::FixedBitSet;
 
-use crate::{Reachability, SlabBuffer};
+use crate::{PlanError, Reachability, SlabBuffer};
 
 /// The strict partial order `precedes` on buffer requests: `i` precedes `j` iff
 /// every use of `i` reaches every use of `j` through the DAG's transitive closure. Two buffers
@@ -36,8 +36,12 @@ impl BufferOrder {
     /// A buffer with no uses, or with a use outside the closure, is treated as conflicting with
     /// every other buffer, the safe side for placement (callers validate first; see
     /// [`crate::plan_slab`]).
-    pub fn new(reach: &Reachability, buffers: &[SlabBuffer]) -> Self {
+    ///
+    /// # Errors
+    /// [`PlanError::OutOfMemory`] when the `n * n` bits cannot be allocated.
+    pub fn new(reach: &Reachability, buffers: &[SlabBuffer]) -> Result<Self, PlanError> {
         let n = buffers.len();
+        crate::memory::ensure("buffer order", crate::memory::bitset_bytes(n, n))?;
         let nodes = reach.node_count();
         // (first rank, last rank, frontier) of each buffer with usable uses.
         let span: Vec<Option<(u32, u32, u32)>> = buffers
@@ -80,7 +84,7 @@ impl BufferOrder {
             }
             row.insert_range(hi..related);
         }
-        Self { pos, at, succ }
+        Ok(Self { pos, at, succ })
     }
 
     /// Number of buffers.

@@ -79,12 +79,13 @@ impl Reachability {
     /// puts the node on a chain.
     ///
     /// # Errors
-    /// [`PlanError::Cyclic`] when the graph has a cycle or a self-loop.
+    /// [`PlanError::Cyclic`] when the graph has a cycle or a self-loop;
+    /// [`PlanError::OutOfMemory`] when the closure cannot be allocated.
     pub fn new<N, E>(dag: &DiGraph<N, E>) -> Result<Self, PlanError> {
         let order = topological_order(dag)?;
         let mut keep = FixedBitSet::with_capacity(dag.node_count());
         keep.insert_range(..);
-        Ok(Self::project(dag, &order, &keep))
+        Self::project(dag, &order, &keep)
     }
 
     /// Builds the closure projected onto `nodes` (typically every node some buffer uses):
@@ -93,7 +94,7 @@ impl Reachability {
     ///
     /// # Errors
     /// [`PlanError::Cyclic`] when the graph has a cycle or a self-loop anywhere, projected or
-    /// not.
+    /// not; [`PlanError::OutOfMemory`] when the closure cannot be allocated.
     pub fn among<N, E>(
         dag: &DiGraph<N, E>,
         nodes: impl IntoIterator<Item = NodeIndex>,
@@ -104,16 +105,19 @@ impl Reachability {
         for v in nodes.into_iter().filter(|v| v.index() < n) {
             keep.insert(v.index());
         }
-        Ok(Self::project(dag, &order, &keep))
+        Self::project(dag, &order, &keep)
     }
 
     /// The closure of `dag` projected onto the node indices in `keep`, given a topological
     /// order of every node (from [`topological_order`]).
+    ///
+    /// # Errors
+    /// [`PlanError::OutOfMemory`] when the closure needs bitsets that cannot be allocated.
     pub(crate) fn project<N, E>(
         dag: &DiGraph<N, E>,
         order: &[NodeIndex],
         keep: &FixedBitSet,
-    ) -> Self {
+    ) -> Result<Self, PlanError> {
         let n = dag.node_count();
         let mut rank = vec![0u32; n];
         let mut slot = vec![NONE; n];
@@ -125,14 +129,18 @@ impl Reachability {
                 node_at.push(v.index() as u32);
             }
         }
-        let closure = match chain_table(dag, order, &slot, node_at.len()) {
+        let m = node_at.len();
+        let closure = match chain_table(dag, order, &slot, m) {
             Some(table) => table,
-            None => bit_rows(dag, order, &slot, node_at.len()),
+            None => {
+                crate::memory::ensure("closure bitsets", crate::memory::bitset_bytes(m, m))?;
+                bit_rows(dag, order, &slot, m)
+            }
         };
         let frontier = frontiers(&closure, &rank, &node_at);
         let (succ_start, succ) =
             if node_at.len() < n { adjacency(dag) } else { Default::default() };
-        Self { rank, slot, node_at, frontier, closure, succ_start, succ }
+        Ok(Self { rank, slot, node_at, frontier, closure, succ_start, succ })
     }
 
     /// Number of nodes in the DAG the closure was built from.

@@ -210,7 +210,7 @@ pub(crate) fn validate<N, E>(
     // Once naive_bytes fits, so does every offset or end any algorithm computes (each is at most
     // a sum of distinct reserved sizes) and every lower bound.
     naive_total(&reserved)?;
-    Ok((Reachability::project(dag, &order, &used), reserved))
+    Ok((Reachability::project(dag, &order, &used)?, reserved))
 }
 
 /// Plans `buffers` into one slab over `dag`, following Luminal's `plan_slab`.
@@ -223,7 +223,10 @@ pub(crate) fn validate<N, E>(
 /// # Errors
 /// Every [`PlanError`]: zero alignment, a cyclic DAG, duplicate ids, empty uses, absent nodes,
 /// a size that overflows when rounded to the alignment ([`PlanError::Overflow`]), reserved
-/// sizes whose sum overflows ([`PlanError::TotalOverflow`] naming `naive_bytes`), and [`PlanError::CapacityExceeded`] when a request's end passes `options.capacity`.
+/// sizes whose sum overflows ([`PlanError::TotalOverflow`] naming `naive_bytes`),
+/// [`PlanError::CapacityExceeded`] when a request's end passes `options.capacity`, and
+/// [`PlanError::OutOfMemory`] when a structure that can outgrow the input (the closure's
+/// bitsets, the buffer order, the conflicting pairs of parallel branches) cannot be allocated.
 pub fn plan_slab<N, E>(
     dag: &DiGraph<N, E>,
     buffers: &[SlabBuffer],

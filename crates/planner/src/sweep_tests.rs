@@ -219,7 +219,8 @@ fn run(case: &Case) -> Outcome {
         .unwrap_or_else(|e| panic!("generated input is valid: {e}"));
     assert!(reach.is_total_order(), "the used nodes of an interval case lie on one path");
     let sweep = exact(&reach, &buffers, &reserved).unwrap();
-    let general = antichain_of(&BufferOrder::new(&reach, &buffers), &reserved).unwrap().weight;
+    let general =
+        antichain_of(&BufferOrder::new(&reach, &buffers).unwrap(), &reserved).unwrap().weight;
     assert_eq!(crate::lower_bound(&dag, &buffers, options.alignment), Ok(sweep));
 
     let plan = plan_slab(&dag, &buffers, &options).unwrap();
@@ -341,7 +342,8 @@ fn minimalloc_files_agree() {
         let (reach, reserved) =
             crate::slab::validate(&p.dag, &p.buffers, p.options.alignment).unwrap();
         assert!(reach.is_total_order(), "{}", path.display());
-        let general = antichain_of(&BufferOrder::new(&reach, &p.buffers), &reserved).unwrap();
+        let general =
+            antichain_of(&BufferOrder::new(&reach, &p.buffers).unwrap(), &reserved).unwrap();
         assert_eq!(exact(&reach, &p.buffers, &reserved), Ok(general.weight), "{}", path.display());
         let mut plan = p.plan().unwrap();
         let verdict = |plan: &SlabPlan| {

@@ -135,7 +135,7 @@ pub(crate) fn check<N, E>(
 
     let exact = match &spans {
         Some(spans) => interval_peak(spans, &plan.reserved)?,
-        None => antichain_of(&BufferOrder::new(&reach, buffers), &plan.reserved)?.weight,
+        None => antichain_of(&BufferOrder::new(&reach, buffers)?, &plan.reserved)?.weight,
     };
     if plan.lower_bound != exact {
         return Err(VerifyError::LowerBound { reported: plan.lower_bound, exact });

@@ -99,7 +99,7 @@ proptest! {
                 );
             }
         }
-        let order = BufferOrder::new(&reach, &bufs);
+        let order = BufferOrder::new(&reach, &bufs).unwrap();
         for i in 0..bufs.len() {
             for j in 0..bufs.len() {
                 prop_assert_eq!(
@@ -138,7 +138,7 @@ proptest! {
         }
         let uses = bufs.iter().flat_map(|b| b.uses.iter().copied());
         let reach = Reachability::among(&dag, uses).unwrap();
-        let order = BufferOrder::new(&reach, &bufs);
+        let order = BufferOrder::new(&reach, &bufs).unwrap();
         for i in 0..bufs.len() {
             for j in 0..bufs.len() {
                 let want = naive_precedes(&naive, &case.buffers[i].1, &case.buffers[j].1);

@@ -19,7 +19,7 @@
 //! for gaps, and the few callers that walk a buffer's neighbours enumerate them from a static
 //! stabbing tree over the spans ([`Conflicts::neighbors_into`]).
 
-use crate::{Reachability, SlabBuffer};
+use crate::{PlanError, Reachability, SlabBuffer};
 
 /// Spans, extra pairs and an index for enumerating neighbours. Spans are kept twice: in ranks
 /// (for ordering heuristics) and compressed to positions among the distinct span endpoints
@@ -54,7 +54,11 @@ pub(crate) struct Conflicts {
 impl Conflicts {
     /// Builds the relation. `buffers` must be validated (non-empty uses inside the DAG).
     /// Memory: `O(n log n)` words for `n` buffers, plus the extra pairs.
-    pub(crate) fn new(reach: &Reachability, buffers: &[SlabBuffer]) -> Self {
+    ///
+    /// # Errors
+    /// [`PlanError::OutOfMemory`] when the extra pairs (very wide parallel branches) cannot be
+    /// allocated.
+    pub(crate) fn new(reach: &Reachability, buffers: &[SlabBuffer]) -> Result<Self, PlanError> {
         let n = buffers.len();
         let intervals = reach.is_total_order();
         let mut span = Vec::with_capacity(n);
@@ -101,6 +105,14 @@ impl Conflicts {
                         break;
                     }
                     if !reach.precedes(ua, &buffers[b as usize].uses) {
+                        if found.len() == found.capacity() {
+                            // Doubling, fallibly: the pairs are the one part that can grow
+                            // quadratically (every branch of a very wide fan-out).
+                            let more = found.capacity().max(1024);
+                            let bytes = (found.capacity() + more).checked_mul(16);
+                            crate::memory::ensure("conflicting pairs", bytes)?;
+                            found.reserve(more);
+                        }
                         found.push((a, b));
                         degree[a as usize] += 1;
                         degree[b as usize] += 1;
@@ -142,7 +154,7 @@ impl Conflicts {
             });
         }
 
-        Self {
+        Ok(Self {
             span,
             compressed,
             points: points.len(),
@@ -155,7 +167,7 @@ impl Conflicts {
             stab_start,
             stab,
             pairs,
-        }
+        })
     }
 
     /// Appends the buffers `i` conflicts with to `out` (cleared first), ascending. Costs
@@ -268,7 +280,7 @@ mod tests {
                 .map(|(k, u)| SlabBuffer::new(format!("b{k}"), 4, u.iter().map(|&x| ids[x % n])))
                 .collect();
             let reach = Reachability::new(&dag).unwrap();
-            let conflicts = Conflicts::new(&reach, &buffers);
+            let conflicts = Conflicts::new(&reach, &buffers).unwrap();
             let mut pairs = 0;
             let mut got = Vec::new();
             for i in 0..buffers.len() {

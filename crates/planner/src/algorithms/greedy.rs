@@ -212,7 +212,7 @@ mod tests {
         ) {
             let (reach, buffers) = problem(n, &edges, &bufs);
             let reserved: Vec<usize> = bufs.iter().map(|b| b.0).collect();
-            let conflicts = Conflicts::new(&reach, &buffers);
+            let conflicts = Conflicts::new(&reach, &buffers).unwrap();
             let m = buffers.len();
             let mut offsets = vec![0; m];
             let mut order = Vec::new();

@@ -46,8 +46,9 @@ pub(crate) struct Instance<'a> {
 ///
 /// # Errors
 /// [`PlanError::TotalOverflow`] when the reserved sizes sum past `usize::MAX` (validated input
-/// never does), and [`PlanError::CapacityExceeded`] when the algorithm finds no placement
-/// within `options.capacity`.
+/// never does), [`PlanError::CapacityExceeded`] when the algorithm finds no placement within
+/// `options.capacity`, and [`PlanError::OutOfMemory`] when the conflicting pairs of parallel
+/// branches cannot be allocated.
 pub(crate) fn place(
     options: &SlabOptions,
     reach: &Reachability,
@@ -55,7 +56,7 @@ pub(crate) fn place(
     reserved: &[usize],
     lower_bound: usize,
 ) -> Result<Vec<usize>, PlanError> {
-    let conflicts = Conflicts::new(reach, buffers);
+    let conflicts = Conflicts::new(reach, buffers)?;
     // Validation checked naive_bytes already; checked again here because no offset an algorithm
     // computes may overflow, and that rests on this sum.
     crate::slab::naive_total(reserved)?;

@@ -299,7 +299,7 @@ mod tests {
                 .collect();
             let reserved: Vec<usize> = bufs.iter().map(|b| b.0).collect();
             let reach = Reachability::new(&dag).unwrap();
-            let conflicts = Conflicts::new(&reach, &buffers);
+            let conflicts = Conflicts::new(&reach, &buffers).unwrap();
             let mut occupancy = Occupancy::default();
             occupancy.reset(&conflicts);
             let mut placed: Vec<(usize, usize)> = Vec::new();
