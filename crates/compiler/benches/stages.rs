@@ -18,9 +18,12 @@
 //! - `extract`: the three fused policies' extractions and their HLIRs (`extract`, `build_hlir`);
 //! - `lower`: the four candidates lowered to LLIR (`lower`, with the canonical order), as
 //!   `compile` lowers them before it plans the cheapest;
-//! - `dump`: the fused program's LLIR text, `.dot` and plan text (over a placeholder plan).
+//! - `dump`: the fused program's LLIR text, `.dot`, plan text and JSON (over a placeholder
+//!   plan).
 //!
-//! `total` is their sum; `exp` in the summary is the growth exponent log(t2/t1)/log(n2/n1)
+//! Times are the thread's CPU time in milliseconds (wall time off Linux), so other processes on
+//! a shared machine do not inflate them. `total` is their sum; `svg*` (not in the total) is the
+//! planner's slab picture that `--dump-dir` also writes; `exp` in the summary is the growth exponent log(t2/t1)/log(n2/n1)
 //! between the smallest and largest size of a program (1 = linear, 2 = quadratic).
 
 use std::time::{Duration, Instant};
@@ -111,12 +114,42 @@ struct Row {
     llir_nodes: usize,
     egraph: String,
     times: [Duration; 7],
+    /// `plan_svg` (the planner's layout picture, written by `--dump-dir`): not in the total.
+    svg: Duration,
 }
 
+/// The calling thread's CPU time (Linux: `CLOCK_THREAD_CPUTIME_ID`), which other processes
+/// on a shared machine do not inflate; `None` elsewhere, where wall time is used.
+#[cfg(target_os = "linux")]
+fn thread_cpu_time() -> Option<Duration> {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: i64,
+        tv_nsec: i64,
+    }
+    unsafe extern "C" {
+        fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut t = Timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid, writable timespec; the clock id is Linux's.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    (rc == 0).then(|| Duration::new(t.tv_sec as u64, t.tv_nsec as u32))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu_time() -> Option<Duration> {
+    None
+}
+
+/// Runs `f`, adding its thread CPU time (else its wall time) to `slot`.
 fn time<T>(slot: &mut Duration, f: impl FnOnce() -> T) -> T {
-    let start = Instant::now();
+    let (cpu, wall) = (thread_cpu_time(), Instant::now());
     let out = f();
-    *slot += start.elapsed();
+    *slot += match (cpu, thread_cpu_time()) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => wall.elapsed(),
+    };
     out
 }
 
@@ -147,14 +180,20 @@ fn run(build: fn(usize) -> Graph, n: usize) -> Row {
     });
     let fused = placeholder(lowered.pop().expect("fused"), "bench-fused");
     let bytes = time(&mut t[6], || {
-        dump::llir_text(&fused).len() + dump::llir_dot(&fused).len() + dump::plan_text(&fused).len()
+        dump::llir_text(&fused).len()
+            + dump::llir_dot(&fused).len()
+            + dump::plan_text(&fused).len()
+            + dump::compiled_json(&fused).to_string().len()
     });
     assert!(bytes > 0);
+    let mut svg = Duration::ZERO;
+    time(&mut svg, || dump::plan_svg(&fused).len());
     Row {
         hlir_nodes: hlir.graph.node_count(),
         llir_nodes: fused.llir.nodes.len(),
         egraph: format!("{} / {} it / {}", sat.egraph_nodes, sat.iterations, sat.stop),
         times: t,
+        svg,
     }
 }
 
@@ -185,7 +224,11 @@ fn main() {
         STAGES[5],
         STAGES[6],
         "total",
-        "ms"
+        "svg*"
+    );
+    let clock = if thread_cpu_time().is_some() { "thread CPU" } else { "wall" };
+    println!(
+        "# milliseconds of {clock} time per stage; exp = growth exponent, smallest to largest"
     );
     let mut summary = Vec::new();
     for family in FAMILIES {
@@ -206,7 +249,7 @@ fn main() {
                 row.llir_nodes,
                 cols.join(" "),
                 ms(total),
-                "",
+                ms(row.svg),
                 row.egraph
             );
             if first.is_none() {
@@ -224,8 +267,9 @@ fn main() {
             let cols: Vec<String> =
                 a.times.iter().zip(&b.times).map(|(&x, &y)| exp(x, y)).collect();
             let total = exp(a.times.iter().sum(), b.times.iter().sum());
+            let svg = exp(a.svg, b.svg);
             summary.push(format!(
-                "{:<12} {:>6} {:>6} {:>6} {} {total}   ({} {}: {n1} -> {n2})",
+                "{:<12} {:>6} {:>6} {:>6} {} {total} {svg}  ({} {}: {n1} -> {n2})",
                 family.name,
                 "exp",
                 "",
