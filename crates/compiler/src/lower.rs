@@ -40,7 +40,7 @@
 //! never on node indices, so the same program declared in another op order numbers its nodes
 //! identically. Declaration order is kept as a last tie-break for safety only. The refinement
 //! runs in O((n + m) log n) for n live nodes and m operands: it re-examines only the classes
-//! next to a class that split, see [`crate::refine`] (private) for how and for the bound.
+//! next to a class that split (the private `refine` module says how, and the bound).
 
 use std::collections::BTreeSet;
 
