@@ -205,19 +205,30 @@ pub fn llir_dot(program: &CompiledProgram) -> String {
         };
         let _ = writeln!(s, "  n{i} [label=\"{label}\"];");
     }
+    // Where each buffer is written: (node, position in its writes). The upload node writes
+    // every leaf, so scanning a source's writes per edge would be quadratic.
+    let mut writers: Vec<Vec<(usize, usize)>> = vec![Vec::new(); llir.buffers.len()];
+    for (j, node) in llir.nodes.iter().enumerate() {
+        for (p, &b) in node.writes.iter().enumerate() {
+            if let Some(w) = writers.get_mut(b) {
+                w.push((j, p));
+            }
+        }
+    }
     for (i, node) in llir.nodes.iter().enumerate() {
+        let mut reads: Vec<BufferId> = node.read_buffers().collect();
+        reads.sort_unstable();
+        reads.dedup();
         for &j in &node.inputs {
-            let carried: Vec<BufferId> = llir
-                .nodes
-                .get(j)
-                .map(|src| {
-                    src.writes
-                        .iter()
-                        .copied()
-                        .filter(|b| node.read_buffers().any(|r| r == *b))
-                        .collect()
+            // The buffers `j` writes that `i` reads, in `j`'s write order.
+            let mut carried: Vec<(usize, BufferId)> = reads
+                .iter()
+                .flat_map(|&r| {
+                    writers.get(r).into_iter().flatten().filter(|w| w.0 == j).map(move |w| (w.1, r))
                 })
-                .unwrap_or_default();
+                .collect();
+            carried.sort_unstable();
+            let carried: Vec<BufferId> = carried.into_iter().map(|(_, b)| b).collect();
             let _ = writeln!(
                 s,
                 "  n{j} -> n{i} [label=\"{}\"];",
@@ -483,6 +494,67 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    /// The `.dot` edges as lumen wrote them before the writers index: for each edge, a scan
+    /// of the source's writes (quadratic through the upload node); the oracle of `llir_dot`.
+    fn dot_edges_oracle(program: &CompiledProgram) -> String {
+        let llir = &program.llir;
+        let mut s = String::new();
+        for (i, node) in llir.nodes.iter().enumerate() {
+            for &j in &node.inputs {
+                let carried: Vec<BufferId> = llir
+                    .nodes
+                    .get(j)
+                    .map(|src| {
+                        src.writes
+                            .iter()
+                            .copied()
+                            .filter(|b| node.read_buffers().any(|r| r == *b))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let _ = writeln!(
+                    s,
+                    "  n{j} -> n{i} [label=\"{}\"];",
+                    dot_escape(&names(program, &carried))
+                );
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn dot_edges_are_those_of_the_scan_of_every_source() {
+        let transformer = programs::transformer(programs::TransformerSizes::default());
+        let config = crate::models::VitConfig {
+            image: [8, 8],
+            patch: 2,
+            width: 16,
+            heads: 2,
+            blocks: 2,
+            ffn: 32,
+            classes: 10,
+            eps: 1e-5,
+            gelu: crate::models::Gelu::Erf,
+        };
+        let vit = crate::models::vit(&config, 2);
+        for (graph, fuse) in [
+            (programs::linear_relu(8, 16, 8), false),
+            (programs::mlp(&[8, 16, 16, 4], 3), true),
+            (programs::mlp(&[8, 16, 16, 4], 3), false),
+            (transformer.clone(), true),
+            (transformer, false),
+            (vit.clone(), true),
+            (vit, false),
+        ] {
+            let options = CompileOptions { fuse, ..CompileOptions::default() };
+            let p = graph.and_then(|g| g.compile(&options)).expect("compiles");
+            let dot = llir_dot(&p);
+            let edges: String =
+                dot.lines().filter(|l| l.contains(" -> ")).map(|l| format!("{l}\n")).collect();
+            assert_eq!(edges, dot_edges_oracle(&p), "{}", p.label);
+        }
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub mod models;
 pub mod ops;
 pub mod program;
 pub mod programs;
+mod refine;
 pub mod view;
 
 pub use compile::{CompileOptions, LLIR_DUMP_DIR, compile_hlir, plan_hlir};

@@ -354,8 +354,12 @@ fn a_cyclic_exploding_rule_set_stops_at_the_node_limit() {
     let cx = long_sum(12);
     let hlir = cx.hlir();
     let loaded = fusion::lang::load(&hlir).unwrap();
-    let limits =
-        Limits { node_limit: 2_000, iter_limit: 1_000, time_limit: Duration::from_secs(60) };
+    let limits = Limits {
+        node_limit: 2_000,
+        iter_limit: 1_000,
+        time_limit: Duration::from_secs(60),
+        ..Limits::default()
+    };
     let (loaded, sat) = fusion::saturate(loaded, &ac_rules(), &limits);
     assert!(matches!(sat.stop, Stop::NodeLimit(_)), "{sat:?}");
     // egg checks the limit between rule applications; the overshoot is bounded by one batch.
@@ -374,8 +378,12 @@ fn a_cyclic_exploding_rule_set_stops_at_the_node_limit() {
 fn the_iteration_limit_stops_a_cyclic_rule_set() {
     let cx = long_sum(12);
     let loaded = fusion::lang::load(&cx.hlir()).unwrap();
-    let limits =
-        Limits { node_limit: 1_000_000, iter_limit: 3, time_limit: Duration::from_secs(60) };
+    let limits = Limits {
+        node_limit: 1_000_000,
+        iter_limit: 3,
+        time_limit: Duration::from_secs(60),
+        ..Limits::default()
+    };
     let (_, sat) = fusion::saturate(loaded, &ac_rules(), &limits);
     assert_eq!(sat.stop, Stop::IterationLimit(3));
     assert_eq!(sat.iterations, 3);

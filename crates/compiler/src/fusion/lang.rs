@@ -434,7 +434,7 @@ pub fn build_hlir(
             built.insert(class, idx);
         }
     }
-    let mut read_back: Vec<NodeIndex> = Vec::new();
+    let mut read_back: BTreeSet<NodeIndex> = BTreeSet::new();
     for (&out, (name, location)) in outs.iter().zip(&loaded.outputs) {
         let Some(&value) = built.get(&eg.find(out)) else {
             return Err(CompileError::Fusion(format!("output {name:?} was not built")));
@@ -450,7 +450,7 @@ pub fn build_hlir(
         } else {
             value
         };
-        read_back.push(value);
+        read_back.insert(value);
         hlir.add_op(HlirOp::Output { name: name.clone() }, &[value], *location);
     }
     Ok(hlir)
