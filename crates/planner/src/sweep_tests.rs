@@ -366,3 +366,49 @@ fn minimalloc_files_agree() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// On any DAG (parallel branches, several chains), the span-and-window sweep names the same
+    /// pair as the closure test of every byte-sharing pair, for valid plans and for offsets
+    /// scattered over a few slots (most overlaps conflict, some are legal reuse).
+    #[test]
+    fn dag_sweep_matches_the_general_path(
+        n in 1usize..16,
+        edges in prop::collection::vec((0usize..16, 0usize..16), 0..40),
+        bufs in prop::collection::vec(
+            (1usize..600, prop::collection::vec(0usize..16, 1..=3), 0usize..5),
+            1..28,
+        ),
+        scatter in any::<bool>(),
+    ) {
+        let mut dag: Dag = Dag::new();
+        let ids: Vec<NodeIndex> = (0..n).map(|_| dag.add_node(())).collect();
+        for &(a, b) in &edges {
+            if a % n < b % n {
+                dag.add_edge(ids[a % n], ids[b % n], ());
+            }
+        }
+        let buffers: Vec<SlabBuffer> = bufs
+            .iter()
+            .enumerate()
+            .map(|(k, (bytes, uses, _))| {
+                SlabBuffer::new(format!("b{k}"), *bytes, uses.iter().map(|&u| ids[u % n]))
+            })
+            .collect();
+        let options = SlabOptions::default();
+        let mut plan = plan_slab(&dag, &buffers, &options).unwrap();
+        if scatter {
+            plan.offsets = bufs.iter().map(|b| b.2 * 256).collect();
+            plan.slab_bytes =
+                plan.offsets.iter().zip(&plan.reserved).map(|(o, r)| o + r).max().unwrap_or(0);
+        }
+        let fast = check(&dag, &buffers, &plan, &options, Sweep::Auto);
+        let slow = check(&dag, &buffers, &plan, &options, Sweep::General);
+        prop_assert_eq!(&fast, &slow);
+        if !scatter {
+            prop_assert_eq!(fast, Ok(()));
+        }
+    }
+}

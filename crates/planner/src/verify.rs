@@ -2,19 +2,24 @@
 //!
 //! It shares no code with placement: instead of asking, for each request, which earlier requests
 //! it conflicts with (first fit's question), it sweeps the plan's byte ranges in offset order and
-//! asks, for each pair that shares bytes, whether one buffer precedes the other, with the
-//! closure's own `precedes` on use sets.
+//! asks, for each range, whether it shares bytes with an open range of a conflicting buffer,
+//! from facts of the closure alone:
 //!
-//! On interval problems (the used nodes lie on one path, as in every MiniMalloc CSV) the same
-//! sweep asks a different question: buffers conflict exactly when their rank intervals overlap,
-//! so the open byte ranges are also kept as two Fenwick trees over their interval endpoints, and
-//! each new range counts the open ones whose interval meets its own in `O(log n)` instead of
-//! testing them one by one. The pair is only searched for once a count is positive, so a valid
-//! plan costs `O(n log n)` and a rejected one `O(n)` more, where the general sweep tests every
-//! pair that shares bytes (`O(n^2)` for a plan that reuses bytes well).
+//! - buffers whose rank spans (lowest and highest topological rank of their uses) overlap
+//!   always conflict; the open ranges are kept as Fenwick trees over their span endpoints, so
+//!   each new range counts the open ones whose span meets its own in `O(log n)`;
+//! - buffers with disjoint spans conflict only when the earlier does not reach the later, which
+//!   the closure settles for any later buffer starting at or past the earlier one's frontier
+//!   (the rank from which every node is reached from all its uses); so only open ranges inside
+//!   that window are tested with the closure's `precedes`, found through ordered sets (and a
+//!   Fenwick count) over their spans and frontiers. On interval problems the window is empty.
+//!
+//! A valid plan costs `O(n log n)` plus the window tests; a rejected one `O(n)` more to name
+//! the lowest pair. The closure test of every byte-sharing pair, which this replaces, was
+//! `O(n^2)` for a plan that reuses bytes well and stays as the tests' oracle.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 
 use petgraph::graph::DiGraph;
 
@@ -33,7 +38,8 @@ use crate::{
 /// Last, the reported `lower_bound` must equal the exact one ([`crate::lower_bound()`]).
 ///
 /// Cost: `O(n log n)` on interval problems (the used nodes lie on one path); on other DAGs the
-/// closure test of every pair of byte-overlapping buffers and the lower bound's `n^2`-bit order.
+/// same plus a closure test of each byte-sharing pair inside a frontier window, and the lower
+/// bound's `n^2`-bit order.
 ///
 /// # Errors
 /// The first [`VerifyError`] found, naming the offending buffer or pair: [`VerifyError::Plan`]
@@ -53,10 +59,11 @@ pub fn verify<N, E>(
 /// Which overlap test and lower bound [`check`] uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sweep {
-    /// The interval sweep when the closure among the used nodes is a total order.
+    /// The span sweep, and the peak-load lower bound when the closure among the used nodes is
+    /// a total order.
     Auto,
-    /// Always the general test (pairs by the closure, the min-flow lower bound); the tests
-    /// compare the two.
+    /// The reference: the closure test of every byte-sharing pair and the min-flow lower
+    /// bound; the tests compare the two.
     #[cfg_attr(not(test), allow(dead_code))]
     General,
 }
@@ -116,12 +123,12 @@ pub(crate) fn check<N, E>(
         });
     }
 
+    let clash = match sweep {
+        Sweep::Auto => first_clash(&reach, buffers, &plan.offsets, &ends),
+        Sweep::General => first_overlap(&reach, buffers, &plan.offsets, &ends),
+    };
     let spans =
         (sweep == Sweep::Auto && reach.is_total_order()).then(|| interval_spans(&reach, buffers));
-    let clash = match &spans {
-        Some(spans) => first_overlap_intervals(spans, &plan.offsets, &ends),
-        None => first_overlap(&reach, buffers, &plan.offsets, &ends),
-    };
     if let Some((a, b)) = clash {
         return Err(VerifyError::Overlap {
             a: buffers[a].id.clone(),
@@ -175,57 +182,95 @@ fn first_overlap(
     None
 }
 
-/// [`first_overlap`] for interval problems, where buffers `i` and `j` conflict exactly when the
-/// closed rank intervals `spans[i]` and `spans[j]` overlap: the same sweep and the same pair.
+/// [`first_overlap`]'s pair, found from spans and frontiers: buffers `i` and `j` conflict when
+/// their closed rank spans overlap, or, spans disjoint with `a` the earlier, when `b` starts
+/// before `a`'s frontier and `a` does not precede it by the closure. The same sweep and pair.
 ///
-/// An open interval `[lo_j, hi_j]` meets `[lo_i, hi_i]` iff `lo_j <= hi_i` and not
-/// `hi_j < lo_i`; the intervals with `hi_j < lo_i` all have `lo_j <= hi_i`, so the open ones
-/// meeting it number `#(lo_j <= hi_i) - #(hi_j < lo_i)`, two prefix sums. Ranges close (leave
-/// both trees) through a heap of ends once the sweep passes them.
-fn first_overlap_intervals(
-    spans: &[(u32, u32)],
+/// An open span `[lo_j, hi_j]` meets `[lo_i, hi_i]` iff `lo_j <= hi_i` and not `hi_j < lo_i`;
+/// the spans with `hi_j < lo_i` all have `lo_j <= hi_i`, so the open ones meeting it number
+/// `#(lo_j <= hi_i) - #(hi_j < lo_i)`, two prefix sums. The earlier open buffers whose window
+/// holds `lo_i` number `#(hi_j < lo_i) - #(front_j <= lo_i)` (a frontier is past its span).
+/// Ranges close (leave every structure) through a heap of ends once the sweep passes them.
+fn first_clash(
+    reach: &Reachability,
+    buffers: &[SlabBuffer],
     offsets: &[usize],
     ends: &[usize],
 ) -> Option<(usize, usize)> {
-    let n = spans.len();
-    // Endpoints compressed to their position among the distinct ranks.
-    let mut ranks: Vec<u32> = spans.iter().flat_map(|&(lo, hi)| [lo, hi]).collect();
+    let n = buffers.len();
+    let spans = interval_spans(reach, buffers);
+    let fronts: Vec<u32> = buffers
+        .iter()
+        .map(|b| b.uses.iter().map(|&u| reach.frontier(u)).max().unwrap_or(u32::MAX))
+        .collect();
+    // Ranks compressed to their position among the distinct endpoints and frontiers.
+    let mut ranks: Vec<u32> =
+        spans.iter().zip(&fronts).flat_map(|(&(lo, hi), &f)| [lo, hi, f]).collect();
     ranks.sort_unstable();
     ranks.dedup();
     let at = |r: u32| ranks.partition_point(|&x| x < r);
-    let keys: Vec<(usize, usize)> = spans.iter().map(|&(lo, hi)| (at(lo), at(hi))).collect();
 
     let mut by_start: Vec<usize> = (0..n).collect();
     by_start.sort_by_key(|&i| (offsets.get(i).copied().unwrap_or(0), i));
     let mut open_lo = Fenwick::new(ranks.len());
     let mut open_hi = Fenwick::new(ranks.len());
+    let mut open_front = Fenwick::new(ranks.len());
+    let mut by_lo: BTreeSet<(u32, usize)> = BTreeSet::new();
+    let mut by_hi: BTreeSet<(u32, usize)> = BTreeSet::new();
     let mut closing: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
-    for (k, &i) in by_start.iter().enumerate() {
+    for &i in &by_start {
         let start = offsets.get(i).copied().unwrap_or(0);
         while let Some(&Reverse((end, j))) = closing.peek() {
             if end > start {
                 break;
             }
             closing.pop();
-            let (lo, hi) = keys[j];
-            open_lo.remove(lo);
-            open_hi.remove(hi);
+            let (lo, hi) = spans[j];
+            open_lo.remove(at(lo));
+            open_hi.remove(at(hi));
+            open_front.remove(at(fronts[j]));
+            by_lo.remove(&(lo, j));
+            by_hi.remove(&(hi, j));
         }
-        let (lo, hi) = keys[i];
-        let meeting = open_lo.count_below(hi + 1).saturating_sub(open_hi.count_below(lo));
-        if meeting > 0 {
-            // Rare (once per rejected plan): the open ranges are those swept earlier that end
-            // past this start; keep the lowest pair, as the general sweep does.
-            let (a, b) = spans[i];
-            return by_start[..k]
+        let (lo, hi) = spans[i];
+        let meeting = open_lo.count_below(at(hi) + 1).saturating_sub(open_hi.count_below(at(lo)));
+        // Later open buffers inside this one's window, then earlier ones whose window holds it.
+        let later = || {
+            by_lo
+                .range((hi.saturating_add(1), 0)..(fronts[i], 0))
+                .any(|&(_, j)| !reach.precedes(&buffers[i].uses, &buffers[j].uses))
+        };
+        let earlier = || {
+            // Exactly this many are in the window: stop once they are all tested.
+            let mut left = open_hi.count_below(at(lo)) - open_front.count_below(at(lo) + 1);
+            for &(_, j) in by_hi.range(..(lo, 0)).rev() {
+                if left == 0 {
+                    break;
+                }
+                if fronts[j] > lo {
+                    left -= 1;
+                    if !reach.precedes(&buffers[j].uses, &buffers[i].uses) {
+                        return true;
+                    }
+                }
+            }
+            false
+        };
+        if meeting > 0 || later() || earlier() {
+            // Rare (once per rejected plan): keep the lowest pair among the open ranges, as
+            // the reference sweep does.
+            return by_lo
                 .iter()
-                .filter(|&&j| ends.get(j).is_some_and(|&e| e > start))
-                .filter(|&&j| spans[j].0 <= b && a <= spans[j].1)
-                .map(|&j| (i.min(j), i.max(j)))
+                .map(|&(_, j)| j)
+                .filter(|&j| reach.conflicts(&buffers[i].uses, &buffers[j].uses))
+                .map(|j| (i.min(j), i.max(j)))
                 .min();
         }
-        open_lo.add(lo);
-        open_hi.add(hi);
+        open_lo.add(at(lo));
+        open_hi.add(at(hi));
+        open_front.add(at(fronts[i]));
+        by_lo.insert((lo, i));
+        by_hi.insert((hi, i));
         closing.push(Reverse((ends.get(i).copied().unwrap_or(0), i)));
     }
     None
