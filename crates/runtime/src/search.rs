@@ -704,7 +704,7 @@ pub struct SearchReport {
 }
 
 impl SearchReport {
-    /// The winner's row.
+    /// The selected candidate's row.
     pub fn winner(&self) -> Option<&CandidateTiming> {
         self.candidates.get(self.selected)
     }

@@ -302,8 +302,9 @@ fn read_file(path: &Path) -> Result<Option<CacheFile>, TuningError> {
 /// that over it.
 ///
 /// # Errors
-/// What [`read_file`] returns for a file that exists but is not a cache of this format (it is
-/// then left as it is), or [`TuningError::Write`].
+/// [`TuningError::Read`], [`TuningError::Corrupt`] or [`TuningError::Format`] for a file that
+/// exists but cannot be read or is not a cache of this format (it is then left as it is);
+/// [`TuningError::Write`] when the temporary file cannot be written or renamed.
 pub fn store(path: &Path, key: &str, entry: Entry) -> Result<(), TuningError> {
     let mut file = read_file(path)?
         .unwrap_or_else(|| CacheFile { format: FORMAT.to_string(), entries: BTreeMap::new() });
