@@ -6,11 +6,12 @@
 //! once; then every candidate still in the running is executed in *interleaved rounds*: one
 //! execute of each candidate per round, the starting candidate rotating from round to round,
 //! so that machine noise (another process, a clock change) hits all candidates of a round
-//! alike. [`SearchOptions::warmup`] untimed rounds come first (and last at least
-//! [`SearchOptions::warmup_time`] in all); the timed rounds are budgeted against the measured
-//! execute time: as many as fit in [`SearchOptions::budget`] at the last warm-up round's
-//! duration, at least 1 and at most [`SearchOptions::trials`] ([`stats::planned_rounds`]), so
-//! a fast program gets a short search. Each candidate's figure is its median round.
+//! alike. Each candidate's first execute (which touches its whole slab) is its warm-up;
+//! [`SearchOptions::warmup`] untimed rounds may follow (none by default). The timed rounds are
+//! budgeted against the measured execute time: as many as fit in [`SearchOptions::budget`] at
+//! the last untimed round's duration (the first executes' when there is none), at least 1 and
+//! at most [`SearchOptions::trials`] ([`stats::planned_rounds`]), so a fast program gets a
+//! short search. Each candidate's figure is its median round.
 //!
 //! **The choice** ([`stats`]): the baseline is the cost model's pick (the candidate with the
 //! fewest launch-equivalent DRAM bytes, [`Candidate::picked`]; when it was not measured, the
@@ -346,17 +347,19 @@ pub struct SearchOptions {
     /// median kept. At least 1 (default [`DEFAULT_TRIALS`] = 15). The budget may plan fewer
     /// ([`SearchOptions::budget`]) and early stopping may end them sooner.
     pub trials: usize,
-    /// Untimed rounds after every candidate's first execute (default 1): first-touch page
-    /// faults, cold caches, lazy kernel setup. The first execute, whose outputs are compared
-    /// with the reference's, always runs.
+    /// Untimed rounds after every candidate's first execute (default 0). The first execute,
+    /// whose outputs are compared with the reference's, always runs and is the warm-up: it
+    /// takes the first-touch page faults of the slab, cold caches and lazy kernel setup, and
+    /// the candidates' first executes together run well past the first fraction of a
+    /// millisecond in which a CPU ramps its clock.
     pub warmup: usize,
-    /// The warm-up (from the first candidate's first execute) also lasts at least this long in
-    /// all (default 1 ms), however many untimed rounds that takes: on the CPU the first
-    /// fraction of a millisecond of a small program runs slower (clock ramp, caches).
+    /// The warm-up (from the first candidate's first execute) lasts at least this long in all
+    /// (default 0), however many untimed rounds that takes (TVM's `min_repeat_ms`).
     pub warmup_time: Duration,
     /// The time the timed rounds are planned to take (default 1 s): the number of rounds is
-    /// how many rounds of the last warm-up round's measured duration fit in it, from 1 to
-    /// [`SearchOptions::trials`] ([`stats::planned_rounds`]).
+    /// how many rounds of the last untimed round's measured duration (the first executes'
+    /// without one) fit in it, from 1 to [`SearchOptions::trials`]
+    /// ([`stats::planned_rounds`]).
     pub budget: Duration,
     /// End the timed rounds once no challenger can still be shown faster in the rounds left
     /// ([`stats::can_still_win`]), after at least [`MIN_ROUNDS_BEFORE_STOP`] (default true).
@@ -398,8 +401,8 @@ impl Default for SearchOptions {
     fn default() -> Self {
         Self {
             trials: DEFAULT_TRIALS,
-            warmup: 1,
-            warmup_time: Duration::from_millis(1),
+            warmup: 0,
+            warmup_time: Duration::ZERO,
             budget: Duration::from_secs(1),
             early_stop: true,
             alpha: 0.01,
@@ -720,8 +723,8 @@ impl SearchReport {
     }
 
     /// The search line: `search     3.912 ms on cpu: 3 of 3 candidates measured in 4
-    /// interleaved rounds (15 planned; stopped early: no candidate can still be shown faster),
-    /// after 1 warm-up round`.
+    /// interleaved rounds (15 planned; stopped early: no candidate can still be shown faster)`,
+    /// then `, after 1 warm-up round` when untimed rounds ran.
     pub fn search_line(&self) -> String {
         let stop = match self.stopped {
             None => String::new(),
@@ -732,9 +735,13 @@ impl SearchReport {
                 format!("; stopped at the time limit of {:.3} ms", limit.as_secs_f64() * 1e3)
             }
         };
+        let warm = match self.warmup_rounds {
+            0 => String::new(),
+            n => format!(", after {n} warm-up round{}", plural(n)),
+        };
         format!(
             "search     {:.3} ms on {}: {} of {} candidate{} measured in {} interleaved round{} \
-             ({} planned{stop}), after {} warm-up round{}",
+             ({} planned{stop}){warm}",
             self.search_ms,
             self.runtime,
             self.measured().count(),
@@ -743,8 +750,6 @@ impl SearchReport {
             self.rounds,
             plural(self.rounds),
             self.planned_rounds,
-            self.warmup_rounds,
-            plural(self.warmup_rounds)
         )
     }
 
@@ -761,7 +766,7 @@ impl SearchReport {
 
     /// The break-even line: `break-even: 1,234 executions (search 12.345 ms / 0.0100 ms saved
     /// per execute against unfused)`, or why there is none: `never (the unfused candidate is
-    /// the fastest)`, `unknown (the unfused candidate was not measured)`, `unknown (only the
+    /// selected)`, `never (the selected candidate measured no faster than unfused)`, `unknown (the unfused candidate was not measured)`, `unknown (only the
     /// unfused candidate was measured)`.
     pub fn break_even_line(&self) -> String {
         let saved = match (self.unfused().and_then(|u| u.median_ms), self.winner()) {
@@ -784,7 +789,11 @@ impl SearchReport {
             (BreakEven::Unknown, _) => {
                 "break-even: unknown (the unfused candidate was not measured)".to_string()
             }
-            _ => "break-even: never (the unfused candidate is the fastest)".to_string(),
+            _ if self.winner().is_some_and(|w| w.label == unfused_label()) => {
+                "break-even: never (the unfused candidate is selected)".to_string()
+            }
+            _ => "break-even: never (the selected candidate measured no faster than unfused)"
+                .to_string(),
         }
     }
 }
@@ -799,7 +808,7 @@ impl fmt::Display for SearchReport {
     /// unfused       0.1883   1,693,696         8         0.0e0  measured  reference
     /// bias          0.1610   1,463,296         5         0.0e0  measured
     /// fused         0.1584   1,463,296         3         0.0e0  measured  selected, cost model's pick
-    /// search     3.912 ms on cpu: 3 of 3 candidates measured in 4 interleaved rounds (15 planned; stopped early: no candidate can still be shown faster), after 1 warm-up round
+    /// search     3.912 ms on cpu: 3 of 3 candidates measured in 4 interleaved rounds (15 planned; stopped early: no candidate can still be shown faster)
     /// choice     kept the cost model's pick (fused): no candidate faster with confidence (closest: bias, median speedup -1.6%, faster by more than 3.0% in 0 of 4 rounds, p = 1.0000); one-sided sign test, alpha 0.01
     /// break-even: 131 executions (search 3.912 ms / 0.0299 ms saved per execute against unfused)
     /// ```
@@ -1696,7 +1705,13 @@ mod tests {
         };
         assert_eq!(
             slower.break_even_line(),
-            "break-even: never (the unfused candidate is the fastest)"
+            "break-even: never (the unfused candidate is selected)"
+        );
+        // The cost model's pick kept though unfused measured faster (not with confidence).
+        let kept = SearchReport { selected: 1, ..slower };
+        assert_eq!(
+            kept.break_even_line(),
+            "break-even: never (the selected candidate measured no faster than unfused)"
         );
     }
 

@@ -36,12 +36,7 @@ fn data(c: &[Candidate]) -> (Tensors, Tensors) {
 
 /// `trials` rounds exactly (no early stop, one warm-up round), the defaults otherwise.
 fn options(trials: usize) -> SearchOptions {
-    SearchOptions {
-        trials,
-        early_stop: false,
-        warmup_time: Duration::ZERO,
-        ..SearchOptions::default()
-    }
+    SearchOptions { trials, early_stop: false, warmup: 1, ..SearchOptions::default() }
 }
 
 fn run(c: &[Candidate], opts: &SearchOptions) -> Result<SearchReport, SearchError> {
@@ -684,7 +679,7 @@ fn a_candidate_faster_with_confidence_replaces_the_pick() {
     assert!(c[2].picked);
     let (w, x) = data(&c);
     let runtime = Faulty::new(&["small-unfused", "small-fused"], Fault::SleepMs(3));
-    let opts = SearchOptions { warmup_time: Duration::ZERO, ..SearchOptions::default() };
+    let opts = SearchOptions::default();
     let report = search::search(&runtime, &c, &w, &x, &opts, Progress::Hidden).unwrap();
     check_report(&report, &c, 15);
     assert_eq!(report.selected, 1, "{report}");
@@ -706,7 +701,7 @@ fn a_pick_that_no_candidate_beats_stops_the_rounds_early() {
     let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
     let (w, x) = data(&c);
     let runtime = Faulty::new(&["small-unfused", "small-bias"], Fault::SleepMs(2));
-    let opts = SearchOptions { warmup_time: Duration::ZERO, ..SearchOptions::default() };
+    let opts = SearchOptions::default();
     let report = search::search(&runtime, &c, &w, &x, &opts, Progress::Hidden).unwrap();
     check_report(&report, &c, 15);
     assert_eq!((report.selected, report.rounds, report.planned_rounds), (2, 3, 15));
@@ -719,7 +714,7 @@ fn a_pick_that_no_candidate_beats_stops_the_rounds_early() {
     assert!(
         text.contains(
             ": 3 of 3 candidates measured in 3 interleaved rounds (15 planned; stopped early: no \
-             candidate can still be shown faster), after 1 warm-up round\n"
+             candidate can still be shown faster)\n"
         ),
         "{text}"
     );
