@@ -138,7 +138,7 @@ fn digits_text_shows_candidates_and_break_even() {
     assert_eq!(rows.iter().filter(|r| r.contains("selected")).count(), 1, "{text}");
     assert!(text.lines().any(|l| l.starts_with("search ")
         && l.contains(
-            " ms on cpu: 3 of 3 candidates measured in 2 interleaved rounds (2 planned)\n"
+            " ms on cpu: 3 of 3 candidates measured in 2 interleaved rounds (2 planned)"
         )));
     assert!(
         text.lines().any(|l| l.starts_with("choice     kept the cost model's pick (fused): ")
