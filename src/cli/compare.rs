@@ -2,7 +2,9 @@
 //! sections 3 and 5): nodes, launches, buffers, slab_bytes, naive_bytes, lower_bound,
 //! dram_bytes, the cost model's score and pick, and what fusion changes against the unfused
 //! program. `--profile` adds what the search measures: each candidate's median
-//! time on a runtime with seeded random inputs and weights, the fastest, and the break-even.
+//! time on a runtime with seeded random inputs and weights, the search's choice (the cost
+//! model's pick unless another is faster with confidence), and the break-even;
+//! `--tuning-cache FILE` takes a recorded choice instead, as `lumen run` does.
 //!
 //! `--capacity` refuses every candidate whose slab the planner cannot place within it: the
 //! refused ones are listed after the table and the summary says which side is missing. When
@@ -16,6 +18,7 @@ use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
 use lumen_compiler::{BufferRole, CompileError, CompileOptions, dump};
 use lumen_planner::PlanError;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
+use lumen_runtime::tuning::{self, Tuned};
 use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
 use super::program_args::ProgramArgs;
@@ -45,12 +48,13 @@ pub struct Args {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
-    /// Also measure every candidate (prepare, one warm-up, --trials timed executes; median)
-    /// with random inputs and weights of a fixed seed.
+    /// Also search the candidates as `lumen run` does (prepare, one warm-up round, up to
+    /// --trials interleaved timed rounds; medians; the cost model's pick unless another is
+    /// faster with confidence) with random inputs and weights of a fixed seed.
     #[arg(long)]
     profile: bool,
-    /// With --profile: timed executes per candidate.
-    #[arg(long, default_value_t = 5, requires = "profile",
+    /// With --profile: the most timed rounds (every candidate executes once per round).
+    #[arg(long, default_value_t = search::DEFAULT_TRIALS as u32, requires = "profile",
           value_parser = clap::value_parser!(u32).range(1..))]
     trials: u32,
     /// With --profile: the runtime to measure on.
@@ -61,6 +65,11 @@ pub struct Args {
     /// `ABS` or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4).
     #[arg(long, value_name = "ABS[,REL]", requires = "profile")]
     search_tolerance: Option<lumen_runtime::search::Tolerance>,
+    /// With --profile: read the choice from this tuning cache when it holds one (the
+    /// measurement is then skipped), and store it there after a search (default:
+    /// $LUMEN_TUNING_CACHE with --profile; none when unset).
+    #[arg(long, value_name = "FILE", requires = "profile")]
+    tuning_cache: Option<PathBuf>,
 }
 
 /// Seeds of the random weights and inputs of `--profile` (splitmix64), fixed so two runs
@@ -111,22 +120,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         let mut value = report::compare_json(&exploration);
         if let Some(m) = &measured {
-            add_measurements(&mut value, m);
+            match &m.report {
+                Some(r) => add_measurements(&mut value, r),
+                None => add_cached(&mut value, m, &exploration),
+            }
+            if let Some(obj) = value.as_object_mut() {
+                obj.insert(
+                    "tuning_cache".into(),
+                    m.cache.as_ref().map_or(serde_json::Value::Null, super::run::cache_json),
+                );
+                obj.insert(
+                    "decision".into(),
+                    super::run::decision_json(m.report.as_ref(), m.cache.as_ref()),
+                );
+            }
         }
         out::print_json(&value)?;
     } else {
         let mut text = report::compare_text(&exploration);
         if let Some(m) = &measured {
-            let _ = writeln!(
-                text,
-                "\nmeasured on {} with random inputs and weights (seeded), median of {} \
-                 trial{}:\n{m}",
-                m.runtime,
-                m.trials,
-                if m.trials == 1 { "" } else { "s" }
-            );
-            if let Some(w) = m.winner() {
-                let _ = writeln!(text, "measured fastest: {} ({})", w.label, w.program_label);
+            if let Some(r) = &m.report {
+                let _ = writeln!(
+                    text,
+                    "\nmeasured on {} with random inputs and weights (seeded), medians of \
+                     interleaved rounds:\n{r}",
+                    r.runtime
+                );
+            } else {
+                text.push('\n');
+            }
+            if let Some(line) = m.cache.as_ref().and_then(super::run::cache_line) {
+                let _ = writeln!(text, "{line}");
+            }
+            if let Some(c) = exploration.candidates.get(m.selected) {
+                let _ = writeln!(text, "search selects: {} ({})", c.label, c.program.label);
             }
         }
         out::print(&text)?;
@@ -156,8 +183,9 @@ fn refused_for_capacity(e: &Exploration) -> bool {
         .any(|(_, err)| matches!(err, CompileError::Plan(PlanError::CapacityExceeded { .. })))
 }
 
-/// Searches the candidates on `--runtime` (no dumps: compare writes its own).
-fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<SearchReport> {
+/// Searches the candidates on `--runtime` (no dumps: compare writes its own), through the
+/// tuning cache when one is given; its warnings go to stderr.
+fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<Tuned> {
     let runtime = runtime_by_name(&args.runtime)?;
     let Some(first) = e.candidates.first() else {
         anyhow::bail!("no candidate to profile: every candidate was refused");
@@ -171,20 +199,45 @@ fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<SearchReport>
         tolerance: args.search_tolerance.unwrap_or_default(),
         ..SearchOptions::from_env()
     };
-    Ok(search::search(
+    let tuned = tuning::tuned_search(
         runtime.as_ref(),
         &e.candidates,
         &weights,
         &inputs,
         &options,
         Progress::Auto,
-    )?)
+        super::run::tuning_cache_path(args.tuning_cache.as_deref()).as_deref(),
+    )?;
+    super::run::warn(&tuned.warnings);
+    Ok(tuned)
+}
+
+/// On a tuning-cache hit: `selected` on each candidate of the compare JSON and `measured`
+/// (`runtime`, `fastest` and `selected`: the recorded choice, `from_tuning_cache: true`);
+/// nothing was timed, so no `median_ms`.
+fn add_cached(value: &mut serde_json::Value, m: &Tuned, e: &Exploration) {
+    if let Some(list) = value.get_mut("candidates").and_then(|c| c.as_array_mut()) {
+        for (i, obj) in list.iter_mut().enumerate() {
+            if let Some(obj) = obj.as_object_mut() {
+                obj.insert("selected".into(), serde_json::json!(i == m.selected));
+            }
+        }
+    }
+    let label = e.candidates.get(m.selected).map(|c| c.label.clone());
+    if let Some(obj) = value.as_object_mut() {
+        obj.insert(
+            "measured".into(),
+            serde_json::json!({"from_tuning_cache": true, "fastest": label, "selected": label}),
+        );
+    }
 }
 
 /// Adds `median_ms`, `trials_ms`, `selected`, `max_abs_diff` (from the reference candidate's
 /// outputs) and `measured_status` (`measured`, `mismatch`, ...) with its `measured_detail` to
-/// each candidate of the compare JSON, and `measured` (`runtime`, `trials`, `fastest`,
-/// `reference`, `tolerance`, `search_ms`, `break_even`) at the top.
+/// each candidate of the compare JSON, and `measured` (`runtime`, `trials`, `rounds`,
+/// `fastest` and `selected` (both the selected candidate's label; `fastest` is the older
+/// name), `reference`, `tolerance`, `search_ms`, `break_even`, `from_tuning_cache: false`) at
+/// the top.
 fn add_measurements(value: &mut serde_json::Value, m: &SearchReport) {
     if let Some(list) = value.get_mut("candidates").and_then(|c| c.as_array_mut()) {
         for (obj, c) in list.iter_mut().zip(&m.candidates) {
@@ -207,7 +260,10 @@ fn add_measurements(value: &mut serde_json::Value, m: &SearchReport) {
             serde_json::json!({
                 "runtime": m.runtime,
                 "trials": m.trials,
+                "rounds": m.rounds,
                 "fastest": m.winner().map(|w| w.label.clone()),
+                "selected": m.winner().map(|w| w.label.clone()),
+                "from_tuning_cache": false,
                 "reference": m.candidates.get(m.reference).map(|r| r.label.clone()),
                 "tolerance": m.tolerance,
                 "search_ms": m.search_ms,

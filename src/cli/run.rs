@@ -5,12 +5,17 @@
 //! [--expect FILE.safetensors]` does the same for an ONNX model: the inputs and reference
 //! outputs are read by graph input and output name, and every output is checked.
 //!
-//! By default the program run is the one the search measured fastest among
-//! the fusion candidates on the chosen runtime whose outputs agree with the reference
-//! candidate's (the unfused one, within the search's default tolerance); `--fuse` /
+//! By default the program run is the search's choice among the fusion candidates on the
+//! chosen runtime whose outputs agree with the reference candidate's (the unfused one, within
+//! the search's default tolerance): the cost model's pick, unless another candidate measured
+//! faster with confidence in interleaved rounds (`lumen_runtime::search`). With
+//! `--tuning-cache FILE` (or `LUMEN_TUNING_CACHE`) a choice recorded for this program,
+//! runtime and machine is taken without a search, and a search's choice is recorded;
+//! problems with the file are `warning:` lines on stderr and a fresh search. `--fuse` /
 //! `--no-fuse` choose the program directly (no search), whatever other flags say, and
 //! `--no-search` alone runs the cost model's pick. The report's `search` line and the JSON's
-//! `chosen_by` (`search`, `cost_model`, `--fuse`, `--no-fuse`) say which of these it was.
+//! `chosen_by` (`search`, `tuning_cache`, `cost_model`, `--fuse`, `--no-fuse`) say which of
+//! these it was.
 //!
 //! The report is printed in full first; then, when a check failed (NaN or infinity in the
 //! outputs, a max abs error over `--tolerance`, an accuracy other than the file's reference),
@@ -26,6 +31,7 @@ use lumen_compiler::fusion::{self, FusionConfig};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport};
+use lumen_runtime::tuning::{self, CacheStatus, CacheUse};
 use lumen_runtime::{Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
 use serde_json::json;
 
@@ -62,8 +68,11 @@ pub struct Args {
     /// Skip the search and run the cost model's pick among the fusion candidates.
     #[arg(long = "no-search")]
     no_search: bool,
-    /// Search: timed executes per candidate (the median is kept), after one warm-up.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..),
+    /// Search: the most timed rounds (every candidate executes once per round, interleaved;
+    /// its median is kept). Fewer when they do not fit the search budget, or when no candidate
+    /// can still be shown faster than the cost model's pick.
+    #[arg(long, default_value_t = search::DEFAULT_TRIALS as u32,
+          value_parser = clap::value_parser!(u32).range(1..),
           conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     trials: u32,
     /// Search: measure at most this many candidates, in candidate order.
@@ -82,6 +91,11 @@ pub struct Args {
     /// epilogues need about 3e-3.
     #[arg(long, value_name = "ABS[,REL]", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     search_tolerance: Option<search::Tolerance>,
+    /// Search: read the choice from this tuning cache when it holds one for this program,
+    /// runtime and machine (the search is then skipped), and store it there after a search
+    /// (default: $LUMEN_TUNING_CACHE; none when unset).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    tuning_cache: Option<PathBuf>,
     /// How many times to execute (the execute phase's time is their total; throughput uses
     /// their mean).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
@@ -115,7 +129,8 @@ fn count(n: usize, one: &str, many: &str) -> String {
 /// What chose the program that ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Choice {
-    /// The search: the fastest candidate whose outputs agree with the reference's.
+    /// The search: the cost model's pick, or a candidate measured faster with confidence
+    /// (the tuning cache's record of such a search when it holds one).
     Search,
     /// `--no-search` alone: the cost model's pick among the fusion candidates.
     CostModel,
@@ -169,8 +184,10 @@ struct Outcome {
     report: PhaseReport,
     peak: Peak,
     load_seconds: f64,
-    /// `None` when the program was chosen without a search.
+    /// `None` when the program was chosen without a search (or by the tuning cache).
     search: Option<SearchReport>,
+    /// The tuning cache's part, when one was used.
+    cache: Option<CacheUse>,
     /// What chose the program.
     choice: Choice,
 }
@@ -224,6 +241,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     let weights = model.weights();
     let inputs: Tensors = model.inputs();
     let mut search_report = None;
+    let mut cache = None;
     let program = if searching {
         // graph_compile: the e-graph's candidates, each lowered and planned; search: each
         // prepared and timed on the runtime that runs the winner.
@@ -242,21 +260,24 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             tolerance: args.search_tolerance.unwrap_or_default(),
             ..SearchOptions::from_env()
         };
-        let report = search::search(
+        let tuned = tuning::tuned_search(
             runtime.as_ref(),
             &exploration.candidates,
             &weights,
             &inputs,
             &search_options,
             Progress::Auto,
+            tuning_cache_path(args.tuning_cache.as_deref()).as_deref(),
         )?;
-        times.record_seconds(Phase::Search, report.search_ms / 1e3);
+        warn(&tuned.warnings);
+        times.record_seconds(Phase::Search, tuned.search_ms() / 1e3);
         let winner = exploration
             .candidates
             .into_iter()
-            .nth(report.selected)
+            .nth(tuned.selected)
             .context("the search selected no candidate")?;
-        search_report = Some(report);
+        search_report = tuned.report;
+        cache = tuned.cache;
         winner.program
     } else {
         times.time(Phase::GraphCompile, || -> anyhow::Result<CompiledProgram> {
@@ -288,8 +309,28 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         peak,
         load_seconds,
         search: search_report,
+        cache,
         choice,
     })
+}
+
+/// The tuning cache to use: `--tuning-cache`, else `$LUMEN_TUNING_CACHE` when set and not
+/// empty, else none.
+pub(super) fn tuning_cache_path(flag: Option<&std::path::Path>) -> Option<PathBuf> {
+    flag.map(std::path::Path::to_path_buf).or_else(|| {
+        std::env::var_os(lumen_runtime::env::TUNING_CACHE)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    })
+}
+
+/// Prints each warning as one `warning: ...` line on stderr (a closed stderr is ignored).
+pub(super) fn warn(warnings: &[String]) {
+    use std::io::Write as _;
+    let mut err = std::io::stderr().lock();
+    for w in warnings {
+        let _ = writeln!(err, "warning: {w}");
+    }
 }
 
 /// Reads the model: a safetensors model file, or an ONNX model with its --inputs and
@@ -383,11 +424,18 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
         count(f.launches, "launch", "launches"),
         f.flops
     );
-    match &o.search {
-        Some(report) => {
-            let _ = writeln!(s, "\n{report}\n");
+    match (&o.search, &o.cache) {
+        (Some(report), cache) => {
+            let _ = writeln!(s, "\n{report}");
+            if let Some(line) = cache.as_ref().and_then(cache_line) {
+                let _ = writeln!(s, "{line}");
+            }
+            s.push('\n');
         }
-        None => {
+        (None, Some(cache)) => {
+            let _ = writeln!(s, "{}", cache_line(cache).unwrap_or_default());
+        }
+        (None, None) => {
             let why = o.choice.why_not_searched().unwrap_or("no report)");
             let _ = writeln!(s, "search     not run ({why}");
         }
@@ -471,6 +519,83 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     let _ = writeln!(s, "{}", o.report);
     let _ = writeln!(s, "peak       {} = {}", format_flops(o.peak.flops), o.peak.basis);
     s
+}
+
+/// What the tuning cache did, in the text report: `tuning     stored this choice in FILE
+/// (key K)`, `tuning     could not store this choice in FILE (see the warning)`, or, on a hit,
+/// the `search` line that says the search was skipped and the recorded `choice` line.
+pub(super) fn cache_line(cache: &CacheUse) -> Option<String> {
+    let file = cache.file.display();
+    let key = &cache.key;
+    Some(match (&cache.status, &cache.entry) {
+        (CacheStatus::Stored, _) => format!("tuning     stored this choice in {file} (key {key})"),
+        (CacheStatus::NotStored, _) => {
+            format!("tuning     could not store this choice in {file} (see the warning)")
+        }
+        (CacheStatus::Hit, Some(e)) => format!(
+            "search     skipped: the tuning cache {file} holds this program's choice on this \
+             machine (key {key}, read in {:.3} ms): {}, from a search of {} round{} in {:.3} ms\n\
+             choice     {} (recorded)",
+            cache.ms,
+            e.selected,
+            e.rounds,
+            if e.rounds == 1 { "" } else { "s" },
+            e.search_ms,
+            e.decision
+        ),
+        (CacheStatus::Hit, None) => return None,
+    })
+}
+
+/// The JSON's `tuning_cache`: `{"file", "key", "status" ("hit", "stored", "not_stored"),
+/// "skipped_search", "ms", "entry"}` (the recorded entry on a hit, else null).
+pub(super) fn cache_json(cache: &CacheUse) -> serde_json::Value {
+    json!({
+        "file": cache.file.display().to_string(),
+        "key": cache.key,
+        "status": cache.status,
+        "skipped_search": cache.status == CacheStatus::Hit,
+        "ms": cache.ms,
+        "entry": cache.entry,
+    })
+}
+
+/// The JSON's `decision`: the search's (`kind` `kept` or `measured_winner`, `text`, `test`,
+/// `alpha`, `alpha_per_comparison`, `min_speedup`, `baseline`, `selected`, `comparisons`
+/// with each challenger's `wins`, `losses`, `ties`, `median_speedup`, `p_value`), or the
+/// tuning cache's record of it (`kind`, `text`, `recorded: true`).
+pub(super) fn decision_json(
+    report: Option<&SearchReport>,
+    cache: Option<&CacheUse>,
+) -> serde_json::Value {
+    if let Some(r) = report {
+        let d = &r.decision;
+        let label = |i: usize| r.candidates.get(i).map(|c| c.label.clone());
+        return json!({
+            "kind": d.kind(),
+            "text": d.to_string(),
+            "test": "one-sided sign test",
+            "recorded": false,
+            "alpha": d.alpha,
+            "alpha_per_comparison": d.alpha_per_comparison,
+            "min_speedup": d.min_speedup,
+            "baseline": label(d.baseline),
+            "baseline_is_cost_model_pick": d.baseline_is_pick,
+            "selected": label(d.selected),
+            "winner": d.winning().map(|w| w.label.clone()),
+            "p_value": d.winning().map(|w| w.p_value),
+            "median_speedup": d.winning().map(|w| w.median_speedup),
+            "comparisons": d.comparisons,
+            "rounds": r.rounds,
+            "planned_rounds": r.planned_rounds,
+            "stopped": r.stopped,
+        });
+    }
+    match cache.and_then(|c| c.entry.as_ref()) {
+        Some(e) => json!({"kind": e.decision_kind, "text": e.decision, "recorded": true,
+                          "selected": e.selected, "rounds": e.rounds}),
+        None => serde_json::Value::Null,
+    }
 }
 
 fn ratio(a: usize, b: usize) -> f64 {
@@ -582,8 +707,17 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "peak_flops": o.peak.flops,
         "peak_basis": o.peak.basis,
         "fraction_of_peak": achieved.map(|a| a.fraction_of_peak),
+    });
+    // The search's keys in a third object, for the same reason.
+    let searched = json!({
         "searched": o.search.is_some(),
-        "chosen_by": o.choice.word(),
+        "chosen_by": if o.search.is_none() && o.cache.is_some() {
+            "tuning_cache"
+        } else {
+            o.choice.word()
+        },
+        "tuning_cache": o.cache.as_ref().map(cache_json),
+        "decision": decision_json(o.search.as_ref(), o.cache.as_ref()),
         "candidates": o.search.as_ref().map(candidates_json),
         "search_ms": o.search.as_ref().map(|r| r.search_ms),
         "search_tolerance": o.search.as_ref().map(|r| r.tolerance),
@@ -602,8 +736,10 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "passed": check.passed(),
         "failures": check.failures(),
     });
-    if let (Some(obj), serde_json::Value::Object(more)) = (value.as_object_mut(), verdict) {
-        obj.extend(more);
+    for part in [searched, verdict] {
+        if let (Some(obj), serde_json::Value::Object(more)) = (value.as_object_mut(), part) {
+            obj.extend(more);
+        }
     }
     value
 }

@@ -108,6 +108,16 @@ impl Runtime for CpuRuntime {
         "cpu"
     }
 
+    /// `cpu placement=Planned memory_debug=false profile_recapture=false`: the options that
+    /// change an execute's time (the peak only labels the report).
+    fn tuning_identity(&self) -> String {
+        let o = &self.options;
+        format!(
+            "cpu placement={:?} memory_debug={} profile_recapture={}",
+            o.placement, o.memory_debug, o.profile_recapture
+        )
+    }
+
     fn peak(&self) -> Peak {
         self.options.peak.clone().unwrap_or_else(|| Peak {
             flops: CPU_NOMINAL_PEAK_FLOPS,

@@ -13,6 +13,10 @@ pub const PROFILE_RECAPTURE: &str = "LUMINAL_CUDA_PROFILE_RECAPTURE";
 /// stderr between `LLIR_BEST` and `LLIR_BEST_END` lines ([`mod@crate::search`]).
 pub const LOG_LLIR: &str = "LUMINAL_LOG_LLIR";
 
+/// `LUMEN_TUNING_CACHE=FILE`: the tuning cache `lumen run` (and `lumen compare --profile`)
+/// use when no `--tuning-cache` is given ([`crate::tuning`]); unset or empty: none.
+pub const TUNING_CACHE: &str = "LUMEN_TUNING_CACHE";
+
 /// The debugging switches as read from the process environment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeEnv {

@@ -11,8 +11,10 @@
 //!   FLOP/s against a stated peak.
 //! - [`reference`](mod@reference): a naive f64 interpreter of the LLIR, the oracle of the
 //!   numeric tests.
-//! - [`mod@search`]: Luminal's search phase: profile the fusion candidates on a runtime, keep the
-//!   fastest measured, report per-candidate medians and the break-even.
+//! - [`mod@search`]: Luminal's search phase: profile the fusion candidates on a runtime in
+//!   interleaved rounds, keep the cost model's pick unless another candidate is faster with
+//!   confidence (a sign test), report per-candidate medians, the decision and the break-even.
+//! - [`tuning`]: the tuning cache, a search's choice stored by program, runtime and machine.
 //! - [`mod@env`]: the `LUMINAL_*` switches, read in one place.
 //! - `cuda` (feature `cuda`): the CUDA runtime: one device slab, cuBLASLt matmuls with fused
 //!   epilogues, NVRTC kernels, one synchronize per execute; libraries loaded at run time.
@@ -33,6 +35,7 @@ pub mod reference;
 pub mod runtime;
 pub mod search;
 pub mod tensor;
+pub mod tuning;
 
 pub use cpu::{CPU_NOMINAL_PEAK_FLOPS, CpuOptions, CpuProgram, CpuRuntime};
 pub use env::RuntimeEnv;

@@ -21,6 +21,15 @@ pub trait Runtime {
     /// The peak throughput the phase report compares against, in FLOP/s, with its basis.
     fn peak(&self) -> Peak;
 
+    /// What a measured timing depends on besides the program and the host machine
+    /// ([`crate::tuning::machine`]): the runtime's name, its options that change how fast a
+    /// program runs, and its device. Part of the tuning cache's key ([`crate::tuning`]), so a
+    /// choice measured under other options or on another device is never reused. The default
+    /// is the name alone.
+    fn tuning_identity(&self) -> String {
+        self.name().to_string()
+    }
+
     /// Prepares `program`: checks it, allocates its slab (`program.plan.slab_bytes`, or more
     /// in a no-reuse mode), sets up kernels and uploads `weights` (every buffer of role
     /// `Weight`, by name, shapes exactly as declared).

@@ -1,36 +1,56 @@
-//! Search: profile the e-graph's candidates on the runtime that will run them and keep the
-//! fastest.
+//! Search: profile the e-graph's candidates on the runtime that will run them, and replace
+//! the cost model's pick only by a candidate measured faster with confidence.
 //!
-//! This is Luminal's search phase: the winner is the candidate that *measured* fastest on the
-//! chosen [`Runtime`], not the one a cost model guessed. Each candidate of
-//! [`lumen_compiler::fusion::candidates()`] is prepared (slab, kernels, weights), executed
-//! untimed for at least [`SearchOptions::warmup`] runs and [`SearchOptions::warmup_time`],
-//! then [`SearchOptions::trials`] times timed; its
-//! figure is the median trial (robust to a stray slow run, as criterion and TVM's
-//! auto-scheduler report medians). The lowest median wins; on a tie the lower index (the
-//! earlier, less fused candidate) wins, so equal timings never make the choice depend on noise
-//! in the tie-break.
+//! This is Luminal's search phase, made stable. Each candidate of
+//! [`lumen_compiler::fusion::candidates()`] is prepared (slab, kernels, weights) and executed
+//! once; then every candidate still in the running is executed in *interleaved rounds*: one
+//! execute of each candidate per round, the starting candidate rotating from round to round,
+//! so that machine noise (another process, a clock change) hits all candidates of a round
+//! alike. Each candidate's first execute (which touches its whole slab) is its warm-up;
+//! [`SearchOptions::warmup`] untimed rounds may follow (none by default). The timed rounds are
+//! budgeted against the measured execute time: as many as fit in [`SearchOptions::budget`] at
+//! the last untimed round's duration (the first executes' when there is none), at least 1 and
+//! at most [`SearchOptions::trials`] ([`stats::planned_rounds`]), so a fast program gets a
+//! short search. Each candidate's figure is its median round.
+//!
+//! **The choice** ([`stats`]): the baseline is the cost model's pick (the candidate with the
+//! fewest launch-equivalent DRAM bytes, [`Candidate::picked`]; when it was not measured, the
+//! measured candidate the cost model rates cheapest). Another candidate replaces it only when
+//! it is faster with statistical confidence: an exact one-sided sign test on the per-round
+//! paired relative speedups against the null "median speedup <= 3%"
+//! ([`SearchOptions::min_speedup`]) at alpha = 0.01 ([`SearchOptions::alpha`]), divided among
+//! the challengers (Bonferroni). Among several winners the largest median speedup wins.
+//! Otherwise the cost model's pick stands, so candidates a few percent apart under noise no
+//! longer flip the choice from run to run. With [`SearchOptions::early_stop`] the rounds end
+//! as soon as no challenger can reach significance in the rounds left
+//! ([`stats::can_still_win`]; never before 3 rounds), which only ever keeps the pick.
 //!
 //! A faster candidate is only worth having if it computes the same thing. The first candidate
 //! whose first execute succeeds with every output finite (the unfused program, unless it was
 //! skipped, failed or produced a NaN or an infinity; the first that succeeds at all when none
-//! is finite everywhere) is the reference: every measured candidate's outputs of its first
+//! is finite everywhere) is the reference: every other candidate's outputs of its first
 //! execute, on the same inputs and weights, are compared with the reference's element by
 //! element within [`SearchOptions::tolerance`] ([`compare_outputs`]). A candidate that
-//! disagrees is marked [`CandidateStatus::Mismatch`], is not timed (or, if it ran before the
-//! reference was known, timed but not kept) and can never be selected; the rest are still
-//! measured. Each row reports its largest absolute difference from the reference. The idea is
-//! XLA's GPU autotuner (every candidate algorithm's output buffer is compared with the first
-//! one's before its time counts) and AutoTVM's `check_correctness` measure option.
+//! disagrees is marked [`CandidateStatus::Mismatch`], is not timed and can never be selected;
+//! the rest are still measured. Each row reports its largest absolute difference from the
+//! reference. The idea is XLA's GPU autotuner (every candidate algorithm's output buffer is
+//! compared with the first one's before its time counts) and AutoTVM's `check_correctness`
+//! measure option.
+//!
+//! Every candidate in the running is prepared at the same time (the rounds interleave them),
+//! so the search holds the sum of their slabs; [`SearchOptions::memory_budget`] bounds each.
 //!
 //! The search costs time, so the report says when it pays: the break-even is the number of
 //! executions whose savings against the unfused candidate repay the search time,
-//! `search_ms / (unfused_ms - winner_ms)` ([`break_even`]).
+//! `search_ms / (unfused_ms - selected_ms)` ([`break_even`]). [`crate::tuning`] stores a
+//! search's choice so that a rerun on the same machine skips it.
 //!
-//! Switches: `LUMINAL_LOG_LLIR=1` ([`crate::env::LOG_LLIR`]) prints every new fastest
-//! candidate's canonical LLIR between `LLIR_BEST` and `LLIR_BEST_END` lines on stderr;
-//! `LLIR_DUMP_DIR` dumps the selected candidate (the compiler's `write_dumps`). A progress bar
-//! (indicatif) is drawn on stderr only when stderr is a terminal.
+//! Switches: `LUMINAL_LOG_LLIR=1` ([`crate::env::LOG_LLIR`]) prints the selected candidate's
+//! canonical LLIR between `LLIR_BEST` and `LLIR_BEST_END` lines on stderr; `LLIR_DUMP_DIR`
+//! dumps the selected candidate (the compiler's `write_dumps`). A progress bar (indicatif) is
+//! drawn on stderr only when stderr is a terminal.
+
+pub mod stats;
 
 use std::fmt;
 use std::io::{IsTerminal, Write};
@@ -323,28 +343,44 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 /// How the search runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchOptions {
-    /// Timed executes per candidate; the median is kept. At least 1 (default 5).
+    /// The most timed rounds; every candidate in the running is timed once per round and its
+    /// median kept. At least 1 (default [`DEFAULT_TRIALS`] = 15). The budget may plan fewer
+    /// ([`SearchOptions::budget`]) and early stopping may end them sooner.
     pub trials: usize,
-    /// Untimed executes per candidate before the trials (default 1): first-touch page faults,
-    /// cold caches, lazy kernel setup. The first, whose outputs are compared with the
-    /// reference's, always runs, so 0 means 1.
+    /// Untimed rounds after every candidate's first execute (default 0). The first execute,
+    /// whose outputs are compared with the reference's, always runs and is the warm-up: it
+    /// takes the first-touch page faults of the slab, cold caches and lazy kernel setup, and
+    /// the candidates' first executes together run well past the first fraction of a
+    /// millisecond in which a CPU ramps its clock.
     pub warmup: usize,
-    /// The warm-up also lasts at least this long (default 10 ms), however many executes that
-    /// takes: on the CPU the first fraction of a millisecond of a small program runs ~3x slower
-    /// (clock ramp, caches), which a single warm-up execute of 30 us does not absorb. TVM's
-    /// `min_repeat_ms` and criterion's warm-up time answer the same problem.
+    /// The warm-up (from the first candidate's first execute) lasts at least this long in all
+    /// (default 0), however many untimed rounds that takes (TVM's `min_repeat_ms`).
     pub warmup_time: Duration,
+    /// The time the timed rounds are planned to take (default 1 s): the number of rounds is
+    /// how many rounds of the last untimed round's measured duration (the first executes'
+    /// without one) fit in it, from 1 to [`SearchOptions::trials`]
+    /// ([`stats::planned_rounds`]).
+    pub budget: Duration,
+    /// End the timed rounds once no challenger can still be shown faster in the rounds left
+    /// ([`stats::can_still_win`]), after at least [`MIN_ROUNDS_BEFORE_STOP`] (default true).
+    pub early_stop: bool,
+    /// Family-wise significance level of the decision, in (0, 1) (default 0.01): the chance of
+    /// replacing the cost model's pick when no candidate is really faster by the minimum.
+    pub alpha: f64,
+    /// The least median speedup over the cost model's pick a winner must show, a fraction in
+    /// [0, 1) (default 0.03 = 3%), built into the test's null hypothesis.
+    pub min_speedup: f64,
     /// Measure at most this many candidates, in list order (candidates skipped over the memory
     /// budget do not count). `None` = all. `Some(0)` is refused.
     pub max_candidates: Option<usize>,
-    /// Start no further candidate once the search has run this long (wall clock). The first
-    /// measurable candidate is always measured, so a search always has a winner; a candidate
-    /// that has started finishes its trials.
+    /// Start no further candidate and no further round once the search has run this long
+    /// (wall clock). The first candidate that runs is always measured, and at least one timed
+    /// round always runs, so a search always has a choice.
     pub time_limit: Option<Duration>,
     /// Largest slab, in bytes, a candidate may plan; a candidate whose `slab_bytes` exceeds it
     /// is skipped and reported as such, never prepared.
     pub memory_budget: Option<usize>,
-    /// Print each new fastest candidate's LLIR on stderr (`LUMINAL_LOG_LLIR`).
+    /// Print the selected candidate's LLIR on stderr (`LUMINAL_LOG_LLIR`).
     pub log_llir: bool,
     /// Write the selected candidate's dumps here (`LLIR_DUMP_DIR`).
     pub dump_dir: Option<PathBuf>,
@@ -353,12 +389,24 @@ pub struct SearchOptions {
     pub tolerance: Tolerance,
 }
 
+/// [`SearchOptions::trials`]' default: 15 rounds, enough for the sign test to show a real
+/// speedup over the pick with two challengers (13 of 15 rounds faster gives p = 0.0037, under
+/// 0.01 / 2), short enough for a fast program.
+pub const DEFAULT_TRIALS: usize = 15;
+
+/// Timed rounds run before early stopping may end the search: every median is of at least 3.
+pub const MIN_ROUNDS_BEFORE_STOP: usize = 3;
+
 impl Default for SearchOptions {
     fn default() -> Self {
         Self {
-            trials: 5,
-            warmup: 1,
-            warmup_time: Duration::from_millis(10),
+            trials: DEFAULT_TRIALS,
+            warmup: 0,
+            warmup_time: Duration::ZERO,
+            budget: Duration::from_secs(1),
+            early_stop: true,
+            alpha: 0.01,
+            min_speedup: 0.03,
             max_candidates: None,
             time_limit: None,
             memory_budget: None,
@@ -490,12 +538,16 @@ pub struct CandidateTiming {
     pub flops: u64,
     /// Whether the cost model picks it (what `--no-search` runs).
     pub cost_model_pick: bool,
+    /// The cost model's price of it (launch-equivalent DRAM bytes, [`Candidate::cost`]):
+    /// the lowest measured one is the baseline when the pick itself was not measured.
+    pub cost: u64,
     /// Milliseconds of `prepare` (slab allocation, kernel setup, weight upload); `None` when
     /// not prepared.
     pub prepare_ms: Option<f64>,
-    /// Untimed warm-up executes run before the trials.
+    /// Untimed executes run before the timed rounds (the first execute included).
     pub warmup_runs: usize,
-    /// Every timed execute, ms, in the order run.
+    /// Its execute time in each timed round, ms, in round order (the rounds pair these
+    /// between candidates); empty when not measured.
     pub trials_ms: Vec<f64>,
     /// Median of `trials_ms`, ms; `None` when not measured.
     pub median_ms: Option<f64>,
@@ -600,17 +652,40 @@ pub fn median(samples: &[f64]) -> Option<f64> {
     }
 }
 
+/// Why the timed rounds ended before the planned number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum RoundsStop {
+    /// Early stopping: no challenger could still be shown faster in the rounds left.
+    Futile,
+    /// [`SearchOptions::time_limit`] had passed.
+    TimeLimit {
+        /// The limit.
+        limit: Duration,
+    },
+}
+
 /// What a search measured and chose.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchReport {
     /// The runtime profiled on (`cpu`, `cuda`).
     pub runtime: String,
-    /// Timed executes per candidate.
+    /// The most timed rounds asked for ([`SearchOptions::trials`]).
     pub trials: usize,
-    /// Least untimed executes per candidate before the trials.
+    /// Timed rounds the budget planned ([`stats::planned_rounds`]).
+    pub planned_rounds: usize,
+    /// Timed rounds run: every measured candidate has this many `trials_ms`.
+    pub rounds: usize,
+    /// Why the rounds ended before `planned_rounds`, when they did.
+    pub stopped: Option<RoundsStop>,
+    /// Untimed rounds asked for after the first executes ([`SearchOptions::warmup`]).
     pub warmup: usize,
-    /// Least warm-up time per candidate, ms.
+    /// Untimed rounds run.
+    pub warmup_rounds: usize,
+    /// Least warm-up time in all, ms.
     pub warmup_time_ms: f64,
+    /// The timed rounds' time budget, ms ([`SearchOptions::budget`]).
+    pub budget_ms: f64,
     /// One row per candidate, in candidate order.
     pub candidates: Vec<CandidateTiming>,
     /// Index in `candidates` of the reference, whose outputs every other candidate's are
@@ -619,10 +694,12 @@ pub struct SearchReport {
     pub reference: usize,
     /// The tolerance of that comparison.
     pub tolerance: Tolerance,
-    /// Index of the winner in `candidates`: the lowest median among the candidates that agree
-    /// with the reference (lower index on a tie).
+    /// Index of the selected candidate in `candidates`: the decision's ([`stats::Decision`]).
     pub selected: usize,
-    /// Wall time of the whole search, ms (every prepare, warm-up and trial, and the logging).
+    /// How the selection was made: the baseline, the sign test of every challenger against
+    /// it, and the winner if one passed.
+    pub decision: stats::Decision,
+    /// Wall time of the whole search, ms (every prepare, warm-up and round, and the logging).
     pub search_ms: f64,
     /// Executions that repay the search ([`break_even`]); [`BreakEven::Unknown`] when fewer
     /// than two candidates were measured.
@@ -630,7 +707,7 @@ pub struct SearchReport {
 }
 
 impl SearchReport {
-    /// The winner's row.
+    /// The selected candidate's row.
     pub fn winner(&self) -> Option<&CandidateTiming> {
         self.candidates.get(self.selected)
     }
@@ -645,9 +722,51 @@ impl SearchReport {
         self.candidates.iter().filter(|c| c.status == CandidateStatus::Measured)
     }
 
+    /// The search line: `search     3.912 ms on cpu: 3 of 3 candidates measured in 4
+    /// interleaved rounds (15 planned; stopped early: no candidate can still be shown faster)`,
+    /// then `, after 1 warm-up round` when untimed rounds ran.
+    pub fn search_line(&self) -> String {
+        let stop = match self.stopped {
+            None => String::new(),
+            Some(RoundsStop::Futile) => {
+                "; stopped early: no candidate can still be shown faster".to_string()
+            }
+            Some(RoundsStop::TimeLimit { limit }) => {
+                format!("; stopped at the time limit of {:.3} ms", limit.as_secs_f64() * 1e3)
+            }
+        };
+        let warm = match self.warmup_rounds {
+            0 => String::new(),
+            n => format!(", after {n} warm-up round{}", plural(n)),
+        };
+        format!(
+            "search     {:.3} ms on {}: {} of {} candidate{} measured in {} interleaved round{} \
+             ({} planned{stop}){warm}",
+            self.search_ms,
+            self.runtime,
+            self.measured().count(),
+            self.candidates.len(),
+            plural(self.candidates.len()),
+            self.rounds,
+            plural(self.rounds),
+            self.planned_rounds,
+        )
+    }
+
+    /// The choice line: `choice     kept the cost model's pick (fused): no candidate faster
+    /// with confidence (...); one-sided sign test, alpha 0.01` or `choice     measured winner:
+    /// bias, p = 3.1e-5, median speedup 7.3% over ...; one-sided sign test, alpha 0.01`.
+    pub fn choice_line(&self) -> String {
+        format!(
+            "choice     {}; one-sided sign test, alpha {}",
+            self.decision,
+            tolerance_text(self.decision.alpha)
+        )
+    }
+
     /// The break-even line: `break-even: 1,234 executions (search 12.345 ms / 0.0100 ms saved
     /// per execute against unfused)`, or why there is none: `never (the unfused candidate is
-    /// the fastest)`, `unknown (the unfused candidate was not measured)`, `unknown (only the
+    /// selected)`, `never (the selected candidate measured no faster than unfused)`, `unknown (the unfused candidate was not measured)`, `unknown (only the
     /// unfused candidate was measured)`.
     pub fn break_even_line(&self) -> String {
         let saved = match (self.unfused().and_then(|u| u.median_ms), self.winner()) {
@@ -670,7 +789,11 @@ impl SearchReport {
             (BreakEven::Unknown, _) => {
                 "break-even: unknown (the unfused candidate was not measured)".to_string()
             }
-            _ => "break-even: never (the unfused candidate is the fastest)".to_string(),
+            _ if self.winner().is_some_and(|w| w.label == unfused_label()) => {
+                "break-even: never (the unfused candidate is selected)".to_string()
+            }
+            _ => "break-even: never (the selected candidate measured no faster than unfused)"
+                .to_string(),
         }
     }
 }
@@ -682,11 +805,12 @@ impl fmt::Display for SearchReport {
     ///
     /// ```text
     /// candidate  median_ms  slab_bytes  launches  max_abs_diff  status
-    /// unfused       0.2110   1,693,696         8         0.0e0  measured  reference
-    /// bias          0.2084   1,463,296         5         0.0e0  measured
-    /// fused         0.2026   1,463,296         3         0.0e0  measured  selected, cost model's pick
-    /// search     35.740 ms on cpu: 3 of 3 candidates measured, 5 trials each after a warm-up of >= 1 run and 10 ms
-    /// break-even: 4,255 executions (search 35.740 ms / 0.00840 ms saved per execute against unfused)
+    /// unfused       0.1883   1,693,696         8         0.0e0  measured  reference
+    /// bias          0.1610   1,463,296         5         0.0e0  measured
+    /// fused         0.1584   1,463,296         3         0.0e0  measured  selected, cost model's pick
+    /// search     3.912 ms on cpu: 3 of 3 candidates measured in 4 interleaved rounds (15 planned; stopped early: no candidate can still be shown faster)
+    /// choice     kept the cost model's pick (fused): no candidate faster with confidence (closest: bias, median speedup -1.6%, faster by more than 3.0% in 0 of 4 rounds, p = 1.0000); one-sided sign test, alpha 0.01
+    /// break-even: 131 executions (search 3.912 ms / 0.0299 ms saved per execute against unfused)
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let rows: Vec<[String; 6]> = self
@@ -741,21 +865,8 @@ impl fmt::Display for SearchReport {
         for row in &rows {
             writeln!(f, "{}", line(row))?;
         }
-        writeln!(
-            f,
-            "search     {:.3} ms on {}: {} of {} candidate{} measured, {} trial{} each after a \
-             warm-up of >= {} run{} and {} ms",
-            self.search_ms,
-            self.runtime,
-            self.measured().count(),
-            self.candidates.len(),
-            plural(self.candidates.len()),
-            self.trials,
-            plural(self.trials),
-            self.warmup,
-            plural(self.warmup),
-            self.warmup_time_ms
-        )?;
+        writeln!(f, "{}", self.search_line())?;
+        writeln!(f, "{}", self.choice_line())?;
         write!(f, "{}", self.break_even_line())
     }
 }
@@ -896,8 +1007,10 @@ struct FirstRun {
     prepared: Box<dyn PreparedProgram>,
     /// Milliseconds of `prepare`.
     prepare_ms: f64,
-    /// When the warm-up began (just before the first execute).
+    /// When the first execute began (the warm-up's start).
     warm: Instant,
+    /// Wall time of the first execute, ms.
+    first_ms: f64,
     /// The first execute's outputs.
     outputs: Tensors,
 }
@@ -913,29 +1026,8 @@ fn first_run(
     let prepare_ms = prepared.prepare_seconds() * 1e3;
     let warm = Instant::now();
     let outputs = prepared.execute(inputs)?;
-    Ok(FirstRun { prepared, prepare_ms, warm, outputs })
-}
-
-/// Times a candidate after its first run: untimed executes until both `warmup` runs (the first
-/// run counts) and `warmup_time` since `run.warm` are done, then `trials` timed ones (wall time
-/// of `execute`, ms). Returns the warm-up runs and the trial times.
-fn time_trials(
-    run: &mut FirstRun,
-    inputs: &Tensors,
-    options: &SearchOptions,
-) -> Result<(usize, Vec<f64>), RuntimeError> {
-    let mut runs = 1usize;
-    while runs < options.warmup || run.warm.elapsed() < options.warmup_time {
-        run.prepared.execute(inputs)?;
-        runs += 1;
-    }
-    let mut trials = Vec::with_capacity(options.trials);
-    for _ in 0..options.trials {
-        let start = Instant::now();
-        run.prepared.execute(inputs)?;
-        trials.push(start.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok((runs, trials))
+    let first_ms = warm.elapsed().as_secs_f64() * 1e3;
+    Ok(FirstRun { prepared, prepare_ms, warm, first_ms, outputs })
 }
 
 /// Whether every element of every output is finite.
@@ -943,9 +1035,9 @@ fn all_finite(outputs: &Tensors) -> bool {
     outputs.values().all(|t| t.data().iter().all(|v| v.is_finite()))
 }
 
-/// Compares the held-back `outputs` of the candidate in `row` with `reference`: records the
-/// largest difference and, when they disagree, marks the row a mismatch (its timings dropped:
-/// a mismatch has no median) and notes it. Returns whether they agree.
+/// Compares the `outputs` of the candidate in `row` with `reference`: records the largest
+/// difference and, when they disagree, marks the row a mismatch (a mismatch has no timings)
+/// and notes it. Returns whether they agree.
 fn judge(
     row: &mut CandidateTiming,
     outputs: &Tensors,
@@ -964,103 +1056,123 @@ fn judge(
     false
 }
 
-/// Takes row `i`, a candidate now known to agree with the reference, into the running
-/// fastest; a new fastest prints its [`llir_best_block`] under [`SearchOptions::log_llir`].
-fn consider_fastest(
-    best: &mut Option<(usize, f64)>,
-    rows: &[CandidateTiming],
-    candidates: &[Candidate],
-    i: usize,
-    options: &SearchOptions,
-) {
-    let Some(m) = rows.get(i).and_then(|r| r.median_ms) else { return };
-    if best.is_some_and(|(_, b)| m >= b) {
-        return;
-    }
-    *best = Some((i, m));
-    if let (true, Some(c)) = (options.log_llir, candidates.get(i)) {
-        let block = llir_best_block(i, m, &c.program, &c.label);
-        // One write per block so concurrent stderr lines never interleave inside it; a
-        // closed stderr is not the search's failure.
-        let _ = std::io::stderr().lock().write_all(block.as_bytes());
-    }
+/// A candidate in the running: prepared, executed once, and agreeing with the reference (or
+/// waiting for one to be known).
+struct Live {
+    /// Its index in the candidate list.
+    index: usize,
+    prepared: Box<dyn PreparedProgram>,
+    /// Wall time of its first execute, ms.
+    first_ms: f64,
+    /// Its execute time in each timed round so far, ms.
+    trials: Vec<f64>,
 }
 
-/// Measures candidate `c` into `row`: its first run, the comparison of its outputs with the
-/// `reference`, then, when it agrees, its warm-up and trials. With no reference yet, a
-/// candidate whose outputs are all finite becomes it; one with a NaN or an infinity is timed
-/// and its outputs returned, held back to be judged once a reference exists (a NaN may be the
-/// very bug the comparison is there to catch, so it never sets the standard while a finite
-/// candidate may still come). A disagreement sets `row.status` to
-/// [`CandidateStatus::Mismatch`] and returns `Ok(None)`; a runtime error is returned (the row
-/// keeps what was measured before it).
-fn measure_agreeing(
-    runtime: &dyn Runtime,
-    c: &Candidate,
-    weights: &Tensors,
+/// Runs one round: one execute of every candidate in `live`, starting at position `first`
+/// (modulo their number) and going on in candidate order, so successive rounds rotate who goes
+/// first. A timed round appends each execute's wall time (ms) to its candidate's trials; an
+/// untimed one counts a warm-up run on its row. A candidate whose execute fails leaves the
+/// running: its row is marked failed and the first such error kept in `first_error`. Returns
+/// the round's total execute time, ms.
+fn run_round(
+    live: &mut Vec<Live>,
+    rows: &mut [CandidateTiming],
     inputs: &Tensors,
-    options: &SearchOptions,
-    reference: &mut Option<(usize, String, Tensors)>,
-    row: &mut CandidateTiming,
-) -> Result<Option<Tensors>, RuntimeError> {
-    let mut run = first_run(runtime, &c.program, weights, inputs)?;
-    row.prepare_ms = Some(run.prepare_ms);
-    row.warmup_runs = 1;
-    let mut held = None;
-    match reference {
-        Some((_, label, want)) => {
-            let comparison = compare_outputs(&run.outputs, want, options.tolerance);
-            row.max_abs_diff = comparison.max_abs_diff;
-            if let Some(disagreement) = comparison.disagreement {
-                row.status = CandidateStatus::Mismatch {
-                    reference: label.clone(),
-                    tolerance: options.tolerance,
-                    disagreement,
-                };
-                return Ok(None);
+    first: usize,
+    timed: bool,
+    first_error: &mut Option<(String, RuntimeError)>,
+) -> f64 {
+    let n = live.len();
+    let mut total_ms = 0.0;
+    let mut failed = Vec::new();
+    for k in 0..n {
+        let pos = (first + k) % n;
+        let Some(c) = live.get_mut(pos) else { continue };
+        let start = Instant::now();
+        let result = c.prepared.execute(inputs);
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        match result {
+            Ok(_) => {
+                total_ms += ms;
+                if timed {
+                    c.trials.push(ms);
+                } else if let Some(row) = rows.get_mut(c.index) {
+                    row.warmup_runs += 1;
+                }
+            }
+            Err(err) => {
+                if let Some(row) = rows.get_mut(c.index) {
+                    row.status = CandidateStatus::Failed { error: err.to_string() };
+                    first_error.get_or_insert((row.label.clone(), err));
+                }
+                failed.push(pos);
             }
         }
-        None if all_finite(&run.outputs) => {
-            row.max_abs_diff = Some(0.0);
-            *reference = Some((row.index, c.label.clone(), std::mem::take(&mut run.outputs)));
-        }
-        None => held = Some(std::mem::take(&mut run.outputs)),
     }
-    let (runs, trials) = time_trials(&mut run, inputs, options)?;
-    row.warmup_runs = runs;
-    row.median_ms = median(&trials);
-    row.trials_ms = trials;
-    Ok(held)
+    failed.sort_unstable();
+    for pos in failed.into_iter().rev() {
+        live.remove(pos);
+    }
+    total_ms
 }
 
-/// Profiles `candidates` on `runtime` and returns the report with the fastest selected.
+/// The baseline among the candidates in the running: the cost model's pick when it is one of
+/// them, otherwise the one the cost model rates cheapest (the lower index on a tie).
+fn baseline_of(live: &[Live], rows: &[CandidateTiming]) -> Option<usize> {
+    live.iter()
+        .filter_map(|c| rows.get(c.index))
+        .min_by_key(|r| (!r.cost_model_pick, r.cost, r.index))
+        .map(|r| r.index)
+}
+
+/// Whether any challenger in `live` could still be shown faster than the baseline if every
+/// one of the `remaining` rounds went its way ([`stats::can_still_win`] at alpha divided by the
+/// number of challengers).
+fn any_can_win(live: &[Live], baseline: usize, remaining: usize, options: &SearchOptions) -> bool {
+    let Some(base) = live.iter().find(|c| c.index == baseline) else { return false };
+    let challengers = live.len().saturating_sub(1);
+    if challengers == 0 {
+        return false;
+    }
+    let alpha = options.alpha / challengers as f64;
+    live.iter().filter(|c| c.index != baseline).any(|c| {
+        let t = stats::paired_sign_test(&base.trials, &c.trials, options.min_speedup, alpha);
+        stats::can_still_win(t.wins, t.losses, remaining, alpha)
+    })
+}
+
+/// Profiles `candidates` on `runtime` and returns the report with the choice (see the module
+/// docs).
 ///
 /// For each candidate in order: skipped when its planned slab exceeds
 /// [`SearchOptions::memory_budget`] or a limit ([`SearchOptions::max_candidates`],
-/// [`SearchOptions::time_limit`]) is reached; otherwise prepared with `weights`, warmed up
-/// (at least `warmup` runs and `warmup_time`), then executed `trials` times with `inputs`
-/// (host tensors by name, the programs' declared shapes) and given the median trial time. A
-/// candidate the runtime refuses is reported as failed and the search goes on.
+/// [`SearchOptions::time_limit`]) is reached; otherwise prepared with `weights` and executed
+/// once with `inputs` (host tensors by name, the programs' declared shapes). A candidate the
+/// runtime refuses is reported as failed and the search goes on.
 ///
 /// The reference is the first candidate whose first execute succeeds with every output finite
 /// (the first that succeeds at all when none is finite everywhere, e.g. NaN inputs); every
 /// other candidate's first-execute outputs are compared with the reference's
 /// ([`compare_outputs`] within [`SearchOptions::tolerance`]), and one that disagrees is
-/// reported as [`CandidateStatus::Mismatch`], not timed (or, if it ran before the reference
-/// was known, timed but not kept), and never selected; the search goes on. The
-/// winner has the lowest median among the candidates that agree (lower index on a tie). Prepared programs are dropped as soon as they are timed, so at most one slab is
-/// alive at a time. With [`SearchOptions::log_llir`], each new fastest candidate's
-/// [`llir_best_block`] goes to stderr; with [`SearchOptions::dump_dir`], the winner's dumps
-/// are written there.
+/// reported as [`CandidateStatus::Mismatch`], never timed and never selected.
+///
+/// The candidates that agree then run [`SearchOptions::warmup`] untimed interleaved rounds and
+/// up to [`SearchOptions::trials`] timed ones (as many as fit in [`SearchOptions::budget`];
+/// fewer with early stopping or a time limit); a candidate whose execute fails in a round
+/// leaves the running. The selected candidate is the cost model's pick (or the cheapest
+/// measured candidate by the cost model) unless another is faster with confidence
+/// ([`stats::decide`]). All of them are prepared at once, and dropped when the rounds end.
+/// With [`SearchOptions::log_llir`], the selected candidate's [`llir_best_block`] goes to
+/// stderr; with [`SearchOptions::dump_dir`], its dumps are written there.
 ///
 /// # Errors
 /// [`SearchError::NoCandidates`], [`SearchError::InvalidOption`] (`trials` 0,
-/// `max_candidates` 0, a tolerance that is negative or not finite),
-/// [`SearchError::OverBudget`] when no candidate fits the budget,
-/// [`SearchError::NoAgreement`] when candidates ran but none that finished agrees with the
-/// reference, [`SearchError::NothingRan`] with the first runtime error when none could run
-/// (e.g. missing or misshapen weights or inputs), [`SearchError::Dump`] when the winner's
-/// dumps cannot be written.
+/// `max_candidates` 0, a tolerance that is negative or not finite, `alpha` outside (0, 1),
+/// `min_speedup` outside [0, 1)), [`SearchError::OverBudget`] when no candidate fits the
+/// budget, [`SearchError::NoAgreement`] when candidates ran but none that finished its
+/// rounds agrees with the reference, [`SearchError::NothingRan`] with the first runtime
+/// error when none could run (e.g. missing or misshapen weights or inputs),
+/// [`SearchError::Dump`] when the selected candidate's dumps cannot be written.
 pub fn search(
     runtime: &dyn Runtime,
     candidates: &[Candidate],
@@ -1069,33 +1181,21 @@ pub fn search(
     options: &SearchOptions,
     progress: Progress,
 ) -> Result<SearchReport, SearchError> {
-    if candidates.is_empty() {
-        return Err(SearchError::NoCandidates);
-    }
-    if options.trials == 0 {
-        return Err(SearchError::InvalidOption("trials must be at least 1".to_string()));
-    }
-    if options.max_candidates == Some(0) {
-        return Err(SearchError::InvalidOption("max_candidates must be at least 1".to_string()));
-    }
-    if !options.tolerance.is_valid() {
-        return Err(SearchError::InvalidOption(format!(
-            "tolerance must be finite and non-negative, not abs {} rel {}",
-            options.tolerance.abs, options.tolerance.rel
-        )));
-    }
+    validate(candidates, options)?;
     let start = Instant::now();
     let bar = progress_bar(progress, candidates.len());
-    let mut rows = Vec::with_capacity(candidates.len());
-    let mut best: Option<(usize, f64)> = None;
+    let mut rows: Vec<CandidateTiming> = Vec::with_capacity(candidates.len());
+    let mut live: Vec<Live> = Vec::new();
     let mut attempted = 0usize;
+    let mut ran = false;
     let mut first_error: Option<(String, RuntimeError)> = None;
     // (index, label, first-execute outputs) of the reference candidate.
     let mut reference: Option<(usize, String, Tensors)> = None;
-    // (index, first-execute outputs) of candidates with a non-finite output that ran before
-    // any reference: timed, judged once there is one.
-    let mut held: Vec<(usize, Tensors)> = Vec::new();
+    // Candidates with a non-finite output that ran before any reference, with their outputs:
+    // judged once there is one.
+    let mut held: Vec<(Live, Tensors)> = Vec::new();
     let mut mismatched: Vec<String> = Vec::new();
+    let mut warm_start: Option<Instant> = None;
     for (index, c) in candidates.iter().enumerate() {
         let figures = &c.program.figures;
         if let Some(bar) = &bar {
@@ -1112,11 +1212,10 @@ pub fn search(
             .or_else(|| {
                 options
                     .time_limit
-                    .filter(|&limit| best.is_some() && start.elapsed() >= limit)
+                    .filter(|&limit| ran && start.elapsed() >= limit)
                     .map(SearchLimit::TimeLimit)
             })
             .map(|limit| CandidateStatus::Skipped { limit });
-        let status = over_budget.or(limited);
         let mut row = CandidateTiming {
             index,
             label: c.label.clone(),
@@ -1125,6 +1224,7 @@ pub fn search(
             launches: figures.launches,
             flops: figures.flops,
             cost_model_pick: c.picked,
+            cost: c.cost,
             prepare_ms: None,
             warmup_runs: 0,
             trials_ms: Vec::new(),
@@ -1132,80 +1232,123 @@ pub fn search(
             max_abs_diff: None,
             status: CandidateStatus::Measured,
         };
-        if let Some(status) = status {
+        if let Some(status) = over_budget.or(limited) {
             row.status = status;
         } else {
             attempted += 1;
-            let had_reference = reference.is_some();
-            // Rows now known to agree with the reference, for the running fastest.
-            let mut agreeing = Vec::new();
-            match measure_agreeing(runtime, c, weights, inputs, options, &mut reference, &mut row) {
-                Ok(_) if row.status != CandidateStatus::Measured => {
-                    mismatched.push(format!(
-                        "{}: {}",
-                        c.label,
-                        row.status.describe(row.slab_bytes)
-                    ));
-                }
-                Ok(Some(outputs)) => held.push((index, outputs)),
-                Ok(None) => agreeing.push(index),
+            match first_run(runtime, &c.program, weights, inputs) {
                 Err(err) => {
                     row.status = CandidateStatus::Failed { error: err.to_string() };
                     first_error.get_or_insert((c.label.clone(), err));
                 }
-            }
-            // The reference came with this candidate (even one that then failed its trials):
-            // the held candidates are judged against it now.
-            if let (false, Some(r)) = (had_reference, &reference) {
-                for (i, outputs) in held.drain(..) {
-                    if let Some(prev) = rows.get_mut(i)
-                        && judge(prev, &outputs, r, options.tolerance, &mut mismatched)
-                    {
-                        agreeing.push(i);
+                Ok(run) => {
+                    ran = true;
+                    warm_start.get_or_insert(run.warm);
+                    row.prepare_ms = Some(run.prepare_ms);
+                    row.warmup_runs = 1;
+                    let FirstRun { prepared, first_ms, outputs, .. } = run;
+                    let candidate = Live { index, prepared, first_ms, trials: Vec::new() };
+                    match &reference {
+                        Some(r) => {
+                            if judge(&mut row, &outputs, r, options.tolerance, &mut mismatched) {
+                                live.push(candidate);
+                            }
+                        }
+                        None if all_finite(&outputs) => {
+                            row.max_abs_diff = Some(0.0);
+                            let r = (index, c.label.clone(), outputs);
+                            // The held candidates are judged against the new reference.
+                            for (h, outs) in held.drain(..) {
+                                if let Some(prev) = rows.get_mut(h.index)
+                                    && judge(prev, &outs, &r, options.tolerance, &mut mismatched)
+                                {
+                                    live.push(h);
+                                }
+                            }
+                            reference = Some(r);
+                            live.push(candidate);
+                        }
+                        None => held.push((candidate, outputs)),
                     }
                 }
             }
-            rows.push(row);
-            agreeing.sort_unstable();
-            for i in agreeing {
-                consider_fastest(&mut best, &rows, candidates, i, options);
-            }
-            if let Some(bar) = &bar {
-                bar.inc(1);
-            }
-            continue;
         }
         rows.push(row);
         if let Some(bar) = &bar {
             bar.inc(1);
         }
     }
+    // No candidate was finite everywhere: the first held one is the reference after all.
+    if reference.is_none() && !held.is_empty() {
+        let mut held = held.into_iter();
+        if let Some((first, outputs)) = held.next() {
+            let label = rows.get(first.index).map(|r| r.label.clone()).unwrap_or_default();
+            if let Some(row) = rows.get_mut(first.index) {
+                row.max_abs_diff = Some(0.0);
+            }
+            let r = (first.index, label, outputs);
+            live.push(first);
+            for (h, outs) in held {
+                if let Some(row) = rows.get_mut(h.index)
+                    && judge(row, &outs, &r, options.tolerance, &mut mismatched)
+                {
+                    live.push(h);
+                }
+            }
+            reference = Some(r);
+        }
+    }
+    live.sort_by_key(|c| c.index);
+    if let Some(bar) = &bar {
+        bar.set_message("rounds");
+    }
+    let over_time = || options.time_limit.is_some_and(|limit| start.elapsed() >= limit);
+    // Warm-up rounds; the last one's duration is the estimate the budget plans with.
+    let mut round_ms: f64 = live.iter().map(|c| c.first_ms).sum();
+    let mut turn = 0usize;
+    let mut warmup_rounds = 0usize;
+    while !live.is_empty()
+        && !over_time()
+        && (warmup_rounds < options.warmup
+            || warm_start.is_some_and(|w| w.elapsed() < options.warmup_time))
+    {
+        round_ms = run_round(&mut live, &mut rows, inputs, turn, false, &mut first_error);
+        turn += 1;
+        warmup_rounds += 1;
+    }
+    let planned =
+        stats::planned_rounds(options.budget.as_secs_f64() * 1e3, round_ms, options.trials);
+    let mut rounds = 0usize;
+    let mut stopped = None;
+    while rounds < planned && !live.is_empty() {
+        if rounds > 0
+            && let Some(limit) = options.time_limit.filter(|_| over_time())
+        {
+            stopped = Some(RoundsStop::TimeLimit { limit });
+            break;
+        }
+        if options.early_stop
+            && rounds >= MIN_ROUNDS_BEFORE_STOP
+            && baseline_of(&live, &rows)
+                .is_none_or(|b| !any_can_win(&live, b, planned - rounds, options))
+        {
+            stopped = Some(RoundsStop::Futile);
+            break;
+        }
+        run_round(&mut live, &mut rows, inputs, turn, true, &mut first_error);
+        turn += 1;
+        rounds += 1;
+    }
     if let Some(bar) = &bar {
         bar.finish_and_clear();
     }
-    // No candidate was finite everywhere: the first held one is the reference after all.
-    if reference.is_none() && !held.is_empty() {
-        let (first, outputs) = held.remove(0);
-        if let Some(row) = rows.get_mut(first) {
-            row.max_abs_diff = Some(0.0);
-            reference = Some((first, row.label.clone(), outputs));
-        }
-        let mut agreeing = vec![first];
-        if let Some(r) = &reference {
-            for (i, outputs) in held.drain(..) {
-                if let Some(row) = rows.get_mut(i)
-                    && judge(row, &outputs, r, options.tolerance, &mut mismatched)
-                {
-                    agreeing.push(i);
-                }
-            }
-        }
-        for i in agreeing {
-            consider_fastest(&mut best, &rows, candidates, i, options);
+    for c in &live {
+        if let Some(row) = rows.get_mut(c.index) {
+            row.median_ms = median(&c.trials);
+            row.trials_ms = c.trials.clone();
         }
     }
-    let search_ms = start.elapsed().as_secs_f64() * 1e3;
-    let Some((selected, winner_ms)) = best else {
+    let Some(baseline) = baseline_of(&live, &rows) else {
         if let (Some((_, label, _)), Some(first)) = (reference, mismatched.first()) {
             return Err(SearchError::NoAgreement {
                 reference: label,
@@ -1220,24 +1363,59 @@ pub fn search(
         let smallest = rows.iter().map(|r| r.slab_bytes).min().unwrap_or(0);
         return Err(SearchError::OverBudget { budget, smallest });
     };
+    // Every slab is freed before the dumps are written.
+    let trials: Vec<(usize, Vec<f64>)> = live.drain(..).map(|c| (c.index, c.trials)).collect();
+    let label_of = |i: usize| rows.get(i).map_or("", |r| r.label.as_str());
+    let base_trials = trials.iter().find(|(i, _)| *i == baseline).map_or(&[][..], |(_, t)| t);
+    let challengers: Vec<(usize, &str, &[f64])> = trials
+        .iter()
+        .filter(|(i, _)| *i != baseline)
+        .map(|(i, t)| (*i, label_of(*i), t.as_slice()))
+        .collect();
+    let pick = candidates.iter().find(|c| c.picked).map(|c| c.label.as_str());
+    let is_pick = rows.get(baseline).is_some_and(|r| r.cost_model_pick);
+    let decision = stats::decide(
+        (baseline, label_of(baseline), is_pick, pick),
+        base_trials,
+        &challengers,
+        options.alpha,
+        options.min_speedup,
+    );
+    let selected = decision.selected;
+    if let (true, Some(c), Some(row)) =
+        (options.log_llir, candidates.get(selected), rows.get(selected))
+    {
+        let block = llir_best_block(selected, row.median_ms.unwrap_or(0.0), &c.program, &c.label);
+        // One write so concurrent stderr lines never interleave inside it; a closed stderr is
+        // not the search's failure.
+        let _ = std::io::stderr().lock().write_all(block.as_bytes());
+    }
+    let search_ms = start.elapsed().as_secs_f64() * 1e3;
     // A mismatched or failed unfused candidate is no baseline.
     let unfused_ms = rows
         .iter()
         .find(|r| r.label == unfused_label() && r.status == CandidateStatus::Measured)
         .and_then(|r| r.median_ms);
     let winner_is_unfused = rows.get(selected).is_some_and(|r| r.label == unfused_label());
-    // One measured candidate won by default: no break-even either way.
+    let winner_ms = rows.get(selected).and_then(|r| r.median_ms).unwrap_or(f64::NAN);
+    // One measured candidate was chosen by default: no break-even either way.
     let compared = rows.iter().filter(|r| r.status == CandidateStatus::Measured).count() > 1;
     let report = SearchReport {
         runtime: runtime.name().to_string(),
         trials: options.trials,
+        planned_rounds: planned,
+        rounds,
+        stopped,
         warmup: options.warmup,
+        warmup_rounds,
         warmup_time_ms: options.warmup_time.as_secs_f64() * 1e3,
+        budget_ms: options.budget.as_secs_f64() * 1e3,
         candidates: rows,
-        // A winner agreed with a reference, so there is one.
+        // A selected candidate agreed with a reference, so there is one.
         reference: reference.map_or(selected, |(i, ..)| i),
         tolerance: options.tolerance,
         selected,
+        decision,
         search_ms,
         break_even: if compared {
             break_even(search_ms, unfused_ms, winner_ms, winner_is_unfused)
@@ -1249,6 +1427,33 @@ pub fn search(
         dump::write_dumps(dir, &c.program)?;
     }
     Ok(report)
+}
+
+/// The checks [`search`] makes before any work.
+fn validate(candidates: &[Candidate], options: &SearchOptions) -> Result<(), SearchError> {
+    let invalid = |why: String| Err(SearchError::InvalidOption(why));
+    if candidates.is_empty() {
+        return Err(SearchError::NoCandidates);
+    }
+    if options.trials == 0 {
+        return invalid("trials must be at least 1".to_string());
+    }
+    if options.max_candidates == Some(0) {
+        return invalid("max_candidates must be at least 1".to_string());
+    }
+    if !options.tolerance.is_valid() {
+        return invalid(format!(
+            "tolerance must be finite and non-negative, not abs {} rel {}",
+            options.tolerance.abs, options.tolerance.rel
+        ));
+    }
+    if !(options.alpha > 0.0 && options.alpha < 1.0) {
+        return invalid(format!("alpha must be in (0, 1), not {}", options.alpha));
+    }
+    if !(options.min_speedup >= 0.0 && options.min_speedup < 1.0) {
+        return invalid(format!("min_speedup must be in [0, 1), not {}", options.min_speedup));
+    }
+    Ok(())
 }
 
 /// `s` unless `n` is 1.
@@ -1334,6 +1539,7 @@ mod tests {
             launches: 1,
             flops: 0,
             cost_model_pick: false,
+            cost: 8_000_000,
             prepare_ms: Some(0.1),
             warmup_runs: 1,
             trials_ms: vec![median_ms],
@@ -1343,25 +1549,66 @@ mod tests {
         }
     }
 
-    #[test]
-    fn report_lines_say_one_trial_and_a_tiny_saving() {
-        let report = SearchReport {
+    /// A report over `candidates` whose decision compares each row's trials with row
+    /// `baseline`'s (the cost model's pick).
+    fn report(candidates: Vec<CandidateTiming>, baseline: usize, search_ms: f64) -> SearchReport {
+        let rounds = candidates.iter().map(|c| c.trials_ms.len()).max().unwrap_or(0);
+        let base = candidates[baseline].trials_ms.clone();
+        let challengers: Vec<(usize, &str, &[f64])> = candidates
+            .iter()
+            .filter(|c| c.index != baseline && c.status == CandidateStatus::Measured)
+            .map(|c| (c.index, c.label.as_str(), c.trials_ms.as_slice()))
+            .collect();
+        let label = candidates[baseline].label.clone();
+        let decision =
+            stats::decide((baseline, &label, true, None), &base, &challengers, 0.01, 0.03);
+        let selected = decision.selected;
+        let unfused = candidates[0].median_ms;
+        let winner = candidates[selected].median_ms.unwrap();
+        SearchReport {
             runtime: "cpu".into(),
-            trials: 1,
+            trials: 15,
+            planned_rounds: 15,
+            rounds,
+            stopped: None,
             warmup: 1,
-            warmup_time_ms: 10.0,
-            candidates: vec![row(0, "unfused", 0.01234), row(1, "fused", 0.01230)],
+            warmup_rounds: 1,
+            warmup_time_ms: 1.0,
+            budget_ms: 1000.0,
             reference: 0,
             tolerance: DEFAULT_TOLERANCE,
-            selected: 1,
-            search_ms: 20.0,
-            break_even: break_even(20.0, Some(0.01234), 0.01230, false),
-        };
+            selected,
+            decision,
+            search_ms,
+            break_even: break_even(search_ms, unfused, winner, selected == 0),
+            candidates,
+        }
+    }
+
+    #[test]
+    fn report_lines_say_rounds_choice_and_a_tiny_saving() {
+        let mut unfused = row(0, "unfused", 0.01234);
+        let mut fused = row(1, "fused", 0.01230);
+        unfused.trials_ms = vec![0.01234; 4];
+        fused.trials_ms = vec![0.01230; 4];
+        fused.cost_model_pick = true;
+        let mut report = report(vec![unfused, fused], 1, 20.0);
+        report.rounds = 4;
+        report.stopped = Some(RoundsStop::Futile);
         let text = report.to_string();
         assert!(
             text.contains(
-                "search     20.000 ms on cpu: 2 of 2 candidates measured, 1 trial each after a \
-                 warm-up of >= 1 run and 10 ms\n"
+                "search     20.000 ms on cpu: 2 of 2 candidates measured in 4 interleaved rounds \
+                 (15 planned; stopped early: no candidate can still be shown faster), after 1 \
+                 warm-up round\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\nchoice     kept the cost model's pick (fused): no candidate faster with \
+                 confidence (closest: unfused, median speedup -0.3%, faster by more than 3.0% in \
+                 0 of 4 rounds, p = 1.0000); one-sided sign test, alpha 0.01\n"
             ),
             "{text}"
         );
@@ -1370,10 +1617,58 @@ mod tests {
         let one = SearchReport {
             candidates: vec![row(0, "unfused", 0.5)],
             selected: 0,
+            rounds: 1,
+            stopped: Some(RoundsStop::TimeLimit { limit: Duration::from_millis(2) }),
             break_even: BreakEven::Never,
+            decision: stats::decide((0, "unfused", true, None), &[0.5], &[], 0.01, 0.03),
             ..report
         };
-        assert!(one.to_string().contains(": 1 of 1 candidate measured, 1 trial each"));
+        let text = one.to_string();
+        assert!(
+            text.contains(
+                ": 1 of 1 candidate measured in 1 interleaved round (15 planned; stopped at the \
+                 time limit of 2.000 ms), after 1 warm-up round\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "choice     kept the cost model's pick (unfused): no other candidate was measured;"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_measured_winner_is_selected_and_said() {
+        let mut unfused = row(0, "unfused", 0.5);
+        let mut bias = row(1, "bias", 0.25);
+        let mut fused = row(2, "fused", 0.3125);
+        unfused.trials_ms = vec![0.5; 15];
+        bias.trials_ms = vec![0.25; 15];
+        fused.trials_ms = vec![0.3125; 15];
+        fused.cost_model_pick = true;
+        let report = report(vec![unfused, bias, fused], 2, 30.0);
+        assert_eq!(report.selected, 1);
+        let text = report.to_string();
+        assert!(
+            text.contains(
+                "\nchoice     measured winner: bias, p = 3.1e-5, median speedup 20.0% over the \
+                 cost model's pick (fused), faster by more than 3.0% in 15 of 15 rounds; \
+                 one-sided sign test, alpha 0.01\n"
+            ),
+            "{text}"
+        );
+        let selected = text.lines().find(|l| l.starts_with("bias ")).unwrap();
+        assert!(selected.ends_with("  measured  selected"), "{selected}");
+        // 30 ms of search, 0.25 ms saved per execute against unfused: 120 executions.
+        assert!(
+            text.ends_with(
+                "break-even: 120 executions (search 30.000 ms / 0.250 ms saved per execute \
+                 against unfused)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -1387,18 +1682,8 @@ mod tests {
             status: CandidateStatus::Skipped { limit: SearchLimit::MaxCandidates(1) },
             ..row(index, label, 0.0)
         };
-        let report = SearchReport {
-            runtime: "cpu".into(),
-            trials: 1,
-            warmup: 1,
-            warmup_time_ms: 10.0,
-            candidates: vec![row(0, "unfused", 0.5), skipped(1, "fused")],
-            reference: 0,
-            tolerance: DEFAULT_TOLERANCE,
-            selected: 0,
-            search_ms: 20.0,
-            break_even: BreakEven::Unknown,
-        };
+        let mut report = report(vec![row(0, "unfused", 0.5), skipped(1, "fused")], 0, 20.0);
+        report.break_even = BreakEven::Unknown;
         assert_eq!(
             report.break_even_line(),
             "break-even: unknown (only the unfused candidate was measured)"
@@ -1420,7 +1705,13 @@ mod tests {
         };
         assert_eq!(
             slower.break_even_line(),
-            "break-even: never (the unfused candidate is the fastest)"
+            "break-even: never (the unfused candidate is selected)"
+        );
+        // The cost model's pick kept though unfused measured faster (not with confidence).
+        let kept = SearchReport { selected: 1, ..slower };
+        assert_eq!(
+            kept.break_even_line(),
+            "break-even: never (the selected candidate measured no faster than unfused)"
         );
     }
 

@@ -1,7 +1,9 @@
 //! The search (SPEC section 5) on the CPU runtime: every candidate of the e-graph is prepared
-//! and timed, the winner has the lowest median, limits and the memory budget skip candidates
-//! and say so, the break-even follows the report's own figures, and the LLIR_BEST block and the
-//! winner's dumps are the canonical text. Every candidate's outputs are compared with the
+//! and timed in interleaved rounds, the choice is the sign test's over the report's own rounds
+//! (the cost model's pick unless another is faster with confidence: a candidate slowed down on
+//! purpose loses its place, one that is not keeps it), limits and the memory budget skip
+//! candidates and say so, the break-even follows the report's own figures, and the LLIR_BEST
+//! block and the selected candidate's dumps are the canonical text. Every candidate's outputs are compared with the
 //! reference's: one fed in from another program disagrees, says where, and is never selected.
 //! No wall-clock limit is asserted anywhere.
 
@@ -10,8 +12,9 @@ use std::time::Duration;
 use lumen_compiler::fusion::{self, Candidate};
 use lumen_compiler::{BufferRole, CompileOptions, CompiledProgram, Graph, dump, programs};
 use lumen_runtime::search::{
-    self, BreakEven, CandidateStatus, DEFAULT_TOLERANCE, Disagreement, Progress, SearchError,
-    SearchLimit, SearchOptions, SearchReport, Tolerance, llir_best_block, random_tensors,
+    self, BreakEven, CandidateStatus, DEFAULT_TOLERANCE, Disagreement, Progress, RoundsStop,
+    SearchError, SearchLimit, SearchOptions, SearchReport, Tolerance, llir_best_block,
+    random_tensors, stats,
 };
 use lumen_runtime::{
     CpuRuntime, ExecProfile, Peak, PreparedProgram, Runtime, RuntimeError, Tensors,
@@ -31,8 +34,9 @@ fn data(c: &[Candidate]) -> (Tensors, Tensors) {
     )
 }
 
+/// `trials` rounds exactly (no early stop, one warm-up round), the defaults otherwise.
 fn options(trials: usize) -> SearchOptions {
-    SearchOptions { trials, ..SearchOptions::default() }
+    SearchOptions { trials, early_stop: false, warmup: 1, ..SearchOptions::default() }
 }
 
 fn run(c: &[Candidate], opts: &SearchOptions) -> Result<SearchReport, SearchError> {
@@ -44,6 +48,12 @@ fn run(c: &[Candidate], opts: &SearchOptions) -> Result<SearchReport, SearchErro
 fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
     assert_eq!(report.runtime, "cpu");
     assert_eq!(report.candidates.len(), c.len());
+    assert_eq!(report.trials, trials);
+    assert!(1 <= report.planned_rounds && report.planned_rounds <= trials);
+    assert!(1 <= report.rounds && report.rounds <= report.planned_rounds);
+    if report.stopped.is_none() {
+        assert_eq!(report.rounds, report.planned_rounds);
+    }
     for (i, (row, cand)) in report.candidates.iter().zip(c).enumerate() {
         assert_eq!(row.index, i);
         assert_eq!(row.label, cand.label);
@@ -51,15 +61,17 @@ fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
         assert_eq!(row.slab_bytes, cand.program.figures.slab_bytes);
         assert_eq!(row.launches, cand.program.figures.launches);
         assert_eq!(row.cost_model_pick, cand.picked);
+        assert_eq!(row.cost, cand.cost);
         if row.status == CandidateStatus::Measured {
             // Compared with the reference before it was timed, and in tolerance of it.
             let diff = row.max_abs_diff.expect("a measured row was compared");
             assert!(diff.is_finite() && diff >= 0.0, "{}: {diff}", row.label);
-            assert_eq!(row.trials_ms.len(), trials);
+            // Interleaved: every measured candidate ran every round.
+            assert_eq!(row.trials_ms.len(), report.rounds);
             assert!(row.trials_ms.iter().all(|t| t.is_finite() && *t >= 0.0));
             assert_eq!(row.median_ms, search::median(&row.trials_ms));
             assert!(row.prepare_ms.is_some());
-            assert!(row.warmup_runs >= 1);
+            assert_eq!(row.warmup_runs, 1 + report.warmup_rounds);
         } else {
             assert!(row.median_ms.is_none() && row.trials_ms.is_empty());
         }
@@ -69,20 +81,44 @@ fn check_report(report: &SearchReport, c: &[Candidate], trials: usize) {
     assert_eq!(reference.max_abs_diff, Some(0.0));
     assert!(report.candidates[..report.reference].iter().all(|r| r.max_abs_diff.is_none()));
     assert_eq!(report.tolerance, DEFAULT_TOLERANCE);
-    // The winner is measured and has the minimum median; earlier rows are strictly slower.
+    // The baseline is the cost model's pick when measured, else the cheapest measured.
+    let measured: Vec<_> = report.measured().collect();
+    let baseline = measured
+        .iter()
+        .min_by_key(|r| (!r.cost_model_pick, r.cost, r.index))
+        .expect("a measured candidate");
+    let d = &report.decision;
+    assert_eq!(d.baseline, baseline.index);
+    assert_eq!(d.baseline_is_pick, baseline.cost_model_pick);
+    // The decision is the sign test over the report's own rounds.
+    let challengers: Vec<(usize, &str, &[f64])> = measured
+        .iter()
+        .filter(|r| r.index != baseline.index)
+        .map(|r| (r.index, r.label.as_str(), r.trials_ms.as_slice()))
+        .collect();
+    let pick = c.iter().find(|c| c.picked).map(|c| c.label.as_str());
+    let again = stats::decide(
+        (baseline.index, &baseline.label, baseline.cost_model_pick, pick),
+        &baseline.trials_ms,
+        &challengers,
+        0.01,
+        0.03,
+    );
+    assert_eq!(&again, d);
+    assert_eq!(report.selected, d.selected);
+    match d.winning() {
+        None => assert_eq!(report.selected, baseline.index),
+        Some(w) => {
+            assert!(w.p_value <= 0.01 / challengers.len() as f64 && w.median_speedup >= 0.03);
+            assert_eq!(report.selected, w.candidate);
+        }
+    }
     let winner = report.winner().expect("winner");
     assert_eq!(winner.status, CandidateStatus::Measured);
     let best = winner.median_ms.expect("winner measured");
-    for row in report.measured() {
-        let m = row.median_ms.expect("measured");
-        assert!(best <= m, "{} {m} beats winner {} {best}", row.label, winner.label);
-        if row.index < report.selected {
-            assert!(best < m, "a tie goes to the lower index");
-        }
-    }
     // The break-even is the report's own arithmetic, unknown when nothing was compared.
     let unfused = report.unfused().and_then(|u| u.median_ms);
-    let expected = if report.measured().count() < 2 {
+    let expected = if measured.len() < 2 {
         BreakEven::Unknown
     } else {
         search::break_even(report.search_ms, unfused, best, winner.label == "unfused")
@@ -121,10 +157,12 @@ fn linear_relu_64x256x64_measures_three_candidates() {
     assert_eq!(text.lines().nth(1).map(|l| l.ends_with("  measured  reference")), Some(true));
     assert!(
         text.contains(
-            " ms on cpu: 3 of 3 candidates measured, 5 trials each after a warm-up of >= 1 run and 10 ms\n"
+            " ms on cpu: 3 of 3 candidates measured in 5 interleaved rounds (5 planned), after 1 \
+             warm-up round\n"
         ),
         "{text}"
     );
+    assert!(text.contains("\nchoice     "), "{text}");
     assert!(text.lines().last().unwrap().starts_with("break-even: "), "{text}");
     assert_eq!(text.matches("selected").count(), 1, "{text}");
 }
@@ -388,7 +426,7 @@ fn a_candidate_that_computes_something_else_is_never_selected() {
     let line = text.lines().find(|l| l.starts_with("fused ")).unwrap();
     assert!(line.ends_with(&format!("  {detail}  cost model's pick")), "{line}");
     assert!(line.contains(&format!("  {:.1e}  mismatch", abs_diff)), "{line}");
-    assert!(text.contains(": 2 of 3 candidates measured, "), "{text}");
+    assert!(text.contains(": 2 of 3 candidates measured in "), "{text}");
 
     // A tolerance wide enough for gelu against relu lets it through.
     let loose = SearchOptions { tolerance: Tolerance { abs: 1.0, rel: 0.0 }, ..options(1) };
@@ -423,6 +461,8 @@ enum Fault {
     /// The first element of every output is NaN (a kernel bug the cross-check must not take
     /// as the standard).
     NanFirst,
+    /// Every execute sleeps this long first (a slow candidate, milliseconds).
+    SleepMs(u64),
 }
 
 /// The CPU runtime, except that each program named in `faults` suffers its fault.
@@ -493,6 +533,10 @@ impl PreparedProgram for FaultyRun {
                 Err(RuntimeError::Kernel { kernel: "flaky", reason: "second execute".into() })
             }
             Fault::FailAfter(_) => self.inner.execute(inputs),
+            Fault::SleepMs(ms) => {
+                std::thread::sleep(Duration::from_millis(ms));
+                self.inner.execute(inputs)
+            }
             Fault::NanFirst => Ok(self
                 .inner
                 .execute(inputs)?
@@ -625,4 +669,89 @@ fn a_reference_that_fails_its_trials_still_judges_the_held_candidates() {
     assert_eq!(report.candidates[1].status.word(), "failed");
     // No measured unfused candidate, so no break-even against it.
     assert!(report.unfused().is_some_and(|u| u.median_ms.is_none()));
+}
+
+#[test]
+fn a_candidate_faster_with_confidence_replaces_the_pick() {
+    // The cost model's pick (fused) and unfused sleep 3 ms an execute; bias, a few
+    // microseconds, is faster by far in every round: the sign test switches to it.
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    assert!(c[2].picked);
+    let (w, x) = data(&c);
+    let runtime = Faulty::new(&["small-unfused", "small-fused"], Fault::SleepMs(3));
+    let opts = SearchOptions::default();
+    let report = search::search(&runtime, &c, &w, &x, &opts, Progress::Hidden).unwrap();
+    check_report(&report, &c, 15);
+    assert_eq!(report.selected, 1, "{report}");
+    let d = &report.decision;
+    assert_eq!((d.baseline, d.kind(), d.alpha_per_comparison), (2, "measured_winner", 0.005));
+    let w = d.winning().unwrap();
+    assert_eq!(w.label, "bias");
+    // All rounds ran: bias could still win after every one of them.
+    assert_eq!(report.rounds, 15);
+    assert!(w.wins >= 13 && w.p_value <= 0.005 && w.median_speedup > 0.9, "{w:?}");
+    let text = report.to_string();
+    assert!(text.contains("\nchoice     measured winner: bias, p = "), "{text}");
+}
+
+#[test]
+fn a_pick_that_no_candidate_beats_stops_the_rounds_early() {
+    // The challengers sleep 2 ms an execute: slower than the pick in every round, so after the
+    // third round neither can reach 13 wins of 15 and the rounds end.
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    let (w, x) = data(&c);
+    let runtime = Faulty::new(&["small-unfused", "small-bias"], Fault::SleepMs(2));
+    let opts = SearchOptions::default();
+    let report = search::search(&runtime, &c, &w, &x, &opts, Progress::Hidden).unwrap();
+    check_report(&report, &c, 15);
+    assert_eq!((report.selected, report.rounds, report.planned_rounds), (2, 3, 15));
+    assert_eq!(report.stopped, Some(RoundsStop::Futile));
+    assert_eq!(report.decision.kind(), "kept");
+    for comparison in &report.decision.comparisons {
+        assert_eq!((comparison.wins, comparison.losses, comparison.p_value), (0, 3, 1.0));
+    }
+    let text = report.to_string();
+    assert!(
+        text.contains(
+            ": 3 of 3 candidates measured in 3 interleaved rounds (15 planned; stopped early: no \
+             candidate can still be shown faster)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "\nchoice     kept the cost model's pick (fused): no candidate faster with confidence \
+             (closest: "
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_budget_plans_fewer_rounds_for_a_slow_program() {
+    // Every candidate sleeps 5 ms: a round takes at least 15 ms, so a 50 ms budget fits at
+    // most 3 rounds of the 15.
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    let (w, x) = data(&c);
+    let all: Vec<&str> = c.iter().map(|c| c.program.label.as_str()).collect();
+    let runtime = Faulty::new(&all, Fault::SleepMs(5));
+    let opts = SearchOptions { budget: Duration::from_millis(50), ..options(15) };
+    let report = search::search(&runtime, &c, &w, &x, &opts, Progress::Hidden).unwrap();
+    check_report(&report, &c, 15);
+    assert!((1..=3).contains(&report.planned_rounds), "{}", report.planned_rounds);
+    assert_eq!(report.rounds, report.planned_rounds);
+}
+
+#[test]
+fn bad_statistics_options_are_refused() {
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    for opts in [
+        SearchOptions { alpha: 0.0, ..options(1) },
+        SearchOptions { alpha: 1.0, ..options(1) },
+        SearchOptions { alpha: f64::NAN, ..options(1) },
+        SearchOptions { min_speedup: -0.01, ..options(1) },
+        SearchOptions { min_speedup: 1.0, ..options(1) },
+    ] {
+        assert!(matches!(run(&c, &opts), Err(SearchError::InvalidOption(_))), "{opts:?}");
+    }
 }

@@ -159,6 +159,25 @@ impl Runtime for CudaRuntime {
         "cuda"
     }
 
+    /// `cuda device=0 NVIDIA H200 sm_90 driver=13000 compute=fp32 placement=Planned
+    /// memory_debug=false profile_recapture=false`: the device and the options that change an
+    /// execute's time.
+    fn tuning_identity(&self) -> String {
+        let (o, d) = (&self.options, self.device.info());
+        format!(
+            "cuda device={} {} {} driver={} compute={} placement={:?} memory_debug={} \
+             profile_recapture={}",
+            d.ordinal,
+            d.name,
+            d.arch(),
+            d.driver_version,
+            o.compute.name(),
+            o.placement,
+            o.memory_debug,
+            o.profile_recapture
+        )
+    }
+
     fn peak(&self) -> Peak {
         if let Some(p) = &self.options.peak {
             return p.clone();
