@@ -56,6 +56,9 @@ pub struct Reachability {
     /// Per slot: one past the highest rank of a projected node it does NOT reach (itself
     /// included). Every projected node of rank `>= frontier` is reached from it.
     frontier: Vec<u32>,
+    /// Level of each node (by node index): the most projected nodes on a path into it, itself
+    /// excluded. Depends only on the DAG's paths, never on how it is listed.
+    level: Vec<u32>,
     closure: Closure,
     /// Successors of every node (node `v`'s are `succ[succ_start[v]..succ_start[v + 1]]`), for
     /// queries outside the projection; both empty when every node is projected.
@@ -140,7 +143,14 @@ impl Reachability {
         let frontier = frontiers(&closure, &rank, &node_at);
         let (succ_start, succ) =
             if node_at.len() < n { adjacency(dag) } else { Default::default() };
-        Ok(Self { rank, slot, node_at, frontier, closure, succ_start, succ })
+        let mut level = vec![0u32; n];
+        for &v in order {
+            let here = level[v.index()] + u32::from(slot[v.index()] != NONE);
+            for w in dag.neighbors_directed(v, Direction::Outgoing) {
+                level[w.index()] = level[w.index()].max(here);
+            }
+        }
+        Ok(Self { rank, slot, node_at, frontier, level, closure, succ_start, succ })
     }
 
     /// Number of nodes in the DAG the closure was built from.
@@ -212,6 +222,15 @@ impl Reachability {
             Some(&s) if s != NONE => self.frontier.get(s as usize).copied().unwrap_or(u32::MAX),
             _ => u32::MAX,
         }
+    }
+
+    /// Level of `node`: the most projected nodes on any path into it (itself excluded; 0 for an
+    /// out-of-range node). A node reaching another has a lower level, so levels order buffers
+    /// like ranks do (if `a` precedes `b`, every use of `a` has a lower level than every use of
+    /// `b`), but unlike ranks they depend only on the DAG, not on how its nodes and edges are
+    /// listed (the longest-path layering of Sugiyama et al., 1981).
+    pub(crate) fn level(&self, node: NodeIndex) -> u32 {
+        self.level.get(node.index()).copied().unwrap_or(0)
     }
 
     /// `true` when the closure restricted to the projected nodes is a total order (they lie on

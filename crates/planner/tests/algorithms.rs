@@ -275,23 +275,26 @@ fn algorithm_names_round_trip() {
 }
 
 /// A dense layered program (50 layers x 20 ops, 1,000 buffers, each conflicting with about a
-/// hundred others): `best` beats every greedy by 8%. Before the bottom-left greedy
-/// joined its portfolio it reached 1.0938 of the lower bound here; now 1.0756.
+/// hundred others): `best` beats every greedy by 2.5%. Before the bottom-left greedy
+/// joined its portfolio it reached 1.0938 of the lower bound here, then 1.0756; since the
+/// heuristics sort by levels (longest paths, the same however the DAG is listed) instead of
+/// ranks in petgraph's depth-first topological order, 1.0497.
 #[test]
 fn best_packs_a_dense_layered_program() {
     let (dag, bufs) = layered_program(50, 20, 0xD1CE);
     let plans = check_all(&dag, &bufs, 256);
     let best = &plans[SlabAlgorithm::ALL.iter().position(|&a| a == SlabAlgorithm::Best).unwrap()];
     let ratio = best.slab_bytes as f64 / best.lower_bound as f64;
-    assert!((ratio - 1.0756).abs() < 5e-5, "best: {ratio:.4} of the lower bound");
+    assert!((ratio - 1.0497).abs() < 5e-5, "best: {ratio:.4} of the lower bound");
     let greedy = plans
         .iter()
         .zip(SlabAlgorithm::ALL)
         .filter(|&(_, &a)| a != SlabAlgorithm::Best)
         .map(|(p, _)| p.slab_bytes)
         .min();
-    // The best greedy, size-descending first fit, is 1.1716 of the bound.
-    assert!(greedy.is_some_and(|g| g as f64 >= 1.08 * best.slab_bytes as f64), "{greedy:?}");
+    // The best greedy is 1.0761 of the bound (1.1716 when lifetimes were ranks in petgraph's
+    // depth-first order: levels help the greedy orders most).
+    assert!(greedy.is_some_and(|g| g as f64 >= 1.02 * best.slab_bytes as f64), "{greedy:?}");
 }
 
 /// The MiniMalloc README example (capacity 12): `best` finds the optimum 12 (alignment 1).

@@ -26,9 +26,11 @@ use crate::{PlanError, Reachability, SlabBuffer};
 /// (the timeline [`super::Occupancy`] indexes).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Conflicts {
-    /// Lowest and highest rank of each buffer's uses in the closure's topological order.
+    /// Lowest and highest level ([`Reachability::level`]) of each buffer's uses: what the
+    /// heuristics sort by, independent of how the DAG is listed.
     span: Vec<(u32, u32)>,
-    /// The same spans as positions among the sorted distinct endpoints (`0..points`).
+    /// Lowest and highest rank of each buffer's uses, as positions among the sorted distinct
+    /// endpoints (`0..points`): the timeline of the overlap test and of [`super::Occupancy`].
     compressed: Vec<(u32, u32)>,
     /// Number of distinct span endpoints.
     points: usize,
@@ -62,12 +64,13 @@ impl Conflicts {
         let n = buffers.len();
         let intervals = reach.is_total_order();
         let mut span = Vec::with_capacity(n);
+        let mut levels = Vec::with_capacity(n);
         let mut reach_all = Vec::with_capacity(n);
         for buf in buffers {
             let ranks = buf.uses.iter().map(|&u| reach.rank(u));
-            let lo = ranks.clone().min().unwrap_or(0);
-            let hi = ranks.max().unwrap_or(0);
-            span.push((lo, hi));
+            span.push((ranks.clone().min().unwrap_or(0), ranks.max().unwrap_or(0)));
+            let level = buf.uses.iter().map(|&u| reach.level(u));
+            levels.push((level.clone().min().unwrap_or(0), level.max().unwrap_or(0)));
             reach_all.push(buf.uses.iter().map(|&u| reach.frontier(u)).max().unwrap_or(u32::MAX));
         }
 
@@ -155,7 +158,7 @@ impl Conflicts {
         }
 
         Ok(Self {
-            span,
+            span: levels,
             compressed,
             points: points.len(),
             intervals,
@@ -209,8 +212,9 @@ impl Conflicts {
         self.span.len()
     }
 
-    /// Lowest and highest topological rank of buffer `i`'s uses: a timeline position used for
-    /// ordering heuristics and, when [`Conflicts::is_intervals`], the exact lifetime.
+    /// Lowest and highest level of buffer `i`'s uses: a timeline position for ordering
+    /// heuristics (the same however the DAG is listed) and, when [`Conflicts::is_intervals`],
+    /// the exact lifetime.
     pub(crate) fn span(&self, i: usize) -> (u32, u32) {
         self.span.get(i).copied().unwrap_or((0, 0))
     }
