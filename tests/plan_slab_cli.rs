@@ -315,3 +315,73 @@ fn every_spec_bad_input_is_one_error_line() {
         assert_eq!(fails(&[path]), format!("error: {path}: {message}"));
     }
 }
+
+/// `--svg` never replaces the problem file (by any name), a link, a FIFO, a device or a folder:
+/// each is a usage error before planning, and the problem file is left as it was.
+#[test]
+fn svg_refuses_everything_but_a_new_path_or_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(seed()).unwrap();
+    let p = write(dir.path(), "p.json", &text);
+    let err = fails_with(2, &[&p, "--svg", &p]);
+    assert!(err.ends_with("is the problem file itself; give another path"), "{err}");
+    let hard = dir.path().join("hard.json");
+    std::fs::hard_link(&p, &hard).unwrap();
+    let err = fails_with(2, &[&p, "--svg", hard.to_str().unwrap()]);
+    assert!(err.ends_with("is the problem file itself; give another path"), "{err}");
+    #[cfg(unix)]
+    {
+        let link = dir.path().join("link.svg");
+        std::os::unix::fs::symlink(dir.path().join("elsewhere.svg"), &link).unwrap();
+        let err = fails_with(2, &[&p, "--svg", link.to_str().unwrap()]);
+        assert!(err.ends_with("is a symbolic link; give a new path or a regular file"), "{err}");
+        let err = fails_with(2, &[&p, "--svg", "/dev/null"]);
+        assert!(err.ends_with("is not a regular file; give a new path or a regular file"), "{err}");
+    }
+    let err = fails_with(2, &[&p, "--svg", dir.path().to_str().unwrap()]);
+    assert!(err.ends_with("is a folder; give a new path or a regular file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
+    // An existing regular file is replaced.
+    let old = write(dir.path(), "old.svg", "old");
+    assert!(lumen(&[&p, "--svg", &old]).status.success());
+    assert!(std::fs::read_to_string(&old).unwrap().starts_with("<svg"));
+}
+
+/// A JSON array is not a problem, nor a buffer written as an array of its fields.
+#[test]
+fn arrays_are_not_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(dir.path(), "a.json", "[]");
+    assert_eq!(
+        fails(&[&p]),
+        format!("error: {p}: expected a JSON object with nodes, edges, buffers, found an array")
+    );
+    let p = write(dir.path(), "b.json", r#"{"nodes": ["a"], "buffers": [["x", 4, ["a"]]]}"#);
+    assert_eq!(
+        fails(&[&p]),
+        format!(
+            "error: {p}: buffers[0]: expected a buffer object with id, bytes, uses, found an array"
+        )
+    );
+}
+
+/// A very long id (65,536 characters) prints in full on its row; the column stays capped.
+#[test]
+fn a_very_long_id_prints() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(65_536);
+    let p = write(
+        dir.path(),
+        "long.json",
+        &format!(
+            r#"{{"nodes": ["a"], "buffers": [{{"id": "{long}", "bytes": 4, "uses": ["a"]}},
+                {{"id": "y", "bytes": 8, "uses": ["a"]}}]}}"#
+        ),
+    );
+    let out = lumen(&[&p]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.lines().any(|l| l.starts_with(&long) && l.ends_with("256")), "long row");
+    let y = text.lines().find(|l| l.starts_with("y ")).unwrap();
+    assert_eq!(y.find(" 8 ").map(|at| at < 100), Some(true), "{y}");
+}

@@ -84,6 +84,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(UsageError::new("no problem file given").into());
     };
     let file = path.display().to_string();
+    if let Some(out) = &args.svg {
+        check_svg_target(out, path)?;
+    }
     let mut problem = load(path)?;
     if let Some(capacity) = args.capacity {
         problem.options.capacity = Some(capacity);
@@ -318,7 +321,9 @@ fn table(file: &str, problem: &SlabProblem, plan: &SlabPlan) -> String {
     // Escaped, so a newline or control character in an id cannot break the table's rows.
     let ids: Vec<String> =
         problem.buffers.iter().map(|b| b.id.escape_debug().to_string()).collect();
-    let id_w = ids.iter().map(|id| id.chars().count()).max().unwrap_or(0).max(2);
+    // Capped: a longer id overflows its cell instead of widening every row (and a width past
+    // 65,535 would not format at all).
+    let id_w = ids.iter().map(|id| id.chars().count()).max().unwrap_or(0).clamp(2, 64);
     let num_w = group(plan.slab_bytes.max(plan.naive_bytes)).len().max(8);
     let _ = writeln!(
         s,
@@ -354,6 +359,53 @@ fn table(file: &str, problem: &SlabProblem, plan: &SlabPlan) -> String {
     );
     let _ = writeln!(s, "reuse saves         {:>num_w$}{saved_pct}", group(saved));
     s
+}
+
+/// `--svg OUT` may name a new path or a regular file, never the problem file itself (it would
+/// be replaced), nor a link, a FIFO, a device or a folder (the atomic rename would replace the
+/// link or fail half-way on the others). Checked before planning, so a refusal costs nothing.
+fn check_svg_target(out: &Path, input: &Path) -> anyhow::Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(out) else { return Ok(()) };
+    let what = if meta.file_type().is_symlink() {
+        Some("a symbolic link")
+    } else if meta.is_dir() {
+        Some("a folder")
+    } else if !meta.is_file() {
+        Some("not a regular file")
+    } else {
+        None
+    };
+    if let Some(what) = what {
+        return Err(UsageError::new(format!(
+            "--svg {} is {what}; give a new path or a regular file",
+            out.display()
+        ))
+        .into());
+    }
+    let same = match (std::fs::canonicalize(out), std::fs::canonicalize(input)) {
+        (Ok(a), Ok(b)) => a == b || same_inode(&meta, &b),
+        _ => false,
+    };
+    if same {
+        return Err(UsageError::new(format!(
+            "--svg {} is the problem file itself; give another path",
+            out.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// `true` when `meta` and the file at `other` are one file under two names (a hard link).
+#[cfg(unix)]
+fn same_inode(meta: &std::fs::Metadata, other: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(other).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+}
+
+#[cfg(not(unix))]
+fn same_inode(_: &std::fs::Metadata, _: &Path) -> bool {
+    false
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`, so readers

@@ -183,6 +183,7 @@ impl SlabProblem {
     /// [`ProblemError::DuplicateNode`], [`ProblemError::UnknownEdgeNode`],
     /// [`ProblemError::UnknownUseNode`], [`ProblemError::UnknownAlgorithm`].
     pub fn from_json_str(text: &str) -> Result<Self, ProblemError> {
+        objects_only(text)?;
         let raw: RawProblem =
             serde_json::from_str(text).map_err(|e| ProblemError::Json(e.to_string()))?;
         let mut dag: Dag<String> = Dag::new();
@@ -426,6 +427,32 @@ fn csv_error(e: csv::Error) -> ProblemError {
         _ => e.to_string(),
     };
     ProblemError::Csv { line, message }
+}
+
+/// serde accepts a struct written as an array of its fields by position; the problem and each
+/// buffer must be objects, so an array there is refused by name before the typed parse.
+fn objects_only(text: &str) -> Result<(), ProblemError> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+        // Malformed JSON: the typed parse names the line and column.
+        return Ok(());
+    };
+    // Other wrong types are refused by the typed parse, with a line and column.
+    let kind = |v: &serde_json::Value| v.is_array().then_some("an array");
+    if let Some(found) = kind(&value) {
+        return Err(ProblemError::Json(format!(
+            "expected a JSON object with nodes, edges, buffers, found {found}"
+        )));
+    }
+    if let Some(serde_json::Value::Array(buffers)) = value.get("buffers") {
+        for (i, b) in buffers.iter().enumerate() {
+            if let Some(found) = kind(b) {
+                return Err(ProblemError::Json(format!(
+                    "buffers[{i}]: expected a buffer object with id, bytes, uses, found {found}"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[derive(Deserialize)]
