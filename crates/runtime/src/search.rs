@@ -782,7 +782,9 @@ impl SearchReport {
     /// The search line: `search     3.912 ms on cpu: 3 of 3 candidates measured in 4
     /// interleaved rounds (15 planned; stopped early: no candidate can still be shown faster)`,
     /// then `, after 1 warm-up round` when untimed rounds ran, then the share rule's budget
-    /// when it applied (`; budget 51.632 ms, 25% of the run with it`). When the share rule
+    /// when it applied (`; budget 51.632 ms, 25% of the run with it`), then the prepare handed
+    /// to the caller when there is one (`; 0.912 ms of it the selected candidate's prepare,
+    /// kept for the run`). When the share rule
     /// skipped the search: `search     skipped: the run (10 executes of 0.131 ms, ...) is too
     /// short for a search to pay for itself (...); kept the cost model's pick (fused)`.
     pub fn search_line(&self) -> String {
@@ -797,7 +799,7 @@ impl SearchReport {
         };
         let handed = match self.kept_prepare_ms {
             Some(ms) => {
-                format!(" ({ms:.3} ms of it the selected candidate's prepare, kept for the run)")
+                format!("; {ms:.3} ms of it the selected candidate's prepare, kept for the run")
             }
             None => String::new(),
         };
@@ -815,8 +817,8 @@ impl SearchReport {
             n => format!(", after {n} warm-up round{}", plural(n)),
         };
         format!(
-            "search     {:.3} ms{handed} on {}: {} of {} candidate{} measured in {} interleaved \
-             round{} ({} planned{stop}){warm}{share}",
+            "search     {:.3} ms on {}: {} of {} candidate{} measured in {} interleaved round{} \
+             ({} planned{stop}){warm}{share}{handed}",
             self.search_ms,
             self.runtime,
             self.measured().count(),
