@@ -8,7 +8,11 @@
 //! By default the program run is the search's choice among the fusion candidates on the
 //! chosen runtime whose outputs agree with the reference candidate's (the unfused one, within
 //! the search's default tolerance): the cost model's pick, unless another candidate measured
-//! faster with confidence in interleaved rounds (`lumen_runtime::search`). With
+//! faster with confidence in interleaved rounds (`lumen_runtime::search`). Unless `--trials`,
+//! `--search-time-ms` or `--max-candidates` asks for a search, the search must pay for itself
+//! within this run (at most 25% of it, `lumen_runtime::search::payoff`): a run too short for
+//! that runs the cost model's pick, measured once (decision `too_short`). The search hands the
+//! selected candidate over prepared, so it is prepared once. With
 //! `--tuning-cache FILE` (or `LUMEN_TUNING_CACHE`) a choice recorded for this program,
 //! runtime and machine is taken without a search, and a search's choice is recorded;
 //! problems with the file are `warning:` lines on stderr and a fresh search. `--fuse` /

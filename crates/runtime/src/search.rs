@@ -11,7 +11,12 @@
 //! budgeted against the measured execute time: as many as fit in [`SearchOptions::budget`] at
 //! the last untimed round's duration (the first executes' when there is none), at least 1 and
 //! at most [`SearchOptions::trials`] ([`stats::planned_rounds`]), so a fast program gets a
-//! short search. Each candidate's figure is its median round.
+//! short search. Each candidate's figure is its median round. With
+//! [`SearchOptions::run`] (the caller's run), the search must also pay for itself within that
+//! run ([`payoff`]): it measures the cost model's pick alone first and prepares no challenger
+//! when a minimal useful search exceeds [`SEARCH_SHARE`] of the whole run; the timed rounds then
+//! get what is left of that share. [`search_prepared`] hands the selected candidate over
+//! prepared, so the caller need not prepare it again.
 //!
 //! **The choice** ([`stats`]): the baseline is the cost model's pick (the candidate with the
 //! fewest launch-equivalent DRAM bytes, [`Candidate::picked`]; when it was not measured, the

@@ -863,7 +863,7 @@ fn a_run_long_enough_to_pay_is_searched() {
     // The kept program still runs.
     let mut kept = searched.prepared.unwrap();
     assert!(kept.execute(&x).is_ok());
-    assert!(report.to_string().contains(", 25% of the run with it\n"), "{report}");
+    assert!(report.to_string().contains(", 25% of the run with it; "), "{report}");
 }
 
 #[test]
