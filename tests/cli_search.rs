@@ -101,19 +101,27 @@ fn digits_run_searches_by_default() {
     assert_eq!(v["search_tolerance"], serde_json::json!({"abs": 1e-4, "rel": 1e-4}));
     assert_eq!(lumen_runtime::search::DEFAULT_TOLERANCE.abs, lumen::model::DEFAULT_TOLERANCE);
 
-    // Phases: the search is its own phase, with the search time.
+    // An explicit --trials asks for a search: no share rule.
+    assert_eq!(v["decision"]["payoff"], Value::Null);
+
+    // Phases: the search is its own phase, with the search time less the selected candidate's
+    // prepare, which the search hands to the run (the prepare phase).
     let phases = v["phases"].as_object().unwrap();
     assert_eq!(phases["search"]["runs"], 1);
     let search_ms = f(&v["search_ms"]);
     assert!(search_ms > 0.0);
-    assert!((f(&phases["search"]["seconds"]) * 1e3 - search_ms).abs() < 1e-6);
+    let kept = f(&v["search_kept_prepare_ms"]);
+    let winner = list.iter().find(|c| c["selected"] == true).unwrap();
+    assert_eq!(kept, f(&winner["prepare_ms"]));
+    assert!((f(&phases["search"]["seconds"]) * 1e3 - (search_ms - kept)).abs() < 1e-6);
+    assert!((f(&phases["prepare"]["seconds"]) * 1e3 - kept).abs() < 1e-6);
+    assert_eq!(phases["prepare"]["runs"], 1);
     assert!(f(&phases["search"]["share"]) > 0.0);
     let shares: f64 = phases.values().map(|p| f(&p["share"])).sum();
     assert!((shares - 1.0).abs() < 1e-9);
 
     // Break-even: search_ms / (unfused - winner), or "never" when unfused wins.
     let unfused = f(&list[0]["median_ms"]);
-    let winner = list.iter().find(|c| c["selected"] == true).unwrap();
     if winner["label"] == "unfused" {
         assert_eq!(v["break_even"], "never");
     } else {
@@ -362,10 +370,11 @@ fn compare_profile_adds_measured_times() {
 fn one_trial_is_singular_and_a_small_saving_keeps_its_digits() {
     let out = ok(&["run", DIGITS, "--runs", "1", "--trials", "1", "--max-candidates", "1"], &[]);
     let text = String::from_utf8(out.stdout).unwrap();
+    let search = text.lines().find(|l| l.starts_with("search ")).unwrap();
     assert!(
-        text.contains(
-            " ms on cpu: 1 of 3 candidates measured in 1 interleaved round (1 planned)\n"
-        ),
+        search.contains(
+            " ms on cpu: 1 of 3 candidates measured in 1 interleaved round (1 planned); "
+        ) && search.ends_with(" ms of it the selected candidate's prepare, kept for the run"),
         "{text}"
     );
     assert!(text.contains("\nrepeats    1 execute, "), "{text}");
@@ -422,5 +431,72 @@ fn search_tolerance_is_a_flag_of_run_and_compare_profile() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         assert!(err.starts_with("error: "), "{err}");
+    }
+}
+
+#[test]
+fn a_default_run_searches_only_when_it_can_pay_for_itself() {
+    // No explicit budget: the share rule. One execute is far too short for a search (two
+    // more prepares and 8 rounds of three candidates against a third of one prepare, one
+    // execute, load and compile), whatever the machine's speed.
+    let v = json(&["run", DIGITS, "--json", "--runs", "1"]);
+    let d = &v["decision"];
+    let p = &d["payoff"];
+    assert_eq!(
+        (&p["share"], &p["run_executes"], &p["rounds"]),
+        (&0.25.into(), &1.into(), &8.into())
+    );
+    assert_eq!((&p["challengers"], &p["reuses_prepare"]), (&2.into(), &true.into()));
+    // The arithmetic holds in the JSON itself.
+    let run_ms = f(&p["spent_ms"]) + f(&p["prepare_ms"]) + f(&p["execute_ms"]);
+    assert!((f(&p["run_ms"]) - run_ms).abs() < 1e-9 * run_ms.max(1.0), "{p}");
+    assert!((f(&p["budget_ms"]) - run_ms / 3.0).abs() < 1e-9 * run_ms.max(1.0), "{p}");
+    let needs = f(&p["execute_ms"]) * (1.0 + 2.0 + 8.0 * 3.0) + 2.0 * f(&p["prepare_ms"]);
+    assert!((f(&p["needs_ms"]) - needs).abs() < 1e-9 * needs.max(1.0), "{p}");
+    assert_eq!(p["fits"], false, "{p}");
+    assert_eq!(
+        (&d["kind"], &v["searched"], &v["chosen_by"]),
+        (&"too_short".into(), &false.into(), &"search".into())
+    );
+    assert_eq!((&d["selected"], &d["rounds"]), (&"fused".into(), &0.into()));
+    assert_eq!(v["label"], "digits_mlp-fused");
+    assert_eq!(v["correct"], 439);
+    let list = v["candidates"].as_array().unwrap();
+    for c in &list[..2] {
+        assert_eq!(c["status"], "skipped", "{c}");
+        assert_eq!(c["detail"], "skipped: the run is too short for a search to pay for itself");
+        assert_eq!(c["prepare_ms"], Value::Null);
+    }
+    assert_eq!((&list[2]["status"], &list[2]["selected"]), (&"measured".into(), &true.into()));
+    assert_eq!(v["break_even"], Value::Null);
+    // The pick's prepare, done by the search, is the run's only prepare.
+    let kept = f(&v["search_kept_prepare_ms"]);
+    assert_eq!(kept, f(&list[2]["prepare_ms"]));
+    assert!((f(&v["phases"]["prepare"]["seconds"]) * 1e3 - kept).abs() < 1e-6);
+    assert!(d["text"].as_str().unwrap().starts_with("the run (1 execute of "), "{d}");
+
+    let out = ok(&["run", DIGITS, "--runs", "1"], &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let search = text.lines().find(|l| l.starts_with("search ")).unwrap();
+    assert!(search.starts_with("search     skipped: the run (1 execute of "), "{text}");
+    assert!(
+        search.ends_with(", 25% of the run with it); kept the cost model's pick (fused)"),
+        "{search}"
+    );
+    assert!(!text.contains("candidate  median_ms"), "no table for a skipped search: {text}");
+    assert!(text.contains("program    digits_mlp-fused on cpu:"), "{text}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+
+    // Any explicit budget asks for a search, however short the run.
+    for flag in [&["--trials", "2"][..], &["--search-time-ms", "60000"], &["--max-candidates", "3"]]
+    {
+        let args = [&["run", DIGITS, "--json", "--runs", "1"][..], flag].concat();
+        let v = json(&args);
+        assert_eq!(
+            (&v["searched"], &v["decision"]["payoff"]),
+            (&true.into(), &Value::Null),
+            "{flag:?}"
+        );
+        assert!(check_candidates(&v).iter().all(|c| c["status"] == "measured"), "{flag:?}");
     }
 }

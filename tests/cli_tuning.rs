@@ -67,7 +67,9 @@ fn a_rerun_with_the_cache_skips_the_search_and_selects_the_same_candidate() {
     let cache = dir.path().join("tuning.json");
     let cache_arg = cache.to_str().unwrap();
     let (d1, d2) = (dir.path().join("d1"), dir.path().join("d2"));
-    let args = ["run", DIGITS, "--runs", "1", "--json", "--tuning-cache", cache_arg];
+    // --trials asks for a search that measures (a one-execute run is too short otherwise).
+    let args =
+        ["run", DIGITS, "--runs", "1", "--trials", "4", "--json", "--tuning-cache", cache_arg];
 
     let first = ok(&args, &[("LLIR_DUMP_DIR", d1.to_str().unwrap())]);
     assert_eq!(String::from_utf8_lossy(&first.stderr), "");
@@ -166,7 +168,7 @@ fn a_corrupt_or_foreign_cache_is_a_warning_and_a_fresh_search() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("tuning.json");
     let arg = cache.to_str().unwrap();
-    let args = ["run", DIGITS, "--runs", "1", "--json", "--tuning-cache", arg];
+    let args = ["run", DIGITS, "--runs", "1", "--trials", "4", "--json", "--tuning-cache", arg];
     // Half a file (as a crash in the middle of a non-atomic write would leave).
     std::fs::write(&cache, b"{\"format\": \"lumen-tuning-cache/1\", \"entr").unwrap();
     let out = ok(&args, &[]);
@@ -241,4 +243,52 @@ fn compare_profile_uses_the_cache_too() {
         lumen(&["compare", "linear-relu", "--tuning-cache", arg], &[]).status.code(),
         Some(2)
     );
+}
+
+#[test]
+fn a_skipped_search_is_cached_but_a_longer_run_decides_afresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("tuning.json");
+    let arg = cache.to_str().unwrap();
+    let run = |runs: &str| {
+        json(&ok(&["run", DIGITS, "--runs", runs, "--json", "--tuning-cache", arg], &[]))
+    };
+    // One execute: too short for a search; the skip is stored with its run's executes.
+    let first = run("1");
+    assert_eq!(
+        (&first["decision"]["kind"], &first["tuning_cache"]["status"]),
+        (&"too_short".into(), &"stored".into())
+    );
+    let key = first["tuning_cache"]["key"].as_str().unwrap().to_string();
+    let file: Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+    let entry = &file["entries"][&key];
+    assert_eq!(
+        (&entry["decision_kind"], &entry["run_executes"], &entry["rounds"]),
+        (&"too_short".into(), &1.into(), &0.into())
+    );
+    // The same run: a hit, which says what it reuses.
+    let again = run("1");
+    assert_eq!(again["tuning_cache"]["status"], "hit");
+    assert_eq!(
+        (&again["decision"]["kind"], &again["label"]),
+        (&"too_short".into(), &"digits_mlp-fused".into())
+    );
+    let out = ok(&["run", DIGITS, "--runs", "1", "--tuning-cache", arg], &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(" ms): fused, from a search skipped as too short for a run of 1 execute in "),
+        "{text}"
+    );
+    // A longer run is not held to it: it decides afresh (and records its own run), quietly.
+    let longer = ok(&["run", DIGITS, "--runs", "2", "--json", "--tuning-cache", arg], &[]);
+    assert_eq!(String::from_utf8_lossy(&longer.stderr), "");
+    let longer = json(&longer);
+    assert_eq!(longer["tuning_cache"]["status"], "stored");
+    assert_eq!(longer["tuning_cache"]["key"], key.as_str());
+    let file: Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+    let recorded = &file["entries"][&key];
+    match longer["decision"]["kind"].as_str() {
+        Some("too_short") => assert_eq!(recorded["run_executes"], 2),
+        _ => assert_eq!(recorded.get("run_executes"), None),
+    }
 }

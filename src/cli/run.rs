@@ -8,7 +8,11 @@
 //! By default the program run is the search's choice among the fusion candidates on the
 //! chosen runtime whose outputs agree with the reference candidate's (the unfused one, within
 //! the search's default tolerance): the cost model's pick, unless another candidate measured
-//! faster with confidence in interleaved rounds (`lumen_runtime::search`). With
+//! faster with confidence in interleaved rounds (`lumen_runtime::search`). Unless `--trials`,
+//! `--search-time-ms` or `--max-candidates` asks for a search, the search must pay for itself
+//! within this run (at most 25% of it, `lumen_runtime::search::payoff`): a run too short for
+//! that runs the cost model's pick, measured once (decision `too_short`). The search hands the
+//! selected candidate over prepared, so it is prepared once. With
 //! `--tuning-cache FILE` (or `LUMEN_TUNING_CACHE`) a choice recorded for this program,
 //! runtime and machine is taken without a search, and a search's choice is recorded;
 //! problems with the file are `warning:` lines on stderr and a fresh search. `--fuse` /
@@ -30,7 +34,7 @@ use lumen::model::{self, CheckStatus, Model, OutputCheck};
 use lumen_compiler::fusion::{self, FusionConfig};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
-use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport};
+use lumen_runtime::search::{self, Progress, RunPlan, SearchOptions, SearchReport};
 use lumen_runtime::tuning::{self, CacheStatus, CacheUse};
 use lumen_runtime::{Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
 use serde_json::json;
@@ -69,18 +73,19 @@ pub struct Args {
     #[arg(long = "no-search")]
     no_search: bool,
     /// Search: the most timed rounds (every candidate executes once per round, interleaved;
-    /// its median is kept). Fewer when they do not fit the search budget, or when no candidate
-    /// can still be shown faster than the cost model's pick.
-    #[arg(long, default_value_t = search::DEFAULT_TRIALS as u32,
-          value_parser = clap::value_parser!(u32).range(1..),
+    /// its median is kept; default 15). Fewer when they do not fit the search budget, or when
+    /// no candidate can still be shown faster than the cost model's pick. Giving it asks for a
+    /// search: the share rule (at most 25% of the run) no longer applies.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..),
           conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
-    trials: u32,
-    /// Search: measure at most this many candidates, in candidate order.
+    trials: Option<u32>,
+    /// Search: measure at most this many candidates, in candidate order (asks for a search:
+    /// no share rule).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..),
           conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     max_candidates: Option<u32>,
     /// Search: start no further candidate after this many milliseconds (the first is always
-    /// measured).
+    /// measured; asks for a search: no share rule).
     #[arg(long, value_name = "MS", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     search_time_ms: Option<u64>,
     /// Search: skip candidates whose slab exceeds this many bytes.
@@ -242,6 +247,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     let inputs: Tensors = model.inputs();
     let mut search_report = None;
     let mut cache = None;
+    let mut prepared = None;
     let program = if searching {
         // graph_compile: the e-graph's candidates, each lowered and planned; search: each
         // prepared and timed on the runtime that runs the winner.
@@ -252,15 +258,21 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             }
             Ok(fusion::explore(&graph.hlir(), &options.name, &options, &FusionConfig::default())?)
         })?;
+        // The share rule: without an explicit budget the search must pay for itself within
+        // this run (its --runs executes, after what loading and compiling took).
+        let explicit =
+            args.trials.is_some() || args.search_time_ms.is_some() || args.max_candidates.is_some();
+        let plan = RunPlan { executes: u64::from(args.runs), spent: start.elapsed() };
         let search_options = SearchOptions {
-            trials: args.trials as usize,
+            trials: args.trials.map_or(search::DEFAULT_TRIALS, |t| t as usize),
+            run: (!explicit).then_some(plan),
             max_candidates: args.max_candidates.map(|n| n as usize),
             time_limit: args.search_time_ms.map(Duration::from_millis),
             memory_budget: args.memory_budget,
             tolerance: args.search_tolerance.unwrap_or_default(),
             ..SearchOptions::from_env()
         };
-        let tuned = tuning::tuned_search(
+        let (tuned, kept) = tuning::tuned_search_prepared(
             runtime.as_ref(),
             &exploration.candidates,
             &weights,
@@ -270,7 +282,17 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             tuning_cache_path(args.tuning_cache.as_deref()).as_deref(),
         )?;
         warn(&tuned.warnings);
-        times.record_seconds(Phase::Search, tuned.search_ms() / 1e3);
+        // The selected candidate, prepared by the search, is the run's: its prepare is the
+        // prepare phase, not the search's.
+        let kept_ms = match (&kept, tuned.report.as_ref().and_then(|r| r.kept_prepare_ms)) {
+            (Some(_), Some(ms)) => Some(ms),
+            _ => None,
+        };
+        times.record_seconds(Phase::Search, (tuned.search_ms() - kept_ms.unwrap_or(0.0)) / 1e3);
+        if let (Some(p), Some(ms)) = (kept, kept_ms) {
+            times.record_seconds(Phase::Prepare, ms / 1e3);
+            prepared = Some(p);
+        }
         let winner = exploration
             .candidates
             .into_iter()
@@ -284,7 +306,10 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             Ok(model.graph()?.compile(&options)?)
         })?
     };
-    let mut prepared = times.time(Phase::Prepare, || runtime.prepare(&program, &weights))?;
+    let mut prepared = match prepared {
+        Some(p) => p,
+        None => times.time(Phase::Prepare, || runtime.prepare(&program, &weights))?,
+    };
     let mut first: Option<Tensors> = None;
     let mut repeat_identical = true;
     for _ in 0..args.runs {
@@ -534,12 +559,21 @@ pub(super) fn cache_line(cache: &CacheUse) -> Option<String> {
         }
         (CacheStatus::Hit, Some(e)) => format!(
             "search     skipped: the tuning cache {file} holds this program's choice on this \
-             machine (key {key}, read in {:.3} ms): {}, from a search of {} round{} in {:.3} ms\n\
+             machine (key {key}, read in {:.3} ms): {}, from {} in {:.3} ms\n\
              choice     {} (recorded)",
             cache.ms,
             e.selected,
-            e.rounds,
-            if e.rounds == 1 { "" } else { "s" },
+            match (e.decision_kind.as_str(), e.run_executes) {
+                ("too_short", Some(n)) => format!(
+                    "a search skipped as too short for a run of {n} execute{}",
+                    if n == 1 { "" } else { "s" }
+                ),
+                _ => format!(
+                    "a search of {} round{}",
+                    e.rounds,
+                    if e.rounds == 1 { "" } else { "s" }
+                ),
+            },
             e.search_ms,
             e.decision
         ),
@@ -560,7 +594,8 @@ pub(super) fn cache_json(cache: &CacheUse) -> serde_json::Value {
     })
 }
 
-/// The JSON's `decision`: the search's (`kind` `kept` or `measured_winner`, `text`, `test`,
+/// The JSON's `decision`: the search's (`kind` `kept`, `measured_winner` or `too_short`
+/// (the share rule skipped the search; `payoff` has its arithmetic), `text`, `test`,
 /// `alpha`, `alpha_per_comparison`, `min_speedup`, `baseline`, `selected`, `comparisons`
 /// with each challenger's `wins`, `losses`, `ties`, `median_speedup`, `p_value`), or the
 /// tuning cache's record of it (`kind`, `text`, `recorded: true`).
@@ -572,8 +607,8 @@ pub(super) fn decision_json(
         let d = &r.decision;
         let label = |i: usize| r.candidates.get(i).map(|c| c.label.clone());
         return json!({
-            "kind": d.kind(),
-            "text": d.to_string(),
+            "kind": r.decision_kind(),
+            "text": r.decision_text(),
             "test": "one-sided sign test",
             "recorded": false,
             "alpha": d.alpha,
@@ -589,6 +624,7 @@ pub(super) fn decision_json(
             "rounds": r.rounds,
             "planned_rounds": r.planned_rounds,
             "stopped": r.stopped,
+            "payoff": r.payoff,
         });
     }
     match cache.and_then(|c| c.entry.as_ref()) {
@@ -710,7 +746,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
     });
     // The search's keys in a third object, for the same reason.
     let searched = json!({
-        "searched": o.search.is_some(),
+        "searched": o.search.as_ref().is_some_and(|r| !r.too_short()),
         "chosen_by": if o.search.is_none() && o.cache.is_some() {
             "tuning_cache"
         } else {
@@ -720,6 +756,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "decision": decision_json(o.search.as_ref(), o.cache.as_ref()),
         "candidates": o.search.as_ref().map(candidates_json),
         "search_ms": o.search.as_ref().map(|r| r.search_ms),
+        "search_kept_prepare_ms": o.search.as_ref().and_then(|r| r.kept_prepare_ms),
         "search_tolerance": o.search.as_ref().map(|r| r.tolerance),
         "break_even": o.search.as_ref().map(|r| r.break_even),
     });

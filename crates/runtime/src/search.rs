@@ -11,7 +11,12 @@
 //! budgeted against the measured execute time: as many as fit in [`SearchOptions::budget`] at
 //! the last untimed round's duration (the first executes' when there is none), at least 1 and
 //! at most [`SearchOptions::trials`] ([`stats::planned_rounds`]), so a fast program gets a
-//! short search. Each candidate's figure is its median round.
+//! short search. Each candidate's figure is its median round. With
+//! [`SearchOptions::run`] (the caller's run), the search must also pay for itself within that
+//! run ([`payoff`]): it measures the cost model's pick alone first and prepares no challenger
+//! when a minimal useful search exceeds [`SEARCH_SHARE`] of the whole run; the timed rounds then
+//! get what is left of that share. [`search_prepared`] hands the selected candidate over
+//! prepared, so the caller need not prepare it again.
 //!
 //! **The choice** ([`stats`]): the baseline is the cost model's pick (the candidate with the
 //! fewest launch-equivalent DRAM bytes, [`Candidate::picked`]; when it was not measured, the
@@ -50,6 +55,7 @@
 //! dumps the selected candidate (the compiler's `write_dumps`). A progress bar (indicatif) is
 //! drawn on stderr only when stderr is a terminal.
 
+pub mod payoff;
 pub mod stats;
 
 use std::fmt;
@@ -67,6 +73,7 @@ use thiserror::Error;
 
 use crate::tensor::element_count;
 use crate::{HostTensor, PreparedProgram, Runtime, RuntimeEnv, RuntimeError, Tensors};
+pub use payoff::{Payoff, RunPlan, SEARCH_SHARE};
 
 /// The label of the unfused candidate, the break-even's baseline.
 pub fn unfused_label() -> &'static str {
@@ -387,6 +394,15 @@ pub struct SearchOptions {
     /// How far each candidate's outputs may be from the reference candidate's and still
     /// agree (default [`DEFAULT_TOLERANCE`]); both parts finite and non-negative.
     pub tolerance: Tolerance,
+    /// The run the search must pay for itself within (default `None`: no such rule). With a
+    /// plan, and neither [`SearchOptions::time_limit`] nor [`SearchOptions::max_candidates`]
+    /// set (an explicit budget asks for a search), the search takes at most
+    /// [`SearchOptions::share`] of the whole run: it measures the cost model's pick first,
+    /// and prepares no challenger when a minimal useful search does not fit ([`payoff`]).
+    pub run: Option<RunPlan>,
+    /// The largest share of the whole run, search included, the search may take under
+    /// [`SearchOptions::run`], a fraction in (0, 1) (default [`SEARCH_SHARE`] = 0.25).
+    pub share: f64,
 }
 
 /// [`SearchOptions::trials`]' default: 15 rounds, enough for the sign test to show a real
@@ -413,6 +429,8 @@ impl Default for SearchOptions {
             log_llir: false,
             dump_dir: None,
             tolerance: DEFAULT_TOLERANCE,
+            run: None,
+            share: SEARCH_SHARE,
         }
     }
 }
@@ -449,6 +467,9 @@ pub enum SearchLimit {
     MaxCandidates(usize),
     /// [`SearchOptions::time_limit`] had passed.
     TimeLimit(Duration),
+    /// The run is too short for a search to pay for itself ([`payoff`]): only the cost
+    /// model's pick was measured.
+    RunTooShort,
 }
 
 /// What the search did with one candidate.
@@ -512,6 +533,9 @@ impl CandidateStatus {
             }
             CandidateStatus::Skipped { limit: SearchLimit::TimeLimit(d) } => {
                 format!("skipped: time limit of {:.3} ms reached", d.as_secs_f64() * 1e3)
+            }
+            CandidateStatus::Skipped { limit: SearchLimit::RunTooShort } => {
+                "skipped: the run is too short for a search to pay for itself".to_string()
             }
             CandidateStatus::Failed { error } => format!("failed: {error}"),
             CandidateStatus::Mismatch { reference, tolerance, disagreement } => {
@@ -684,7 +708,8 @@ pub struct SearchReport {
     pub warmup_rounds: usize,
     /// Least warm-up time in all, ms.
     pub warmup_time_ms: f64,
-    /// The timed rounds' time budget, ms ([`SearchOptions::budget`]).
+    /// The timed rounds' time budget, ms: [`SearchOptions::budget`], or under the share rule
+    /// what was left of the search's share when the rounds began (never more).
     pub budget_ms: f64,
     /// One row per candidate, in candidate order.
     pub candidates: Vec<CandidateTiming>,
@@ -704,9 +729,46 @@ pub struct SearchReport {
     /// Executions that repay the search ([`break_even`]); [`BreakEven::Unknown`] when fewer
     /// than two candidates were measured.
     pub break_even: BreakEven,
+    /// The share rule's arithmetic ([`payoff`]), when it applied; its `fits` false means the
+    /// search was skipped as too short (only the cost model's pick was measured).
+    pub payoff: Option<Payoff>,
+    /// The selected candidate's prepare, ms, when the search handed its prepared program to
+    /// the caller ([`search_prepared`]): part of `search_ms`, but the run's prepare, not a
+    /// cost of searching.
+    pub kept_prepare_ms: Option<f64>,
 }
 
 impl SearchReport {
+    /// Whether the share rule skipped the search: the run was too short for it to pay for
+    /// itself ([`payoff`]), so only the cost model's pick was measured and it stands.
+    pub fn too_short(&self) -> bool {
+        self.payoff.as_ref().is_some_and(|p| !p.fits)
+    }
+
+    /// The decision's kind: `too_short` when the share rule skipped the search, else `kept`
+    /// or `measured_winner` ([`stats::Decision::kind`]).
+    pub fn decision_kind(&self) -> &'static str {
+        if self.too_short() { "too_short" } else { self.decision.kind() }
+    }
+
+    /// The decision in words: [`Payoff::too_short_text`] when the share rule skipped the
+    /// search, else the [`stats::Decision`]'s text.
+    pub fn decision_text(&self) -> String {
+        match self.payoff.as_ref().filter(|p| !p.fits) {
+            Some(p) => p.too_short_text(&format!(
+                "the cost model's pick ({})",
+                self.decision.baseline_label
+            )),
+            None => self.decision.to_string(),
+        }
+    }
+
+    /// Milliseconds of the search that were the search's own cost: `search_ms` less the
+    /// prepare it handed over to the caller ([`SearchReport::kept_prepare_ms`]).
+    pub fn own_ms(&self) -> f64 {
+        (self.search_ms - self.kept_prepare_ms.unwrap_or(0.0)).max(0.0)
+    }
+
     /// The selected candidate's row.
     pub fn winner(&self) -> Option<&CandidateTiming> {
         self.candidates.get(self.selected)
@@ -724,8 +786,28 @@ impl SearchReport {
 
     /// The search line: `search     3.912 ms on cpu: 3 of 3 candidates measured in 4
     /// interleaved rounds (15 planned; stopped early: no candidate can still be shown faster)`,
-    /// then `, after 1 warm-up round` when untimed rounds ran.
+    /// then `, after 1 warm-up round` when untimed rounds ran, then the share rule's budget
+    /// when it applied (`; budget 51.632 ms, 25% of the run with it`), then the prepare handed
+    /// to the caller when there is one (`; 0.912 ms of it the selected candidate's prepare,
+    /// kept for the run`). When the share rule
+    /// skipped the search: `search     skipped: the run (10 executes of 0.131 ms, ...) is too
+    /// short for a search to pay for itself (...); kept the cost model's pick (fused)`.
     pub fn search_line(&self) -> String {
+        if self.too_short() {
+            return format!("search     skipped: {}", self.decision_text());
+        }
+        let share = match &self.payoff {
+            Some(p) => {
+                format!("; budget {:.3} ms, {}% of the run with it", p.budget_ms, p.share * 100.0)
+            }
+            None => String::new(),
+        };
+        let handed = match self.kept_prepare_ms {
+            Some(ms) => {
+                format!("; {ms:.3} ms of it the selected candidate's prepare, kept for the run")
+            }
+            None => String::new(),
+        };
         let stop = match self.stopped {
             None => String::new(),
             Some(RoundsStop::Futile) => {
@@ -741,7 +823,7 @@ impl SearchReport {
         };
         format!(
             "search     {:.3} ms on {}: {} of {} candidate{} measured in {} interleaved round{} \
-             ({} planned{stop}){warm}",
+             ({} planned{stop}){warm}{share}{handed}",
             self.search_ms,
             self.runtime,
             self.measured().count(),
@@ -812,7 +894,13 @@ impl fmt::Display for SearchReport {
     /// choice     kept the cost model's pick (fused): no candidate faster with confidence (closest: bias, median speedup -1.6%, faster by more than 3.0% in 0 of 4 rounds, p = 1.0000); one-sided sign test, alpha 0.01
     /// break-even: 131 executions (search 3.912 ms / 0.0299 ms saved per execute against unfused)
     /// ```
+    ///
+    /// When the share rule skipped the search ([`SearchReport::too_short`]), only the search
+    /// line.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.too_short() {
+            return f.write_str(&self.search_line());
+        }
         let rows: Vec<[String; 6]> = self
             .candidates
             .iter()
@@ -1181,8 +1269,203 @@ pub fn search(
     options: &SearchOptions,
     progress: Progress,
 ) -> Result<SearchReport, SearchError> {
+    search_impl(runtime, candidates, weights, inputs, options, progress, false).map(|s| s.report)
+}
+
+/// A search's report, with the selected candidate still prepared ([`search_prepared`]).
+pub struct Searched {
+    /// What the search measured and chose.
+    pub report: SearchReport,
+    /// The selected candidate, prepared on the search's runtime with the search's weights
+    /// (and executed by the search: its first execute and rounds), for the caller to run
+    /// instead of preparing it again; `None` only when it could not be kept.
+    pub prepared: Option<Box<dyn PreparedProgram>>,
+}
+
+impl fmt::Debug for Searched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Searched")
+            .field("report", &self.report)
+            .field("prepared", &self.prepared.as_ref().map(|p| p.label().to_string()))
+            .finish()
+    }
+}
+
+/// [`search`], keeping the selected candidate prepared for the caller: a caller that runs
+/// the selected candidate on the same runtime with the same weights saves its second
+/// prepare. Its prepare time is then the caller's, not the search's
+/// ([`SearchReport::kept_prepare_ms`]), and the share rule ([`payoff`]) counts the
+/// baseline's prepare as the run's.
+///
+/// # Errors
+/// As [`search`].
+pub fn search_prepared(
+    runtime: &dyn Runtime,
+    candidates: &[Candidate],
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+    progress: Progress,
+) -> Result<Searched, SearchError> {
+    search_impl(runtime, candidates, weights, inputs, options, progress, true)
+}
+
+/// The baseline the share rule measures first: the cost model's pick when it fits the memory
+/// budget, otherwise the candidate within it the cost model rates cheapest (the lower index on
+/// a tie), as [`baseline_of`] would choose among all of them.
+fn share_baseline(candidates: &[Candidate], options: &SearchOptions) -> Option<usize> {
+    candidates
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| options.memory_budget.is_none_or(|b| c.program.figures.slab_bytes <= b))
+        .min_by_key(|(i, c)| (!c.picked, c.cost, *i))
+        .map(|(i, _)| i)
+}
+
+/// The row of candidate `index` before the search did anything with it.
+fn fresh_row(index: usize, c: &Candidate) -> CandidateTiming {
+    let figures = &c.program.figures;
+    CandidateTiming {
+        index,
+        label: c.label.clone(),
+        program_label: c.program.label.clone(),
+        slab_bytes: figures.slab_bytes,
+        launches: figures.launches,
+        flops: figures.flops,
+        cost_model_pick: c.picked,
+        cost: c.cost,
+        prepare_ms: None,
+        warmup_runs: 0,
+        trials_ms: Vec::new(),
+        median_ms: None,
+        max_abs_diff: None,
+        status: CandidateStatus::Measured,
+    }
+}
+
+/// The report of a search the share rule skipped: only `baseline` was prepared and executed
+/// once (`first`), and it stands.
+#[allow(clippy::too_many_arguments)]
+fn too_short(
+    runtime: &dyn Runtime,
+    candidates: &[Candidate],
+    options: &SearchOptions,
+    baseline: usize,
+    first: FirstRun,
+    payoff: Payoff,
+    start: Instant,
+    keep: bool,
+) -> Result<Searched, SearchError> {
+    let rows: Vec<CandidateTiming> = candidates
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let mut row = fresh_row(index, c);
+            if index == baseline {
+                row.prepare_ms = Some(first.prepare_ms);
+                row.warmup_runs = 1;
+                row.max_abs_diff = Some(0.0);
+            } else if let Some(budget) =
+                options.memory_budget.filter(|&b| c.program.figures.slab_bytes > b)
+            {
+                row.status = CandidateStatus::OverBudget { budget };
+            } else {
+                row.status = CandidateStatus::Skipped { limit: SearchLimit::RunTooShort };
+            }
+            row
+        })
+        .collect();
+    let label = rows.get(baseline).map_or("", |r| r.label.as_str());
+    let is_pick = rows.get(baseline).is_some_and(|r| r.cost_model_pick);
+    let pick = candidates.iter().find(|c| c.picked).map(|c| c.label.as_str());
+    let decision = stats::decide(
+        (baseline, label, is_pick, pick),
+        &[],
+        &[],
+        options.alpha,
+        options.min_speedup,
+    );
+    if let (true, Some(c)) = (options.log_llir, candidates.get(baseline)) {
+        let block = llir_best_block(baseline, first.first_ms, &c.program, &c.label);
+        let _ = std::io::stderr().lock().write_all(block.as_bytes());
+    }
+    let prepared = keep.then_some(first.prepared);
+    let report = SearchReport {
+        runtime: runtime.name().to_string(),
+        trials: options.trials,
+        planned_rounds: 0,
+        rounds: 0,
+        stopped: None,
+        warmup: options.warmup,
+        warmup_rounds: 0,
+        warmup_time_ms: options.warmup_time.as_secs_f64() * 1e3,
+        budget_ms: options.budget.as_secs_f64() * 1e3,
+        candidates: rows,
+        reference: baseline,
+        tolerance: options.tolerance,
+        selected: baseline,
+        decision,
+        search_ms: start.elapsed().as_secs_f64() * 1e3,
+        break_even: BreakEven::Unknown,
+        payoff: Some(payoff),
+        kept_prepare_ms: prepared.as_ref().map(|_| first.prepare_ms),
+    };
+    if let (Some(dir), Some(c)) = (&options.dump_dir, candidates.get(baseline)) {
+        dump::write_dumps(dir, &c.program)?;
+    }
+    Ok(Searched { report, prepared })
+}
+
+/// [`search`] and [`search_prepared`]: `keep` keeps the selected candidate prepared.
+fn search_impl(
+    runtime: &dyn Runtime,
+    candidates: &[Candidate],
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+    progress: Progress,
+    keep: bool,
+) -> Result<Searched, SearchError> {
     validate(candidates, options)?;
     let start = Instant::now();
+    // The share rule: the baseline first, alone; no challenger when a search cannot pay.
+    let mut early: Option<(usize, Result<FirstRun, RuntimeError>)> = None;
+    let mut share: Option<Payoff> = None;
+    if let (Some(plan), Some(b)) = (payoff::applies(options), share_baseline(candidates, options))
+        && let Some(c) = candidates.get(b)
+    {
+        match first_run(runtime, &c.program, weights, inputs) {
+            Ok(first) => {
+                let challengers = candidates
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, c)| {
+                        *i != b
+                            && options
+                                .memory_budget
+                                .is_none_or(|m| c.program.figures.slab_bytes <= m)
+                    })
+                    .count();
+                let p = payoff::payoff(
+                    options.share,
+                    &plan,
+                    first.prepare_ms,
+                    first.first_ms,
+                    challengers,
+                    payoff::useful_rounds(challengers, options.alpha, MIN_ROUNDS_BEFORE_STOP),
+                    keep,
+                );
+                if !p.fits {
+                    return too_short(runtime, candidates, options, b, first, p, start, keep);
+                }
+                share = Some(p);
+                early = Some((b, Ok(first)));
+            }
+            // A baseline that fails is reported in its turn, and the search goes on without
+            // the rule (nothing to estimate the run with).
+            Err(err) => early = Some((b, Err(err))),
+        }
+    }
     let bar = progress_bar(progress, candidates.len());
     let mut rows: Vec<CandidateTiming> = Vec::with_capacity(candidates.len());
     let mut live: Vec<Live> = Vec::new();
@@ -1201,6 +1484,8 @@ pub fn search(
         if let Some(bar) = &bar {
             bar.set_message(c.label.clone());
         }
+        // The baseline measured first by the share rule is no skip.
+        let measured_early = early.as_ref().is_some_and(|(b, _)| *b == index);
         let over_budget = options
             .memory_budget
             .filter(|&b| figures.slab_bytes > b)
@@ -1215,28 +1500,18 @@ pub fn search(
                     .filter(|&limit| ran && start.elapsed() >= limit)
                     .map(SearchLimit::TimeLimit)
             })
+            .filter(|_| !measured_early)
             .map(|limit| CandidateStatus::Skipped { limit });
-        let mut row = CandidateTiming {
-            index,
-            label: c.label.clone(),
-            program_label: c.program.label.clone(),
-            slab_bytes: figures.slab_bytes,
-            launches: figures.launches,
-            flops: figures.flops,
-            cost_model_pick: c.picked,
-            cost: c.cost,
-            prepare_ms: None,
-            warmup_runs: 0,
-            trials_ms: Vec::new(),
-            median_ms: None,
-            max_abs_diff: None,
-            status: CandidateStatus::Measured,
-        };
+        let mut row = fresh_row(index, c);
         if let Some(status) = over_budget.or(limited) {
             row.status = status;
         } else {
             attempted += 1;
-            match first_run(runtime, &c.program, weights, inputs) {
+            let run = match early.take_if(|(b, _)| *b == index) {
+                Some((_, run)) => run,
+                None => first_run(runtime, &c.program, weights, inputs),
+            };
+            match run {
                 Err(err) => {
                     row.status = CandidateStatus::Failed { error: err.to_string() };
                     first_error.get_or_insert((c.label.clone(), err));
@@ -1316,8 +1591,20 @@ pub fn search(
         turn += 1;
         warmup_rounds += 1;
     }
-    let planned =
-        stats::planned_rounds(options.budget.as_secs_f64() * 1e3, round_ms, options.trials);
+    // The timed rounds' budget: the option's, or under the share rule what is left of the
+    // share (the prepare the run takes over is the run's, not the search's), never more than
+    // the option's and never fewer rounds than a useful search.
+    let mut budget_ms = options.budget.as_secs_f64() * 1e3;
+    let planned = match &share {
+        None => stats::planned_rounds(budget_ms, round_ms, options.trials),
+        Some(p) => {
+            let own_ms =
+                start.elapsed().as_secs_f64() * 1e3 - if keep { p.prepare_ms } else { 0.0 };
+            budget_ms = p.rounds_budget_ms(own_ms).min(budget_ms);
+            stats::planned_rounds(budget_ms, round_ms, options.trials)
+                .max(p.rounds.min(options.trials))
+        }
+    };
     let mut rounds = 0usize;
     let mut stopped = None;
     while rounds < planned && !live.is_empty() {
@@ -1363,8 +1650,7 @@ pub fn search(
         let smallest = rows.iter().map(|r| r.slab_bytes).min().unwrap_or(0);
         return Err(SearchError::OverBudget { budget, smallest });
     };
-    // Every slab is freed before the dumps are written.
-    let trials: Vec<(usize, Vec<f64>)> = live.drain(..).map(|c| (c.index, c.trials)).collect();
+    let trials: Vec<(usize, Vec<f64>)> = live.iter().map(|c| (c.index, c.trials.clone())).collect();
     let label_of = |i: usize| rows.get(i).map_or("", |r| r.label.as_str());
     let base_trials = trials.iter().find(|(i, _)| *i == baseline).map_or(&[][..], |(_, t)| t);
     let challengers: Vec<(usize, &str, &[f64])> = trials
@@ -1382,6 +1668,15 @@ pub fn search(
         options.min_speedup,
     );
     let selected = decision.selected;
+    // Every slab but the kept one is freed before the dumps are written.
+    let mut prepared = None;
+    for c in live.drain(..) {
+        if keep && c.index == selected {
+            prepared = Some(c.prepared);
+        }
+    }
+    let kept_prepare_ms =
+        prepared.as_ref().and_then(|_| rows.get(selected).and_then(|r| r.prepare_ms));
     if let (true, Some(c), Some(row)) =
         (options.log_llir, candidates.get(selected), rows.get(selected))
     {
@@ -1409,7 +1704,7 @@ pub fn search(
         warmup: options.warmup,
         warmup_rounds,
         warmup_time_ms: options.warmup_time.as_secs_f64() * 1e3,
-        budget_ms: options.budget.as_secs_f64() * 1e3,
+        budget_ms,
         candidates: rows,
         // A selected candidate agreed with a reference, so there is one.
         reference: reference.map_or(selected, |(i, ..)| i),
@@ -1422,11 +1717,13 @@ pub fn search(
         } else {
             BreakEven::Unknown
         },
+        payoff: share,
+        kept_prepare_ms,
     };
     if let (Some(dir), Some(c)) = (&options.dump_dir, candidates.get(selected)) {
         dump::write_dumps(dir, &c.program)?;
     }
-    Ok(report)
+    Ok(Searched { report, prepared })
 }
 
 /// The checks [`search`] makes before any work.
@@ -1452,6 +1749,9 @@ fn validate(candidates: &[Candidate], options: &SearchOptions) -> Result<(), Sea
     }
     if !(options.min_speedup >= 0.0 && options.min_speedup < 1.0) {
         return invalid(format!("min_speedup must be in [0, 1), not {}", options.min_speedup));
+    }
+    if !(options.share > 0.0 && options.share < 1.0) {
+        return invalid(format!("share must be in (0, 1), not {}", options.share));
     }
     Ok(())
 }
@@ -1582,6 +1882,8 @@ mod tests {
             search_ms,
             break_even: break_even(search_ms, unfused, winner, selected == 0),
             candidates,
+            payoff: None,
+            kept_prepare_ms: None,
         }
     }
 

@@ -18,6 +18,15 @@
 //! entry, and replaces the file atomically (a temporary file in the same directory, then a
 //! rename), so a reader never sees half a file.
 //!
+//! **A skipped search** (the share rule found the run too short for a search to pay for
+//! itself, [`search::payoff`]) is stored like any other choice, with decision kind
+//! `too_short` and the run's number of executes ([`Entry::run_executes`]). Such an entry says
+//! only that a run of that many executes was too short; it is taken for a run of at most that
+//! many executes under the share rule, never for a longer run or a search with an explicit
+//! budget (no share rule): those search afresh (no warning: nothing is wrong with the file)
+//! and replace it with their own choice. An entry of a search that measured is taken for any
+//! run: it is a measured answer, and reading it costs less than any search.
+//!
 //! **Bad files never crash a run or pick a wrong candidate**: a file that cannot be read, is
 //! not JSON, is another format, or holds an entry under this key recorded for another
 //! machine, runtime or program gives a `warning` (returned as text, for the caller to print)
@@ -37,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::search::{self, Progress, SearchError, SearchOptions, SearchReport, llir_best_block};
-use crate::{Runtime, Tensors};
+use crate::{PreparedProgram, Runtime, Tensors};
 
 /// The `format` of the files this version reads and writes.
 pub const FORMAT: &str = "lumen-tuning-cache/1";
@@ -112,6 +121,26 @@ pub struct Entry {
     pub rounds: usize,
     /// The search's wall time, ms.
     pub search_ms: f64,
+    /// For a search the share rule skipped (`decision_kind` `too_short`), the executes of the
+    /// run it was too short for: the entry is taken only for runs of at most as many. `None`
+    /// (absent from the file) for a search that measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_executes: Option<u64>,
+}
+
+impl Entry {
+    /// Whether this entry may choose for a search with `options`: always for a search that
+    /// measured; for a skipped one (`too_short`) only under the share rule with a run of at
+    /// most [`Entry::run_executes`] executes.
+    pub fn answers(&self, options: &SearchOptions) -> bool {
+        if self.decision_kind != "too_short" {
+            return true;
+        }
+        match (search::payoff::applies(options), self.run_executes) {
+            (Some(plan), Some(recorded)) => plan.executes <= recorded,
+            _ => false,
+        }
+    }
 }
 
 /// The file's contents.
@@ -258,10 +287,11 @@ impl TuningKey {
             question: self.question.clone(),
             candidates,
             selected: report.winner().map(|w| w.label.clone()).unwrap_or_default(),
-            decision_kind: report.decision.kind().to_string(),
-            decision: report.decision.to_string(),
+            decision_kind: report.decision_kind().to_string(),
+            decision: report.decision_text(),
             rounds: report.rounds,
             search_ms: report.search_ms,
+            run_executes: report.payoff.as_ref().filter(|p| !p.fits).map(|p| p.run_executes),
         }
     }
 }
@@ -380,10 +410,11 @@ impl Tuned {
 }
 
 /// [`search::search`] through the tuning cache at `cache` (none: a plain search). A usable
-/// entry under this search's key selects its candidate without a search (the selected
-/// candidate's dumps still go to [`SearchOptions::dump_dir`], and its `LLIR_BEST` block, with
-/// the recorded median, to stderr under [`SearchOptions::log_llir`]); otherwise the search
-/// runs and its choice is stored. Problems with the file are warnings, never errors.
+/// entry under this search's key ([`Entry::answers`]) selects its candidate without a search
+/// (the selected candidate's dumps still go to [`SearchOptions::dump_dir`], and its
+/// `LLIR_BEST` block, with the recorded median, to stderr under [`SearchOptions::log_llir`]);
+/// otherwise the search runs and its choice is stored. Problems with the file are warnings,
+/// never errors.
 ///
 /// # Errors
 /// The search's ([`SearchError`]); on a hit, [`SearchError::Dump`] when the dumps cannot be
@@ -397,14 +428,67 @@ pub fn tuned_search(
     progress: Progress,
     cache: Option<&Path>,
 ) -> Result<Tuned, SearchError> {
+    tuned_impl(runtime, candidates, weights, inputs, options, progress, cache, false)
+        .map(|(tuned, _)| tuned)
+}
+
+/// [`tuned_search`], with the selected candidate still prepared when a search ran
+/// ([`search::search_prepared`]); `None` on a cache hit (nothing was prepared).
+///
+/// # Errors
+/// As [`tuned_search`].
+pub fn tuned_search_prepared(
+    runtime: &dyn Runtime,
+    candidates: &[Candidate],
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+    progress: Progress,
+    cache: Option<&Path>,
+) -> Result<(Tuned, Option<Box<dyn PreparedProgram>>), SearchError> {
+    tuned_impl(runtime, candidates, weights, inputs, options, progress, cache, true)
+}
+
+/// Runs the search, keeping the selected candidate prepared when `keep`.
+fn run_search(
+    runtime: &dyn Runtime,
+    candidates: &[Candidate],
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+    progress: Progress,
+    keep: bool,
+) -> Result<search::Searched, SearchError> {
+    if keep {
+        search::search_prepared(runtime, candidates, weights, inputs, options, progress)
+    } else {
+        search::search(runtime, candidates, weights, inputs, options, progress)
+            .map(|report| search::Searched { report, prepared: None })
+    }
+}
+
+/// [`tuned_search`] and [`tuned_search_prepared`].
+#[allow(clippy::too_many_arguments)]
+fn tuned_impl(
+    runtime: &dyn Runtime,
+    candidates: &[Candidate],
+    weights: &Tensors,
+    inputs: &Tensors,
+    options: &SearchOptions,
+    progress: Progress,
+    cache: Option<&Path>,
+    keep: bool,
+) -> Result<(Tuned, Option<Box<dyn PreparedProgram>>), SearchError> {
     let Some(path) = cache else {
-        let report = search::search(runtime, candidates, weights, inputs, options, progress)?;
-        return Ok(Tuned {
+        let searched = run_search(runtime, candidates, weights, inputs, options, progress, keep)?;
+        let report = searched.report;
+        let tuned = Tuned {
             selected: report.selected,
             report: Some(report),
             cache: None,
             warnings: vec![],
-        });
+        };
+        return Ok((tuned, searched.prepared));
     };
     let start = Instant::now();
     let key = TuningKey::new(runtime, candidates, options, &machine());
@@ -414,6 +498,8 @@ pub fn tuned_search(
     match read_file(path) {
         Ok(None) => {}
         Ok(Some(file)) => match file.entries.get(&key.key) {
+            // A skipped search's entry for a shorter run: searched afresh, quietly.
+            Some(entry) if key.mismatch(entry).is_none() && !entry.answers(options) => {}
             Some(entry) => match key.mismatch(entry) {
                 None => {
                     let index =
@@ -436,12 +522,9 @@ pub fn tuned_search(
                         entry: Some(entry.clone()),
                         ms: start.elapsed().as_secs_f64() * 1e3,
                     };
-                    return Ok(Tuned {
-                        selected: index,
-                        report: None,
-                        cache: Some(cache),
-                        warnings,
-                    });
+                    let tuned =
+                        Tuned { selected: index, report: None, cache: Some(cache), warnings };
+                    return Ok((tuned, None));
                 }
                 Some(why) => warnings.push(format!(
                     "the tuning cache {} holds an entry under this key that does not match this \
@@ -477,7 +560,8 @@ pub fn tuned_search(
         }
     }
     let read_ms = start.elapsed().as_secs_f64() * 1e3;
-    let report = search::search(runtime, candidates, weights, inputs, options, progress)?;
+    let searched = run_search(runtime, candidates, weights, inputs, options, progress, keep)?;
+    let report = searched.report;
     let write_start = Instant::now();
     let status = if writable {
         match store(path, &key.key, key.entry(&report)) {
@@ -497,7 +581,9 @@ pub fn tuned_search(
         entry: None,
         ms: read_ms + write_start.elapsed().as_secs_f64() * 1e3,
     };
-    Ok(Tuned { selected: report.selected, report: Some(report), cache: Some(cache), warnings })
+    let tuned =
+        Tuned { selected: report.selected, report: Some(report), cache: Some(cache), warnings };
+    Ok((tuned, searched.prepared))
 }
 
 #[cfg(test)]

@@ -755,3 +755,129 @@ fn bad_statistics_options_are_refused() {
         assert!(matches!(run(&c, &opts), Err(SearchError::InvalidOption(_))), "{opts:?}");
     }
 }
+
+/// The CPU runtime, recording the label of every program it prepares.
+#[derive(Default)]
+struct Counting {
+    cpu: CpuRuntime,
+    prepared: std::sync::Mutex<Vec<String>>,
+}
+
+impl Counting {
+    fn prepared(&self) -> Vec<String> {
+        self.prepared.lock().unwrap().clone()
+    }
+}
+
+impl Runtime for Counting {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn peak(&self) -> Peak {
+        self.cpu.peak()
+    }
+
+    fn prepare(
+        &self,
+        program: &CompiledProgram,
+        weights: &Tensors,
+    ) -> Result<Box<dyn PreparedProgram>, RuntimeError> {
+        self.prepared.lock().unwrap().push(program.label.clone());
+        self.cpu.prepare(program, weights)
+    }
+}
+
+/// The share rule with a run of `executes` executes and nothing spent before the search.
+fn share_options(executes: u64) -> SearchOptions {
+    SearchOptions {
+        run: Some(search::RunPlan { executes, spent: Duration::ZERO }),
+        ..SearchOptions::default()
+    }
+}
+
+#[test]
+fn a_run_too_short_to_pay_keeps_the_pick_and_prepares_no_challenger() {
+    // One execute after the search: whatever the machine's times, two more prepares and 8
+    // rounds cost more than a third of one prepare and one execute.
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    let (w, x) = data(&c);
+    let runtime = Counting::default();
+    let searched =
+        search::search_prepared(&runtime, &c, &w, &x, &share_options(1), Progress::Hidden).unwrap();
+    let report = &searched.report;
+    // Only the cost model's pick was prepared, once, and it is handed over prepared.
+    assert_eq!(runtime.prepared(), ["small-fused"]);
+    assert_eq!(
+        searched.prepared.as_ref().map(|p| p.label().to_string()).as_deref(),
+        Some("small-fused")
+    );
+    assert!(report.too_short());
+    assert_eq!((report.selected, report.reference, report.rounds), (2, 2, 0));
+    assert_eq!(report.decision_kind(), "too_short");
+    assert_eq!(report.decision.kind(), "kept");
+    assert_eq!(report.break_even, BreakEven::Unknown);
+    let p = report.payoff.as_ref().unwrap();
+    assert!(!p.fits && p.needs_ms > p.budget_ms, "{p:?}");
+    assert_eq!((p.run_executes, p.challengers, p.rounds, p.reuses_prepare), (1, 2, 8, true));
+    assert_eq!(report.kept_prepare_ms, report.candidates[2].prepare_ms);
+    for row in &report.candidates[..2] {
+        assert_eq!(row.status, CandidateStatus::Skipped { limit: SearchLimit::RunTooShort });
+        assert_eq!(row.prepare_ms, None);
+    }
+    assert_eq!(report.candidates[2].status, CandidateStatus::Measured);
+    let text = report.to_string();
+    assert!(text.starts_with("search     skipped: the run (1 execute of "), "{text}");
+    assert!(
+        text.ends_with(", 25% of the run with it); kept the cost model's pick (fused)"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert_eq!(report.decision_text(), text.trim_start_matches("search     skipped: "));
+    // The plain search hands nothing over, so the pick's prepare is the search's own cost.
+    let report = run(&c, &share_options(1)).unwrap();
+    assert!(report.too_short() && report.kept_prepare_ms.is_none());
+    assert!(!report.payoff.unwrap().reuses_prepare);
+}
+
+#[test]
+fn a_run_long_enough_to_pay_is_searched() {
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    let (w, x) = data(&c);
+    let runtime = Counting::default();
+    let opts = share_options(u64::MAX / 4);
+    let searched = search::search_prepared(&runtime, &c, &w, &x, &opts, Progress::Hidden).unwrap();
+    let report = &searched.report;
+    check_report(report, &c, 15);
+    // The pick first (measured alone before any challenger), then the others in order.
+    assert_eq!(runtime.prepared(), ["small-fused", "small-unfused", "small-bias"]);
+    assert!(!report.too_short() && report.payoff.as_ref().unwrap().fits);
+    assert!(report.measured().count() == 3);
+    // The reference is still the first candidate in list order, not the pick measured first.
+    assert_eq!(report.reference, 0);
+    // A useful search: at least the 8 rounds a switch needs are planned (1 s at most).
+    assert!(report.planned_rounds >= 8, "{}", report.planned_rounds);
+    assert!(report.budget_ms <= 1000.0);
+    let selected = report.candidates[report.selected].program_label.clone();
+    assert_eq!(searched.prepared.as_ref().map(|p| p.label().to_string()), Some(selected));
+    // The kept program still runs.
+    let mut kept = searched.prepared.unwrap();
+    assert!(kept.execute(&x).is_ok());
+    assert!(report.to_string().contains(", 25% of the run with it; "), "{report}");
+}
+
+#[test]
+fn an_explicit_budget_searches_a_short_run() {
+    let c = candidates(programs::linear_relu(8, 16, 4).unwrap(), "small");
+    for opts in [
+        SearchOptions { time_limit: Some(Duration::from_secs(60)), ..share_options(1) },
+        SearchOptions { max_candidates: Some(3), ..share_options(1) },
+        SearchOptions { trials: 2, ..SearchOptions::default() },
+    ] {
+        let report = run(&c, &opts).unwrap();
+        assert!(report.payoff.is_none() && !report.too_short(), "{opts:?}");
+        assert_eq!(report.measured().count(), 3, "{report}");
+    }
+    let bad = SearchOptions { share: 1.0, ..share_options(1) };
+    assert!(matches!(run(&c, &bad), Err(SearchError::InvalidOption(_))));
+}

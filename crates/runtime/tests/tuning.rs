@@ -267,3 +267,50 @@ fn a_file_from_another_machine_is_a_warning_and_gains_an_entry() {
     assert!(at(want[0]) < at(want[1]), "{text}");
     assert!(text.ends_with("}\n"));
 }
+
+#[test]
+fn a_skipped_search_is_cached_for_runs_no_longer_than_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tuning.json");
+    let c = candidates(8, 16, 4);
+    let (w, x) = data(&c);
+    let cpu = CpuRuntime::default();
+    let run = |executes: Option<u64>| {
+        let opts = SearchOptions {
+            run: executes.map(|executes| lumen_runtime::search::RunPlan {
+                executes,
+                spent: std::time::Duration::ZERO,
+            }),
+            ..options()
+        };
+        tuned_search(&cpu, &c, &w, &x, &opts, Progress::Hidden, Some(&path)).expect("search")
+    };
+    // Two executes: too short; the skip is stored with the run's executes.
+    let first = run(Some(2));
+    assert!(first.warnings.is_empty(), "{:?}", first.warnings);
+    assert!(first.report.as_ref().unwrap().too_short());
+    assert_eq!(first.cache.as_ref().unwrap().status, CacheStatus::Stored);
+    let key = first.cache.as_ref().unwrap().key.clone();
+    let entry = &file_json(&path)["entries"][&key];
+    assert_eq!((&entry["decision_kind"], &entry["run_executes"]), (&"too_short".into(), &2.into()));
+    assert_eq!(entry["selected"], "fused");
+    // A run of as many executes or fewer takes it.
+    for executes in [1, 2] {
+        let hit = run(Some(executes));
+        assert_eq!(hit.cache.as_ref().unwrap().status, CacheStatus::Hit, "{executes}");
+        assert!(hit.report.is_none() && hit.warnings.is_empty());
+    }
+    // A longer run is not stuck with it: a fresh decision (still too short here) replaces it,
+    // quietly, under the same key.
+    let longer = run(Some(3));
+    assert!(longer.warnings.is_empty(), "{:?}", longer.warnings);
+    assert_eq!(longer.cache.as_ref().unwrap().status, CacheStatus::Stored);
+    assert_eq!(file_json(&path)["entries"][&key]["run_executes"], 3);
+    // An explicit budget (no share rule) asks for a search: it measures, and its entry then
+    // answers every run (a measured entry records no run).
+    let searched = run(None);
+    assert!(!searched.report.as_ref().unwrap().too_short());
+    assert_eq!(searched.cache.as_ref().unwrap().status, CacheStatus::Stored);
+    assert_eq!(file_json(&path)["entries"][&key].get("run_executes"), None);
+    assert_eq!(run(Some(1_000_000)).cache.unwrap().status, CacheStatus::Hit);
+}
