@@ -385,3 +385,32 @@ fn a_very_long_id_prints() {
     let y = text.lines().find(|l| l.starts_with("y ")).unwrap();
     assert_eq!(y.find(" 8 ").map(|at| at < 100), Some(true), "{y}");
 }
+
+/// The JSON form carries in-place marks by id; an unknown id is one error line.
+#[test]
+fn in_place_marks_by_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "chain.json",
+        r#"{"nodes": ["upload", "relu", "readback"],
+            "edges": [["upload", "relu"], ["relu", "readback"]],
+            "buffers": [{"id": "x", "bytes": 4096, "uses": ["upload", "relu"]},
+                        {"id": "y", "bytes": 4096, "uses": ["relu", "readback"],
+                         "in_place_of": "x"}]}"#,
+    );
+    let out = lumen(&[&p, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["offsets"], serde_json::json!({"x": 0, "y": 0}));
+    assert_eq!((v["slab_bytes"].as_u64(), v["lower_bound"].as_u64()), (Some(4096), Some(4096)));
+    let bad = write(
+        dir.path(),
+        "bad.json",
+        r#"{"nodes": ["a"], "buffers": [{"id": "y", "bytes": 4, "uses": ["a"], "in_place_of": "z"}]}"#,
+    );
+    assert_eq!(
+        fails(&[&bad]),
+        format!("error: {bad}: buffers[0] (y): in_place_of names no buffer: \"z\"")
+    );
+}

@@ -55,6 +55,16 @@ pub enum PlanError {
         /// The request's true size in bytes (before rounding).
         bytes: usize,
     },
+    /// An in-place mark ([`crate::SlabBuffer::in_place_of`]) the planner cannot honour.
+    #[error("slab buffer {id} cannot be placed in place of request {operand}: {reason}")]
+    InPlace {
+        /// The marked output's id.
+        id: String,
+        /// The operand's request index as marked.
+        operand: usize,
+        /// Why (shared uses, sizes, a second mark).
+        reason: String,
+    },
     /// A structure the planner needs could not be allocated: it names the structure and its
     /// size in bytes, so the caller can tell what to shrink (checked up front for every
     /// structure that can grow faster than the input, never an abort).

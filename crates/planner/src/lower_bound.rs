@@ -81,17 +81,29 @@ pub(crate) fn exact(
     }
 }
 
-/// Lowest and highest topological rank of each buffer's uses (request order). When the closure
+/// Lowest and highest topological rank of each buffer's uses (request order), in half ranks:
+/// rank `r` is point `2r + 1`, except that an in-place operand's last use (the op where its
+/// marked output is written) is point `2r`, so the marked pair's spans part. When the closure
 /// among the used nodes is a total order, buffer `i` is live over the closed interval
-/// `spans[i]`, and two buffers conflict exactly when their intervals overlap.
-pub(crate) fn interval_spans(reach: &Reachability, buffers: &[SlabBuffer]) -> Vec<(u32, u32)> {
-    buffers
+/// `spans[i]`, and two unmarked buffers conflict exactly when their intervals overlap; a marked
+/// pair may share bytes (at one offset), which parting their spans relaxes into "may share",
+/// so the peak stays a true lower bound.
+pub(crate) fn interval_spans(reach: &Reachability, buffers: &[SlabBuffer]) -> Vec<(u64, u64)> {
+    let mut spans: Vec<(u64, u64)> = buffers
         .iter()
         .map(|buf| {
-            let ranks = buf.uses.iter().map(|&u| reach.rank(u));
+            let ranks = buf.uses.iter().map(|&u| 2 * u64::from(reach.rank(u)) + 1);
             (ranks.clone().min().unwrap_or(0), ranks.max().unwrap_or(0))
         })
-        .collect()
+        .collect();
+    for (i, buf) in buffers.iter().enumerate() {
+        if let Some(p) = buf.in_place_of.filter(|&p| p != i)
+            && let Some(span) = spans.get_mut(p)
+        {
+            span.1 -= 1;
+        }
+    }
+    spans
 }
 
 /// Peak load in bytes of closed intervals `spans` weighing `reserved` (bytes, same order;
@@ -101,9 +113,9 @@ pub(crate) fn interval_spans(reach: &Reachability, buffers: &[SlabBuffer]) -> Ve
 ///
 /// # Errors
 /// [`PlanError::TotalOverflow`] (naming `naive_bytes`) when the weights sum past `usize::MAX`.
-pub(crate) fn interval_peak(spans: &[(u32, u32)], reserved: &[usize]) -> Result<usize, PlanError> {
+pub(crate) fn interval_peak(spans: &[(u64, u64)], reserved: &[usize]) -> Result<usize, PlanError> {
     crate::slab::naive_total(reserved)?;
-    let mut events: Vec<(u32, bool, usize)> = Vec::with_capacity(2 * spans.len());
+    let mut events: Vec<(u64, bool, usize)> = Vec::with_capacity(2 * spans.len());
     for (&(lo, hi), &r) in spans.iter().zip(reserved) {
         // Ends sort after starts at the same rank: the interval is closed.
         events.push((lo, false, r));

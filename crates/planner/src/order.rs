@@ -84,6 +84,20 @@ impl BufferOrder {
             }
             row.insert_range(hi..related);
         }
+        // An in-place pair may share bytes, so for the lower bound the operand counts as
+        // preceding its marked output (a relaxation, so the bound stays true). Marks are
+        // checked before this runs: every other use of the operand reaches the op and the op
+        // reaches every other use of the output, so the order stays transitive.
+        for (i, b) in buffers.iter().enumerate() {
+            if let Some(p) = b.in_place_of.filter(|&p| p < n && p != i)
+                && pos[p].max(pos[i]) < related
+            {
+                // Normally the operand comes first; when both are used at the op alone they
+                // have the same predecessors and successors, and either direction is sound.
+                let (a, z) = (pos[p].min(pos[i]), pos[p].max(pos[i]));
+                succ[a].insert(z);
+            }
+        }
         Ok(Self { pos, at, succ })
     }
 

@@ -10,7 +10,8 @@
 //! ```
 //!
 //! `capacity` null or absent = unbounded; `alignment` absent = 256; `algorithm` absent =
-//! first-fit. Unknown keys are refused so a misspelt `capacity` cannot be silently ignored.
+//! first-fit. A buffer may carry `"in_place_of": "t1"`, the id of an operand whose bytes it may
+//! take ([`crate::SlabBuffer::in_place_of`]). Unknown keys are refused so a misspelt `capacity` cannot be silently ignored.
 //!
 //! MiniMalloc's CSV (google/minimalloc, `benchmarks/`): header `id,lower,upper,size`, each
 //! lifetime half-open `[lower, upper)`. The upstream alternatives `start` or `begin` for `lower`
@@ -77,6 +78,16 @@ pub enum ProblemError {
         /// Position in `edges`.
         index: usize,
         /// The unknown name.
+        name: String,
+    },
+    /// A buffer's `in_place_of` names no buffer of the problem.
+    #[error("buffers[{index}] ({id}): in_place_of names no buffer: {name:?}")]
+    UnknownInPlace {
+        /// The marked buffer's id.
+        id: String,
+        /// Its position in `buffers`.
+        index: usize,
+        /// The unknown id.
         name: String,
     },
     /// A buffer's use names a node that is not in `nodes` (the planner's absent-node error).
@@ -204,6 +215,7 @@ impl SlabProblem {
             dag.add_edge(a, b, ());
         }
         let mut buffers = Vec::with_capacity(raw.buffers.len());
+        let mut marks: Vec<Option<String>> = Vec::with_capacity(raw.buffers.len());
         for (i, b) in raw.buffers.into_iter().enumerate() {
             let mut uses = Vec::with_capacity(b.uses.len());
             for (k, name) in b.uses.iter().enumerate() {
@@ -217,7 +229,27 @@ impl SlabProblem {
                 })?;
                 uses.push(node);
             }
-            buffers.push(SlabBuffer { id: b.id, bytes: b.bytes, uses });
+            buffers.push(SlabBuffer { id: b.id, bytes: b.bytes, uses, in_place_of: None });
+            marks.push(b.in_place_of);
+        }
+        // Marks name buffers by id, earlier or later in the list.
+        let by_id: BTreeMap<&str, usize> =
+            buffers.iter().enumerate().map(|(i, b)| (b.id.as_str(), i)).collect();
+        let mut resolved = Vec::with_capacity(marks.len());
+        for (i, mark) in marks.iter().enumerate() {
+            resolved.push(match mark {
+                None => None,
+                Some(name) => Some(by_id.get(name.as_str()).copied().ok_or_else(|| {
+                    ProblemError::UnknownInPlace {
+                        id: buffers[i].id.clone(),
+                        index: i,
+                        name: name.clone(),
+                    }
+                })?),
+            });
+        }
+        for (b, mark) in buffers.iter_mut().zip(resolved) {
+            b.in_place_of = mark;
         }
         let algorithm = match raw.algorithm {
             None => SlabAlgorithm::default(),
@@ -349,7 +381,7 @@ impl SlabProblem {
                 let mut uses: Vec<NodeIndex> =
                     [r.lower, r.last].iter().filter_map(|t| node_of.get(t).copied()).collect();
                 uses.dedup();
-                SlabBuffer { id: r.id, bytes: r.size, uses }
+                SlabBuffer { id: r.id, bytes: r.size, uses, in_place_of: None }
             })
             .collect();
         Ok(Self { dag, buffers, options: SlabOptions::default() })
@@ -395,6 +427,9 @@ impl SlabProblem {
                             b.uses.iter().map(|&u| self.node_name(u)).collect::<Vec<_>>(),
                         ),
                     );
+                    if let Some(p) = b.in_place_of.and_then(|p| self.buffers.get(p)) {
+                        m.insert("in_place_of", serde_json::Value::from(p.id.as_str()));
+                    }
                     m
                 })
                 .collect(),
@@ -479,6 +514,9 @@ struct RawBuffer {
     #[serde(deserialize_with = "de_bytes")]
     bytes: usize,
     uses: Vec<String>,
+    /// Optional in-place mark: the id of the operand whose bytes this buffer may take.
+    #[serde(default)]
+    in_place_of: Option<String>,
 }
 
 #[derive(Serialize)]

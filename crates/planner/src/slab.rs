@@ -18,6 +18,15 @@ pub struct SlabBuffer {
     pub bytes: usize,
     /// Non-empty set of DAG nodes that use the buffer.
     pub uses: Vec<NodeIndex>,
+    /// In-place mark: the request index of an operand whose bytes this buffer may take. Set
+    /// by the compiler for an elementwise op's output when an operand of the same size and
+    /// layout dies at that op (the pair's only shared use is that op, every other use of the
+    /// operand reaches it, and it reaches every other use of this buffer). The planner may then
+    /// place this buffer at exactly the operand's offset, though both are live at the op; no
+    /// other overlap. XLA's buffer assignment (`CanShareBuffer`), TVM's static memory planner
+    /// and burn's fusion reuse buffers the same way. `None` (the default) is Luminal's
+    /// `plan_slab` exactly.
+    pub in_place_of: Option<usize>,
 }
 
 impl SlabBuffer {
@@ -27,7 +36,15 @@ impl SlabBuffer {
         bytes: usize,
         uses: impl IntoIterator<Item = NodeIndex>,
     ) -> Self {
-        Self { id: id.into(), bytes, uses: uses.into_iter().collect() }
+        Self { id: id.into(), bytes, uses: uses.into_iter().collect(), in_place_of: None }
+    }
+
+    /// This request, marked as writable in place of request `operand` (see
+    /// [`SlabBuffer::in_place_of`]).
+    #[must_use]
+    pub fn in_place_of(mut self, operand: usize) -> Self {
+        self.in_place_of = Some(operand);
+        self
     }
 }
 
@@ -210,7 +227,62 @@ pub(crate) fn validate<N, E>(
     // Once naive_bytes fits, so does every offset or end any algorithm computes (each is at most
     // a sum of distinct reserved sizes) and every lower bound.
     naive_total(&reserved)?;
-    Ok((Reachability::project(dag, &order, &used)?, reserved))
+    let reach = Reachability::project(dag, &order, &used)?;
+    check_marks(&reach, buffers, &reserved)?;
+    Ok((reach, reserved))
+}
+
+/// The node where marked output `i` may take operand `p`'s bytes: the pair's only shared use,
+/// which every other use of `p` reaches and which reaches every other use of `i`.
+pub(crate) fn in_place_node(
+    reach: &Reachability,
+    operand: &SlabBuffer,
+    output: &SlabBuffer,
+) -> Result<NodeIndex, &'static str> {
+    let mut shared = operand.uses.iter().filter(|u| output.uses.contains(u));
+    let (Some(&op), None) = (shared.next(), shared.next()) else {
+        return Err("the two must share exactly one use (the op)");
+    };
+    if operand.uses.iter().all(|&u| u == op) {
+        return Err("the operand must have a use before the op (its producer or upload)");
+    }
+    if !operand.uses.iter().all(|&u| u == op || reach.reaches(u, op)) {
+        return Err("the op must be the operand's last use (every other use reaches it)");
+    }
+    if !output.uses.iter().all(|&u| u == op || reach.reaches(op, u)) {
+        return Err("the op must be the output's first use (it reaches every other use)");
+    }
+    Ok(op)
+}
+
+/// Checks every in-place mark: an earlier-placed operand index in range, not the buffer
+/// itself, each operand marked once, the output no larger (reserved bytes) than the operand,
+/// and the DAG shape of [`in_place_node`].
+fn check_marks(
+    reach: &Reachability,
+    buffers: &[SlabBuffer],
+    reserved: &[usize],
+) -> Result<(), PlanError> {
+    let mut taken = vec![false; buffers.len()];
+    for (i, buf) in buffers.iter().enumerate() {
+        let Some(p) = buf.in_place_of else { continue };
+        let fail = |reason: &str| PlanError::InPlace {
+            id: buf.id.clone(),
+            operand: p,
+            reason: reason.to_string(),
+        };
+        if p >= buffers.len() || p == i {
+            return Err(fail("no such other request"));
+        }
+        if std::mem::replace(&mut taken[p], true) {
+            return Err(fail("the operand is already marked for another output"));
+        }
+        if reserved[i] > reserved[p] {
+            return Err(fail("the output is larger than the operand"));
+        }
+        in_place_node(reach, &buffers[p], buf).map_err(fail)?;
+    }
+    Ok(())
 }
 
 /// Plans `buffers` into one slab over `dag`, following Luminal's `plan_slab`.

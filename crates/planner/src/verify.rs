@@ -169,7 +169,11 @@ fn first_overlap(
         open.retain(|&j| ends[j] > start);
         let mut clash: Option<(usize, usize)> = None;
         for &j in &open {
-            if reach.conflicts(&buffers[i].uses, &buffers[j].uses) {
+            // A marked in-place pair at one offset is the one legal overlap of conflicting
+            // buffers.
+            let in_place = (buffers[i].in_place_of == Some(j) || buffers[j].in_place_of == Some(i))
+                && offsets[i] == offsets[j];
+            if !in_place && reach.conflicts(&buffers[i].uses, &buffers[j].uses) {
                 let pair = (i.min(j), i.max(j));
                 clash = Some(clash.map_or(pair, |c| c.min(pair)));
             }
@@ -198,25 +202,31 @@ fn first_clash(
     ends: &[usize],
 ) -> Option<(usize, usize)> {
     let n = buffers.len();
+    // Half ranks (see `interval_spans`): an in-place pair's spans part at its op.
     let spans = interval_spans(reach, buffers);
-    let fronts: Vec<u32> = buffers
+    let fronts: Vec<u64> = buffers
         .iter()
-        .map(|b| b.uses.iter().map(|&u| reach.frontier(u)).max().unwrap_or(u32::MAX))
+        .map(|b| 2 * u64::from(b.uses.iter().map(|&u| reach.frontier(u)).max().unwrap_or(u32::MAX)))
         .collect();
+    // A marked pair shares bytes legally at one offset only (the output inside the operand is
+    // checked with the input); anywhere else it is a conflict like any other.
+    let marked = |a: usize, b: usize| buffers.get(a).is_some_and(|x| x.in_place_of == Some(b));
+    let allowed =
+        |a: usize, b: usize| (marked(a, b) || marked(b, a)) && offsets.get(a) == offsets.get(b);
     // Ranks compressed to their position among the distinct endpoints and frontiers.
-    let mut ranks: Vec<u32> =
+    let mut ranks: Vec<u64> =
         spans.iter().zip(&fronts).flat_map(|(&(lo, hi), &f)| [lo, hi, f]).collect();
     ranks.sort_unstable();
     ranks.dedup();
-    let at = |r: u32| ranks.partition_point(|&x| x < r);
+    let at = |r: u64| ranks.partition_point(|&x| x < r);
 
     let mut by_start: Vec<usize> = (0..n).collect();
     by_start.sort_by_key(|&i| (offsets.get(i).copied().unwrap_or(0), i));
     let mut open_lo = Fenwick::new(ranks.len());
     let mut open_hi = Fenwick::new(ranks.len());
     let mut open_front = Fenwick::new(ranks.len());
-    let mut by_lo: BTreeSet<(u32, usize)> = BTreeSet::new();
-    let mut by_hi: BTreeSet<(u32, usize)> = BTreeSet::new();
+    let mut by_lo: BTreeSet<(u64, usize)> = BTreeSet::new();
+    let mut by_hi: BTreeSet<(u64, usize)> = BTreeSet::new();
     let mut closing: BinaryHeap<Reverse<(usize, usize)>> = BinaryHeap::new();
     for &i in &by_start {
         let start = offsets.get(i).copied().unwrap_or(0);
@@ -236,9 +246,9 @@ fn first_clash(
         let meeting = open_lo.count_below(at(hi) + 1).saturating_sub(open_hi.count_below(at(lo)));
         // Later open buffers inside this one's window, then earlier ones whose window holds it.
         let later = || {
-            by_lo
-                .range((hi.saturating_add(1), 0)..(fronts[i], 0))
-                .any(|&(_, j)| !reach.precedes(&buffers[i].uses, &buffers[j].uses))
+            by_lo.range((hi.saturating_add(1), 0)..(fronts[i], 0)).any(|&(_, j)| {
+                !allowed(i, j) && !reach.precedes(&buffers[i].uses, &buffers[j].uses)
+            })
         };
         let earlier = || {
             // Exactly this many are in the window: stop once they are all tested.
@@ -249,7 +259,7 @@ fn first_clash(
                 }
                 if fronts[j] > lo {
                     left -= 1;
-                    if !reach.precedes(&buffers[j].uses, &buffers[i].uses) {
+                    if !allowed(i, j) && !reach.precedes(&buffers[j].uses, &buffers[i].uses) {
                         return true;
                     }
                 }
@@ -262,7 +272,7 @@ fn first_clash(
             return by_lo
                 .iter()
                 .map(|&(_, j)| j)
-                .filter(|&j| reach.conflicts(&buffers[i].uses, &buffers[j].uses))
+                .filter(|&j| !allowed(i, j) && reach.conflicts(&buffers[i].uses, &buffers[j].uses))
                 .map(|j| (i.min(j), i.max(j)))
                 .min();
         }

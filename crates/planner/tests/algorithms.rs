@@ -376,3 +376,62 @@ fn best_on_the_minimalloc_suite() {
     let geomean = (log_sum / files.len() as f64).exp();
     assert!(geomean <= 1.05, "geometric mean {geomean:.4}");
 }
+
+/// In-place reuse on an elementwise chain: upload -> relu1 -> relu2 -> relu3 -> readback, each
+/// output marked in place of its operand. Every algorithm puts the three activations at the
+/// input's offset (slab = one tensor), the plan verifies, the lower bound knows the marks, and
+/// without marks the plan is Luminal's (two tensors alternate).
+#[test]
+fn in_place_chain_shares_one_tensor() {
+    let mut dag: Dag = Dag::new();
+    let [up, r1, r2, r3, rb] = [(); 5].map(|_| dag.add_node(()));
+    dag.extend_with_edges([(up, r1), (r1, r2), (r2, r3), (r3, rb)]);
+    let plain = vec![
+        SlabBuffer::new("x", 4096, [up, r1]),
+        SlabBuffer::new("t1", 4096, [r1, r2]),
+        SlabBuffer::new("t2", 4096, [r2, r3]),
+        SlabBuffer::new("y", 4096, [r3, rb]),
+    ];
+    let marked: Vec<SlabBuffer> = plain
+        .iter()
+        .enumerate()
+        .map(|(i, b)| if i == 0 { b.clone() } else { b.clone().in_place_of(i - 1) })
+        .collect();
+    for &alg in SlabAlgorithm::ALL {
+        let o = opts(alg, 256, None);
+        let without = planned(&dag, &plain, &o);
+        assert_eq!((without.slab_bytes, without.lower_bound), (8192, 8192), "{alg}");
+        let with = planned(&dag, &marked, &o);
+        assert_eq!(with.offsets, [0, 0, 0, 0], "{alg}");
+        assert_eq!((with.slab_bytes, with.lower_bound), (4096, 4096), "{alg}");
+        verify(&dag, &marked, &with, &o).unwrap();
+        // Off the shared offset the pair is a conflict like any other.
+        let mut moved = with.clone();
+        moved.offsets[2] = 256;
+        moved.slab_bytes = 4352;
+        assert!(matches!(
+            verify(&dag, &marked, &moved, &o),
+            Err(lumen_planner::VerifyError::Overlap { .. })
+        ));
+    }
+    // Marks the planner cannot honour are errors naming the buffer.
+    let larger = vec![plain[0].clone(), SlabBuffer::new("t1", 8192, [r1, r2]).in_place_of(0)];
+    let err = plan_slab(&dag, &larger, &SlabOptions::default()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "slab buffer t1 cannot be placed in place of request 0: the output is larger than the operand"
+    );
+    let not_last = vec![
+        SlabBuffer::new("x", 4096, [up, r1, r2]),
+        SlabBuffer::new("t1", 4096, [r1, r2]).in_place_of(0),
+    ];
+    let err = plan_slab(&dag, &not_last, &SlabOptions::default()).unwrap_err();
+    assert!(err.to_string().ends_with("the two must share exactly one use (the op)"), "{err}");
+    let twice = vec![
+        plain[0].clone(),
+        SlabBuffer::new("t1", 4096, [r1, r2]).in_place_of(0),
+        SlabBuffer::new("u1", 4096, [r1, r3]).in_place_of(0),
+    ];
+    let err = plan_slab(&dag, &twice, &SlabOptions::default()).unwrap_err();
+    assert!(err.to_string().ends_with("already marked for another output"), "{err}");
+}

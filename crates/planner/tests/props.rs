@@ -214,3 +214,56 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// In-place marks: for random DAGs with every mark the planner accepts, every algorithm's
+    /// plan verifies (a marked pair overlaps only at one offset), the lower bound stays at or
+    /// below the slab, and a marked output that shares bytes with its operand sits exactly at
+    /// its offset.
+    #[test]
+    fn in_place_marks_keep_plans_valid(
+        case in case(14, 22, 0.25),
+        marks in prop::collection::vec((0usize..22, 0usize..22), 0..12),
+    ) {
+        let (dag, mut bufs) = case.build();
+        let n = bufs.len();
+        let o = case.options();
+        // Keep each candidate mark the planner accepts, one at a time.
+        for &(out, operand) in &marks {
+            if n == 0 {
+                break;
+            }
+            let (out, operand) = (out % n, operand % n);
+            let mut trial = bufs.clone();
+            trial[out].in_place_of = Some(operand);
+            if plan_slab(&dag, &trial, &o).is_ok() {
+                bufs = trial;
+            }
+        }
+        for &algorithm in SlabAlgorithm::ALL {
+            let o = SlabOptions { algorithm, ..case.options() };
+            let plan = plan_slab(&dag, &bufs, &o).unwrap();
+            prop_assert_eq!(verify(&dag, &bufs, &plan, &o), Ok(()), "{}", algorithm);
+            prop_assert!(plan.lower_bound <= plan.slab_bytes, "{}", algorithm);
+            for (i, b) in bufs.iter().enumerate() {
+                if let Some(p) = b.in_place_of {
+                    let (oi, op) = (plan.offsets[i], plan.offsets[p]);
+                    let meet = oi < op + plan.reserved[p] && op < oi + plan.reserved[i];
+                    prop_assert!(!meet || oi == op, "{}: {} meets {} off its offset", algorithm, i, p);
+                }
+            }
+            // A marked pair moved off its shared offset onto overlapping bytes is refused.
+            if let Some((i, p)) = bufs.iter().enumerate().find_map(|(i, b)| {
+                b.in_place_of.filter(|&p| plan.offsets[p] == plan.offsets[i]).map(|p| (i, p))
+            }) && o.alignment < plan.reserved[p]
+            {
+                let mut bad = plan.clone();
+                bad.offsets[i] += o.alignment;
+                bad.slab_bytes = bad.offsets.iter().zip(&bad.reserved).map(|(a, r)| a + r).max().unwrap_or(0);
+                prop_assert!(verify(&dag, &bufs, &bad, &o).is_err());
+            }
+        }
+    }
+}

@@ -51,6 +51,8 @@ pub(crate) struct Conflicts {
     stab: Vec<u32>,
     /// Number of conflicting pairs (overlapping plus extra).
     pairs: usize,
+    /// Each marked output's operand: the buffer whose bytes it may take.
+    partner: Vec<Option<u32>>,
 }
 
 impl Conflicts {
@@ -62,22 +64,35 @@ impl Conflicts {
     /// allocated.
     pub(crate) fn new(reach: &Reachability, buffers: &[SlabBuffer]) -> Result<Self, PlanError> {
         let n = buffers.len();
-        let intervals = reach.is_total_order();
-        let mut span = Vec::with_capacity(n);
+        // Spans in half ranks: rank r is point 2r + 1, and an in-place operand's last use (its
+        // op) is point 2r, just before the op writes its output there. The pair's spans then
+        // part; the sweep below finds them (and any other buffer first used at that op) as
+        // extra pairs, so they still conflict unless a placement takes the in-place offset.
+        let mut partner: Vec<Option<u32>> = vec![None; n];
+        let mut span: Vec<(u64, u64)> = Vec::with_capacity(n);
         let mut levels = Vec::with_capacity(n);
-        let mut reach_all = Vec::with_capacity(n);
+        let mut reach_all: Vec<u64> = Vec::with_capacity(n);
         for buf in buffers {
-            let ranks = buf.uses.iter().map(|&u| reach.rank(u));
+            let ranks = buf.uses.iter().map(|&u| 2 * u64::from(reach.rank(u)) + 1);
             span.push((ranks.clone().min().unwrap_or(0), ranks.max().unwrap_or(0)));
             let level = buf.uses.iter().map(|&u| reach.level(u));
             levels.push((level.clone().min().unwrap_or(0), level.max().unwrap_or(0)));
-            reach_all.push(buf.uses.iter().map(|&u| reach.frontier(u)).max().unwrap_or(u32::MAX));
+            let front = buf.uses.iter().map(|&u| reach.frontier(u)).max().unwrap_or(u32::MAX);
+            reach_all.push(2 * u64::from(front));
         }
+        for (i, buf) in buffers.iter().enumerate() {
+            if let Some(p) = buf.in_place_of.filter(|&p| p < n && p != i) {
+                partner[i] = Some(p as u32);
+                span[p].1 -= 1;
+            }
+        }
+        let marked = partner.iter().any(Option::is_some);
+        let intervals = reach.is_total_order() && !marked;
 
-        let mut points: Vec<u32> = span.iter().flat_map(|&(lo, hi)| [lo, hi]).collect();
+        let mut points: Vec<u64> = span.iter().flat_map(|&(lo, hi)| [lo, hi]).collect();
         points.sort_unstable();
         points.dedup();
-        let at = |r: u32| points.partition_point(|&x| x < r) as u32;
+        let at = |r: u64| points.partition_point(|&x| x < r) as u32;
         let compressed: Vec<(u32, u32)> = span.iter().map(|&(lo, hi)| (at(lo), at(hi))).collect();
 
         let mut by_lo: Vec<u32> = (0..n as u32).collect();
@@ -97,7 +112,7 @@ impl Conflicts {
         if !intervals {
             let mut by_rank: Vec<u32> = (0..n as u32).collect();
             by_rank.sort_unstable_by_key(|&i| (span[i as usize].0, i));
-            let rank_lo: Vec<u32> = by_rank.iter().map(|&i| span[i as usize].0).collect();
+            let rank_lo: Vec<u64> = by_rank.iter().map(|&i| span[i as usize].0).collect();
             for &a in &by_rank {
                 let (_, hi) = span[a as usize];
                 let front = reach_all[a as usize];
@@ -159,6 +174,7 @@ impl Conflicts {
 
         Ok(Self {
             span: levels,
+            partner,
             compressed,
             points: points.len(),
             intervals,
@@ -200,6 +216,11 @@ impl Conflicts {
             (Some(&a), Some(&b)) => self.extra.get(a..b).unwrap_or(&[]),
             _ => &[],
         }
+    }
+
+    /// The operand whose bytes buffer `i` may take ([`crate::SlabBuffer::in_place_of`]).
+    pub(crate) fn partner(&self, i: usize) -> Option<usize> {
+        self.partner.get(i).copied().flatten().map(|p| p as usize)
     }
 
     /// Number of conflicting pairs, counted without storing them.

@@ -40,9 +40,12 @@ impl Greedy {
         let mut slab = 0usize;
         for &i in order {
             let i = i as usize;
-            let offset = match fit {
-                Fit::First => self.occupancy.first_fit(conflicts, reserved, i),
-                Fit::Best => self.occupancy.best_fit(conflicts, reserved, i),
+            // An output marked in place takes its operand's bytes whenever nothing else is
+            // there (the bytes are dead after the op anyway); otherwise the gap rule.
+            let offset = match (self.occupancy.in_place(conflicts, reserved, i), fit) {
+                (Some(y), _) => y,
+                (None, Fit::First) => self.occupancy.first_fit(conflicts, reserved, i),
+                (None, Fit::Best) => self.occupancy.best_fit(conflicts, reserved, i),
             };
             let end = offset + reserved[i];
             if end > limit {

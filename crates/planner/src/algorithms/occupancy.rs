@@ -217,6 +217,43 @@ impl Occupancy {
         y
     }
 
+    /// Where buffer `i` goes in place, if it may: its in-place partner is placed, `i` is no
+    /// larger, and no other placed buffer it conflicts with meets the partner's first
+    /// `reserved[i]` bytes. The partner is skipped only at exactly its offset; anywhere else it
+    /// blocks like any conflicting buffer.
+    pub(crate) fn in_place(
+        &mut self,
+        conflicts: &Conflicts,
+        reserved: &[usize],
+        i: usize,
+    ) -> Option<usize> {
+        let p = conflicts.partner(i)?;
+        let y = (*self.placed.get(p)?)?;
+        let size = reserved[i];
+        if size > reserved[p] {
+            return None;
+        }
+        let (lo, hi) = conflicts.compressed(i);
+        self.query_nodes(lo, hi);
+        for k in 0..self.nodes.len() {
+            let runs = &self.runs(self.nodes[k]).0;
+            if runs.range(..y + size).next_back().is_some_and(|(_, &e)| e > y) {
+                return None;
+            }
+        }
+        let blocked = conflicts.extra(i).iter().any(|&j| {
+            let j = j as usize;
+            j != p
+                && self
+                    .placed
+                    .get(j)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|o| o < y + size && o + reserved[j] > y)
+        });
+        (!blocked).then_some(y)
+    }
+
     /// Start of the smallest gap between the placed buffers `i` conflicts with that holds it
     /// (lowest on ties), or the top of those buffers when no gap does: best fit.
     pub(crate) fn best_fit(
