@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
 use lumen_compiler::{BufferRole, CompileError, CompileOptions, dump};
 use lumen_planner::PlanError;
+use lumen_planner::svg::group;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::tuning::{self, Tuned};
 use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
@@ -45,6 +46,11 @@ pub struct Args {
     /// Slab placement algorithm (first-fit is Luminal's plan_slab; `best` the tightest lumen has).
     #[arg(long, value_name = "NAME", default_value = "first-fit", value_parser = super::plan_slab::algorithm_parser())]
     algorithm: lumen_planner::SlabAlgorithm,
+    /// In-place reuse: an elementwise op may write its output into an operand that dies there
+    /// (the planner places the pair at one offset). The report adds each candidate's slab
+    /// without it, so the saving shows.
+    #[arg(long)]
+    in_place: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -96,6 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         capacity: args.capacity,
         name: name.clone(),
         dump_dir: args.dump_dir.clone(),
+        in_place: args.in_place,
         ..CompileOptions::default()
     };
     let hlir = graph.hlir();
@@ -117,8 +124,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         None
     };
+    let in_place = if args.in_place { in_place_savings(&exploration)? } else { Vec::new() };
     if args.json {
         let mut value = report::compare_json(&exploration);
+        if args.in_place
+            && let Some(obj) = value.as_object_mut()
+        {
+            let rows = in_place.iter().map(|r| {
+                serde_json::json!({"candidate": r.label, "marks": r.marks,
+                    "slab_bytes": r.with, "without_in_place": r.without,
+                    "saved_bytes": r.without as i128 - r.with as i128})
+            });
+            obj.insert("in_place".into(), serde_json::Value::Array(rows.collect()));
+        }
         if let Some(m) = &measured {
             match &m.report {
                 Some(r) => add_measurements(&mut value, r),
@@ -138,6 +156,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out::print_json(&value)?;
     } else {
         let mut text = report::compare_text(&exploration);
+        if args.in_place {
+            let _ = writeln!(
+                text,
+                "\nin-place reuse (an elementwise output takes its dying operand's bytes):"
+            );
+            for r in &in_place {
+                // First fit takes the in-place offset greedily, so a plan can end higher.
+                let effect = if r.with <= r.without {
+                    format!("saves {} bytes", group(r.without - r.with))
+                } else {
+                    format!("costs {} bytes", group(r.with - r.without))
+                };
+                let _ = writeln!(
+                    text,
+                    "  {:<12} {} marks, slab {} bytes, without {} bytes, {effect}",
+                    r.label,
+                    r.marks,
+                    group(r.with),
+                    group(r.without),
+                );
+            }
+        }
         if let Some(m) = &measured {
             if let Some(r) = &m.report {
                 let _ = writeln!(
@@ -172,6 +212,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// One candidate's slab with its in-place marks and without them, bytes.
+struct InPlaceRow {
+    label: String,
+    marks: usize,
+    with: usize,
+    without: usize,
+}
+
+/// Each candidate planned again with its in-place marks removed (same algorithm and options),
+/// next to its planned slab: what in-place reuse saved.
+fn in_place_savings(e: &Exploration) -> anyhow::Result<Vec<InPlaceRow>> {
+    e.candidates
+        .iter()
+        .map(|c| {
+            let p = &c.program;
+            let mut requests = p.llir.slab_buffers();
+            let marks = requests.iter().filter(|b| b.in_place_of.is_some()).count();
+            requests.iter_mut().for_each(|b| b.in_place_of = None);
+            let slab = lumen_planner::SlabOptions {
+                alignment: p.options.alignment,
+                capacity: None,
+                algorithm: p.options.algorithm,
+                ..Default::default()
+            };
+            let without = lumen_planner::plan_slab(&p.dag, &requests, &slab)?;
+            Ok(InPlaceRow {
+                label: c.label.clone(),
+                marks,
+                with: p.plan.slab_bytes,
+                without: without.slab_bytes,
+            })
+        })
+        .collect()
 }
 
 /// Whether the planner refused a candidate of `e` for the capacity: then every refused

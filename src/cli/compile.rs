@@ -37,6 +37,12 @@ pub struct Args {
     /// lifetimes, weights live from upload to their last reader).
     #[arg(long)]
     resident_weights: bool,
+    /// In-place reuse: an elementwise op may write its output into an operand that dies
+    /// there, at the operand's offset (default: Luminal's plan_slab, where a node's inputs and
+    /// outputs never alias). Marked buffers print `in_place_of=` in the LLIR and `in place of`
+    /// in the plan.
+    #[arg(long)]
+    in_place: bool,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
@@ -53,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         name: args.program.label(),
         dump_dir: args.dump_dir,
         resident_weights: args.resident_weights,
+        in_place: args.in_place,
         ..CompileOptions::default()
     };
     let program = graph.compile(&options)?;

@@ -72,6 +72,11 @@ pub struct Args {
     /// Skip the search and run the cost model's pick among the fusion candidates.
     #[arg(long = "no-search")]
     no_search: bool,
+    /// Turn off in-place reuse (on by default here: an elementwise op writes its output into
+    /// an operand that dies there, so the slab holds one of the two), for Luminal's plan_slab
+    /// lifetimes exactly.
+    #[arg(long = "no-in-place")]
+    no_in_place: bool,
     /// Search: the most timed rounds (every candidate executes once per round, interleaved;
     /// its median is kept; default 15). Fewer when they do not fit the search budget, or when
     /// no candidate can still be shown faster than the cost model's pick. Giving it asks for a
@@ -241,8 +246,13 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         .filter(|s| !s.is_empty())
         .map(|s| lumen_compiler::compile::sanitize_program_name(&s))
         .unwrap_or_else(|| "model".to_string());
-    let options =
-        CompileOptions { fuse, name, algorithm: args.algorithm, ..CompileOptions::default() };
+    let options = CompileOptions {
+        fuse,
+        name,
+        algorithm: args.algorithm,
+        in_place: !args.no_in_place,
+        ..CompileOptions::default()
+    };
     let weights = model.weights();
     let inputs: Tensors = model.inputs();
     let mut search_report = None;

@@ -55,6 +55,12 @@ pub struct CompileOptions {
     /// Only the uses and the plan change; the LLIR's nodes, launches, FLOPs and DRAM bytes do
     /// not.
     pub resident_weights: bool,
+    /// Let an elementwise op write its output into an operand that dies there (in-place
+    /// reuse; [`crate::Llir::mark_in_place`] marks the pairs, the planner may then place the
+    /// output at the operand's offset). Default false: plan_slab's Luminal semantics, where a
+    /// node's inputs and outputs never alias, and every golden plan. `lumen run` turns it on
+    /// (`--no-in-place` turns it off); `compile` and `compare` take `--in-place`.
+    pub in_place: bool,
 }
 
 impl Default for CompileOptions {
@@ -68,6 +74,7 @@ impl Default for CompileOptions {
             name: "program".to_string(),
             dump_dir: None,
             resident_weights: false,
+            in_place: false,
         }
     }
 }
@@ -295,6 +302,9 @@ pub fn lower_with_options(
     let mut llir = lower(hlir, options.workspace_bytes)?;
     if options.resident_weights {
         llir.make_weights_resident();
+    }
+    if options.in_place {
+        llir.mark_in_place();
     }
     Ok(llir)
 }

@@ -105,7 +105,7 @@ pub fn llir_text(program: &CompiledProgram) -> String {
         count(llir.buffers.len(), "buffer")
     );
     for b in &llir.buffers {
-        let _ = writeln!(
+        let _ = write!(
             s,
             "buffer {} {}{} {} bytes={}",
             b.id,
@@ -114,6 +114,12 @@ pub fn llir_text(program: &CompiledProgram) -> String {
             role_name(b.role),
             b.bytes
         );
+        // Only marked buffers print it, so programs compiled without in-place reuse dump as
+        // they always did.
+        if let Some(a) = b.in_place_of.and_then(|a| llir.buffers.get(a)) {
+            let _ = write!(s, " in_place_of={}", a.id);
+        }
+        let _ = writeln!(s);
     }
     for (i, node) in llir.nodes.iter().enumerate() {
         let _ = writeln!(s, "{}", node_line(program, i, node));
@@ -158,7 +164,7 @@ pub fn plan_text(program: &CompiledProgram) -> String {
     for (i, b) in llir.buffers.iter().enumerate() {
         let offset = plan.offsets.get(i).copied().unwrap_or(0);
         let reserved = plan.reserved.get(i).copied().unwrap_or(0);
-        let _ = writeln!(
+        let _ = write!(
             s,
             "{:<width$}  {:>10}  {:>10}  {:>10}  {:>10}  {}",
             b.id,
@@ -168,6 +174,11 @@ pub fn plan_text(program: &CompiledProgram) -> String {
             offset.saturating_add(reserved),
             join_ids(&b.uses, ",")
         );
+        if let Some(a) = b.in_place_of.and_then(|a| llir.buffers.get(a)) {
+            let same = plan.offsets.get(b.in_place_of.unwrap_or(0)) == Some(&offset);
+            let _ = write!(s, "  in place of {}{}", a.id, if same { "" } else { " (not taken)" });
+        }
+        let _ = writeln!(s);
     }
     let f = &program.figures;
     for (k, v) in [
@@ -317,7 +328,7 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
         .map(|(i, b)| {
             let offset = program.plan.offsets.get(i).copied().unwrap_or(0);
             let reserved = program.plan.reserved.get(i).copied().unwrap_or(0);
-            json!({
+            let mut v = json!({
                 "id": b.id,
                 "dtype": b.dtype,
                 "shape": b.shape,
@@ -327,7 +338,12 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                 "offset": offset,
                 "end": offset.saturating_add(reserved),
                 "uses": b.uses,
-            })
+            });
+            // Only marked buffers carry it (programs without in-place reuse dump as before).
+            if let Some(a) = b.in_place_of.and_then(|a| program.llir.buffers.get(a)) {
+                v["in_place_of"] = json!(a.id);
+            }
+            v
         })
         .collect();
     let f = &program.figures;

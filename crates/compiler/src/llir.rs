@@ -239,6 +239,11 @@ pub struct LlirBuffer {
     pub role: BufferRole,
     /// Canonical ids of the nodes that use it (write, reads, upload, readback), ascending.
     pub uses: Vec<NodeId>,
+    /// In-place mark ([`Llir::mark_in_place`]): the intermediate this elementwise output may
+    /// overwrite, the planner's [`lumen_planner::SlabBuffer::in_place_of`]. `None` unless
+    /// [`crate::CompileOptions::in_place`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_place_of: Option<BufferId>,
 }
 
 /// One operand of a kernel: a buffer read through a view.
@@ -331,13 +336,68 @@ impl Llir {
         self.buffers
             .iter()
             .map(|b| {
-                lumen_planner::SlabBuffer::new(
+                let mut request = lumen_planner::SlabBuffer::new(
                     b.id.clone(),
                     b.bytes,
                     b.uses.iter().map(|&u| petgraph::graph::NodeIndex::new(u)),
-                )
+                );
+                request.in_place_of = b.in_place_of;
+                request
             })
             .collect()
+    }
+
+    /// Marks each elementwise output that may be written into one of its operands' bytes
+    /// (in-place reuse, as XLA's buffer assignment `CanShareBuffer` and TVM's static memory
+    /// planner allow): a `Map` node's output takes its first operand that is an intermediate
+    /// of the same dtype and shape, read whole and in order by every read of the node (so
+    /// each element is read before the same element is written), not already given to another
+    /// output, and dead after the node (the planner's rule: the pair's only shared use is the
+    /// node, every other use of the operand reaches it, it reaches every other use of the
+    /// output). Inputs, weights, constants and outputs are never overwritten: the runtime
+    /// uploads the first once and reads the last back. Returns the number of marks.
+    pub fn mark_in_place(&mut self) -> usize {
+        let dag = self.dag();
+        let mut requests = self.slab_buffers();
+        let used = requests.iter().flat_map(|b| b.uses.iter().copied()).collect::<Vec<_>>();
+        let Ok(reach) = lumen_planner::Reachability::among(&dag, used) else { return 0 };
+        let mut taken = vec![false; self.buffers.len()];
+        for b in &self.buffers {
+            if let Some(a) = b.in_place_of.and_then(|a| taken.get_mut(a)) {
+                *a = true;
+            }
+        }
+        let mut marks = 0;
+        for node in &self.nodes {
+            let (LlirOp::Map { .. }, [out]) = (&node.op, node.writes.as_slice()) else { continue };
+            let out = *out;
+            if self.buffers.get(out).is_none_or(|b| b.in_place_of.is_some()) {
+                continue;
+            }
+            let o = &self.buffers[out];
+            let fits = |a: BufferId| {
+                let b = &self.buffers[a];
+                a != out
+                    && !taken[a]
+                    && b.role == BufferRole::Intermediate
+                    && b.dtype == o.dtype
+                    && b.shape == o.shape
+                    && b.bytes == o.bytes
+                    && node
+                        .reads
+                        .iter()
+                        .filter(|r| r.buffer == a)
+                        .all(|r| r.view.is_whole(&o.shape))
+                    && lumen_planner::in_place_allowed(&reach, &requests[a], &requests[out])
+            };
+            if let Some(a) = node.reads.iter().map(|r| r.buffer).find(|&a| fits(a)) {
+                self.buffers[out].in_place_of = Some(a);
+                requests[out].in_place_of = Some(a);
+                taken[a] = true;
+                marks += 1;
+            }
+        }
+        marks
     }
 
     /// DRAM traffic of one execute in bytes: for each compute node, the distinct bytes each

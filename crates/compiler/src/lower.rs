@@ -180,6 +180,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             bytes: checked_bytes_of(&t.shape, t.dtype).unwrap_or(usize::MAX),
             role,
             uses: Vec::new(),
+            in_place_of: None,
         }
     };
 
@@ -287,6 +288,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 bytes: workspace_bytes,
                 role: BufferRole::Workspace,
                 uses: Vec::new(),
+                in_place_of: None,
             });
             Some(buffers.len() - 1)
         } else {

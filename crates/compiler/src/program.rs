@@ -48,6 +48,10 @@ pub struct ProgramOptions {
     /// Whether every weight's uses reach the readback node
     /// ([`CompileOptions::resident_weights`]).
     pub resident_weights: bool,
+    /// Whether elementwise outputs were marked in place of dying operands
+    /// ([`CompileOptions::in_place`]); absent from JSON when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_place: bool,
 }
 
 impl From<&CompileOptions> for ProgramOptions {
@@ -58,6 +62,7 @@ impl From<&CompileOptions> for ProgramOptions {
             algorithm: o.algorithm,
             workspace_bytes: o.workspace_bytes,
             resident_weights: o.resident_weights,
+            in_place: o.in_place,
         }
     }
 }
@@ -100,6 +105,7 @@ mod tests {
             name: "rec".to_string(),
             dump_dir: None,
             resident_weights: true,
+            in_place: true,
         };
         let want = ProgramOptions {
             alignment: 64,
@@ -107,6 +113,7 @@ mod tests {
             algorithm: SlabAlgorithm::Best,
             workspace_bytes: 4096,
             resident_weights: true,
+            in_place: true,
         };
         let graph = programs::linear_relu(8, 16, 4).unwrap();
         assert_eq!(graph.compile(&options).unwrap().options, want);

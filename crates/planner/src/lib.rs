@@ -30,7 +30,9 @@ pub use lower_bound::{Antichain, antichain_of, lower_bound, max_weight_antichain
 pub use order::BufferOrder;
 pub use problem::{ProblemError, SlabProblem};
 pub use reach::Reachability;
-pub use slab::{SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, plan_slab, reserved_bytes};
+pub use slab::{
+    SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, in_place_allowed, plan_slab, reserved_bytes,
+};
 pub use svg::{layout_svg, layout_svg_with_names};
 pub use verify::verify;
 

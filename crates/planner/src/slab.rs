@@ -232,6 +232,14 @@ pub(crate) fn validate<N, E>(
     Ok((reach, reserved))
 }
 
+/// Whether `output` may be marked in place of `operand` ([`SlabBuffer::in_place_of`]) over the
+/// closure `reach` of the problem's DAG: their only shared use is an op that is the operand's
+/// last use (every other use reaches it, and it has one) and the output's first. Sizes and
+/// other marks are checked by [`plan_slab`]. What a compiler asks before it marks a pair.
+pub fn in_place_allowed(reach: &Reachability, operand: &SlabBuffer, output: &SlabBuffer) -> bool {
+    in_place_node(reach, operand, output).is_ok()
+}
+
 /// The node where marked output `i` may take operand `p`'s bytes: the pair's only shared use,
 /// which every other use of `p` reaches and which reaches every other use of `i`.
 pub(crate) fn in_place_node(

@@ -444,6 +444,25 @@ impl CpuProgram {
                 let bias = bias.as_ref().and_then(|x| ins.get(2).map(|buf| (*buf, &x.1)));
                 kernels::lt_matmul_strided((ins[0], &a.1), (ins[1], &b.1), bias, dst, *dims, *act)?;
             }
+            // In place: an operand occupying exactly the output's bytes (the planner put a
+            // marked output at its dying operand's offset) is read from the output itself.
+            Step::Map { op, ins, out: o } if !o.is_empty() && ins.iter().any(|x| x.0 == *o) => {
+                if ins.iter().any(|x| x.0 == *o && !(x.1.is_contiguous() && x.1.offset == 0)) {
+                    return Err(RuntimeError::invalid(
+                        &self.label,
+                        "an operand sharing its output's bytes must be read whole",
+                    ));
+                }
+                let reads: Vec<&Range<usize>> =
+                    ins.iter().filter(|x| x.0 != *o).map(|x| &x.0).collect();
+                let (dst, bufs) = split(slab, o, &reads, &self.label)?;
+                let mut others = bufs.into_iter();
+                let args: Vec<Option<kernels::Input<'_>>> = ins
+                    .iter()
+                    .map(|x| if x.0 == *o { None } else { others.next().map(|b| (b, &x.1)) })
+                    .collect();
+                kernels::map_in_place(*op, &args, dst)?;
+            }
             Step::Map { op, ins, out: o } => {
                 let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
                 let (dst, bufs) = split(slab, o, &reads, &self.label)?;

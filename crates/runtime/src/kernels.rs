@@ -97,6 +97,66 @@ fn check_view(
     }
 }
 
+/// [`map`] in place: `ins[k] = None` marks an operand that is `inout` itself, read whole and in
+/// row-major order; the others are `(buffer, view)` pairs as for [`map`], outside `inout`.
+/// Element `i` is read (from every operand) before `inout[i]` is written, so the result is the
+/// one [`map`] gives into a separate buffer (in-place reuse: the planner placed the output at
+/// its dying operand's offset).
+///
+/// # Errors
+/// As [`map`]: an arity other than the op's, views of another shape or reaching outside their
+/// buffers.
+pub fn map_in_place(
+    op: ElemOp,
+    ins: &[Option<Input<'_>>],
+    inout: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "map";
+    if ins.len() != op.arity() || ins.len() > 3 {
+        return Err(RuntimeError::kernel(
+            K,
+            format!("{} takes {} operands", op.name(), op.arity()),
+        ));
+    }
+    let len = inout.len();
+    for (i, x) in ins.iter().enumerate() {
+        if let Some((buf, view)) = x {
+            if view.elements() != len {
+                return Err(RuntimeError::kernel(K, format!("operand {i} has another shape")));
+            }
+            check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
+        }
+    }
+    // Per operand: read from `inout`, a contiguous run of its buffer, or through its view.
+    enum Source<'a> {
+        Own,
+        Run(&'a [f32]),
+        Strided(&'a [f32], &'a View),
+    }
+    let sources: Vec<Source<'_>> = ins
+        .iter()
+        .map(|x| match x {
+            None => Source::Own,
+            Some((buf, v)) if v.is_contiguous() => {
+                Source::Run(buf.get(v.offset..v.offset + len).unwrap_or(&[]))
+            }
+            Some((buf, v)) => Source::Strided(buf, v),
+        })
+        .collect();
+    for (i, slot) in inout.iter_mut().enumerate() {
+        let mut args = [0.0f32; 3];
+        for (arg, s) in args.iter_mut().zip(&sources) {
+            *arg = match s {
+                Source::Own => *slot,
+                Source::Run(r) => r.get(i).copied().unwrap_or(0.0),
+                Source::Strided(buf, v) => buf.get(v.index(i)).copied().unwrap_or(0.0),
+            };
+        }
+        *slot = op.eval_f32(args);
+    }
+    Ok(())
+}
+
 /// `out[i] = op(operands at row-major index i)`: `ins` are `(buffer, view)` pairs whose views
 /// all have one shape of `out.len()` elements. Contiguous operands take a plain loop.
 ///

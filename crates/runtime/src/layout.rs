@@ -85,8 +85,9 @@ pub struct SlabLayout {
     pub slab_bytes: usize,
     /// Span of buffer `i`, in LLIR buffer order.
     pub spans: Vec<Span>,
-    /// The last node (in canonical execution order) that uses buffer `i`: after it runs, the
-    /// buffer's bytes are dead and may be poisoned.
+    /// The last node (in canonical execution order) that uses buffer `i`'s bytes: after it runs,
+    /// they are dead and may be poisoned. For an operand whose bytes an in-place output took,
+    /// that is the output's own last use (and so on along a chain of in-place ops).
     pub last_use: Vec<NodeId>,
 }
 
@@ -146,7 +147,9 @@ impl SlabLayout {
         }
         // A node's output must not share bytes with its operands or its workspace: the plan
         // guarantees it (they all use that node), and kernels borrow them at the same time.
-        // Kernels do not run in place, so a node reading its own output is refused too.
+        // The one exception is in-place reuse: an elementwise output marked in place of an
+        // operand of its size, at exactly its offset and read whole (each element is read
+        // before it is written). Any other overlap, a node reading its own output included, is refused.
         for (n, node) in llir.nodes.iter().enumerate() {
             if !node.op.is_launch() {
                 continue;
@@ -154,7 +157,17 @@ impl SlabLayout {
             for &w in &node.writes {
                 let ws = spans[w].bytes_range();
                 for r in node.read_buffers().chain(node.workspace) {
-                    if overlap(&ws, &spans[r].bytes_range()) {
+                    let in_place = matches!(node.op, LlirOp::Map { .. })
+                        && llir.buffers[w].in_place_of == Some(r)
+                        && spans[w].offset == spans[r].offset
+                        && spans[w].bytes == spans[r].bytes
+                        && node.workspace != Some(r)
+                        && node
+                            .reads
+                            .iter()
+                            .filter(|o| o.buffer == r)
+                            .all(|o| o.view.is_whole(&llir.buffers[w].shape));
+                    if !in_place && overlap(&ws, &spans[r].bytes_range()) {
                         return Err(RuntimeError::invalid(
                             label,
                             format!(
@@ -169,8 +182,35 @@ impl SlabLayout {
                 }
             }
         }
-        let last_use =
+        let mut last_use: Vec<NodeId> =
             llir.buffers.iter().map(|b| b.uses.iter().copied().max().unwrap_or(0)).collect();
+        // In-place outputs live on in their operands' bytes: walk each chain operand -> output
+        // -> ... from its head and give every link the chain's last use.
+        let mut taker: Vec<Option<BufferId>> = vec![None; llir.buffers.len()];
+        for (w, b) in llir.buffers.iter().enumerate() {
+            if let Some(r) = b.in_place_of.filter(|&r| r < spans.len())
+                && spans[w].offset == spans[r].offset
+                && spans[w].bytes == spans[r].bytes
+            {
+                taker[r] = Some(w);
+            }
+        }
+        let has_donor: Vec<bool> = {
+            let mut d = vec![false; llir.buffers.len()];
+            taker.iter().flatten().for_each(|&w| d[w] = true);
+            d
+        };
+        for head in (0..taker.len()).filter(|&b| taker[b].is_some() && !has_donor[b]) {
+            let mut chain = vec![head];
+            while let Some(w) = chain.last().and_then(|&b| taker[b]) {
+                if chain.len() > taker.len() {
+                    break;
+                }
+                chain.push(w);
+            }
+            let end = chain.iter().map(|&b| last_use[b]).max().unwrap_or(0);
+            chain.iter().for_each(|&b| last_use[b] = end);
+        }
         Ok(Self { placement, slab_bytes, spans, last_use })
     }
 

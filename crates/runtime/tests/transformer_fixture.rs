@@ -56,8 +56,9 @@ fn fixture() -> Fixture {
     Fixture { sizes, weights, x: tensor("x"), y: tensor("y").into_data() }
 }
 
-fn compile(f: &Fixture, fuse: bool) -> CompiledProgram {
-    let options = CompileOptions { fuse, name: "transformer".into(), ..Default::default() };
+fn compile(f: &Fixture, fuse: bool, in_place: bool) -> CompiledProgram {
+    let options =
+        CompileOptions { fuse, in_place, name: "transformer".into(), ..Default::default() };
     transformer(f.sizes).expect("sizes").compile(&options).expect("compiles")
 }
 
@@ -72,7 +73,7 @@ fn the_cpu_runtime_matches_pytorch_within_1e_4() {
     assert_eq!(f.sizes.blocks, 2);
     let inputs: Tensors = [("x".to_string(), f.x.clone())].into();
     for fuse in [false, true] {
-        let program = compile(&f, fuse);
+        let program = compile(&f, fuse, false);
         let mut outs = Vec::new();
         for (placement, memory_debug) in
             [(Placement::Planned, false), (Placement::NoReuse, false), (Placement::Planned, true)]
@@ -94,6 +95,26 @@ fn the_cpu_runtime_matches_pytorch_within_1e_4() {
         // Reuse and poisoning change no bit.
         assert_eq!(outs[0], outs[1], "planned vs no reuse, fuse={fuse}");
         assert_eq!(outs[0], outs[2], "NaN poisoning, fuse={fuse}");
+
+        // In-place reuse (elementwise outputs over their dying operands) changes no bit either,
+        // planned or NaN-poisoned; the marked pairs really share bytes.
+        let in_place = compile(&f, fuse, true);
+        let shared = in_place
+            .llir
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(i, b)| {
+                b.in_place_of.is_some_and(|a| in_place.plan.offsets[a] == in_place.plan.offsets[*i])
+            })
+            .count();
+        assert!(shared > 0, "fuse={fuse}: no output took its operand's bytes");
+        for memory_debug in [false, true] {
+            let rt = CpuRuntime::new(CpuOptions { memory_debug, ..Default::default() });
+            let mut prepared = rt.prepare(&in_place, &f.weights).expect("prepare");
+            let y = prepared.execute(&inputs).expect("execute")["y"].data().to_vec();
+            assert_eq!(outs[0], y, "in place, fuse={fuse}, poisoned={memory_debug}");
+        }
 
         let reference = execute_f64(&program.llir, &f.weights, &inputs).expect("reference");
         let worst = reference["y"]
