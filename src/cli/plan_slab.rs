@@ -291,6 +291,7 @@ fn json_report(problem: &SlabProblem, plan: &SlabPlan) -> Value {
         "naive_bytes": plan.naive_bytes,
         "lower_bound": plan.lower_bound,
         "ratio": ratio(plan).map(|r| (r * 1e6).round() / 1e6),
+        "optimal": plan.slab_bytes == plan.lower_bound,
         "reserved": reserved,
         "buffers": problem.buffers.len(),
         "nodes": problem.dag.node_count(),
@@ -352,10 +353,12 @@ fn table(file: &str, problem: &SlabProblem, plan: &SlabPlan) -> String {
     let _ = writeln!(s, "slab_bytes          {:>num_w$}", group(plan.slab_bytes));
     let _ = writeln!(s, "naive_bytes         {:>num_w$}", group(plan.naive_bytes));
     let _ = writeln!(s, "lower_bound         {:>num_w$}", group(plan.lower_bound));
+    // A plan at the exact lower bound is optimal: no placement can be smaller.
     let _ = writeln!(
         s,
-        "slab / lower_bound  {:>num_w$}",
-        ratio(plan).map_or("-".to_string(), |r| format!("{r:.3}"))
+        "slab / lower_bound  {:>num_w$}{}",
+        ratio(plan).map_or("-".to_string(), |r| format!("{r:.3}")),
+        if plan.slab_bytes == plan.lower_bound { " (optimal)" } else { "" }
     );
     let _ = writeln!(s, "reuse saves         {:>num_w$}{saved_pct}", group(saved));
     s
