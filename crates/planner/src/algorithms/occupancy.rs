@@ -165,6 +165,15 @@ impl Occupancy {
         if starts { &self.starts[v] } else { &self.covers[v] }
     }
 
+    /// Sets up a query for buffer `i`: its unions in `nodes`, its placed extra conflicts in
+    /// `ranges`; returns its size.
+    fn gather(&mut self, conflicts: &Conflicts, reserved: &[usize], i: usize) -> usize {
+        let (lo, hi) = conflicts.compressed(i);
+        self.query_nodes(lo, hi);
+        self.extra_ranges(conflicts, reserved, i);
+        reserved[i]
+    }
+
     /// Lowest offset where buffer `i` (`size` bytes) meets no placed buffer it conflicts with.
     pub(crate) fn first_fit(
         &mut self,
@@ -172,10 +181,7 @@ impl Occupancy {
         reserved: &[usize],
         i: usize,
     ) -> usize {
-        let size = reserved[i];
-        let (lo, hi) = conflicts.compressed(i);
-        self.query_nodes(lo, hi);
-        self.extra_ranges(conflicts, reserved, i);
+        let size = self.gather(conflicts, reserved, i);
         let extra = (!self.ranges.is_empty()).then(|| {
             let mut runs = Runs::default();
             self.ranges.iter().for_each(|&(s, e)| runs.add(s, e));
@@ -262,10 +268,7 @@ impl Occupancy {
         reserved: &[usize],
         i: usize,
     ) -> usize {
-        let size = reserved[i];
-        let (lo, hi) = conflicts.compressed(i);
-        self.query_nodes(lo, hi);
-        self.extra_ranges(conflicts, reserved, i);
+        let size = self.gather(conflicts, reserved, i);
         for &(v, starts) in &self.nodes {
             let runs = if starts { &self.starts[v] } else { &self.covers[v] };
             self.ranges.extend(runs.0.iter().map(|(&s, &e)| (s, e)));
