@@ -127,34 +127,63 @@ pub fn map_in_place(
             check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
         }
     }
-    // Per operand: read from `inout`, a contiguous run of its buffer, or through its view.
-    enum Source<'a> {
-        Own,
-        Run(&'a [f32]),
-        Strided(&'a [f32], &'a View),
-    }
-    let sources: Vec<Source<'_>> = ins
-        .iter()
-        .map(|x| match x {
-            None => Source::Own,
-            Some((buf, v)) if v.is_contiguous() => {
-                Source::Run(buf.get(v.offset..v.offset + len).unwrap_or(&[]))
-            }
-            Some((buf, v)) => Source::Strided(buf, v),
-        })
-        .collect();
-    for (i, slot) in inout.iter_mut().enumerate() {
-        let mut args = [0.0f32; 3];
-        for (arg, s) in args.iter_mut().zip(&sources) {
-            *arg = match s {
-                Source::Own => *slot,
-                Source::Run(r) => r.get(i).copied().unwrap_or(0.0),
-                Source::Strided(buf, v) => buf.get(v.index(i)).copied().unwrap_or(0.0),
-            };
+    struct Run<'a, 'b>(&'a [Option<Input<'b>>], &'a mut [f32]);
+    impl OpVisitor for Run<'_, '_> {
+        fn visit(self, f: impl Fn([f32; 3]) -> f32) {
+            map_in_place_with(self.0, self.1, f);
         }
-        *slot = op.eval_f32(args);
     }
+    with_op(op, Run(ins, inout));
     Ok(())
+}
+
+/// [`map_in_place`]'s loops: a row at a time over the other operands' views (a slice where the
+/// stride is 1, one value where it is 0, a strided read otherwise), each element of `inout`
+/// read into the op's arguments before it is overwritten.
+fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f32; 3]) -> f32) {
+    // The output's own value goes wherever it is an operand (`x + x` reads it twice), the
+    // other operands' values in order elsewhere.
+    let own: [bool; 3] = std::array::from_fn(|k| matches!(ins.get(k), Some(None)));
+    let others: Vec<Input<'_>> = ins.iter().flatten().copied().collect();
+    let args = |x: f32, o: [f32; 2]| -> [f32; 3] {
+        let mut a = [0.0f32; 3];
+        let mut rest = o.into_iter();
+        for (k, slot) in a.iter_mut().enumerate().take(ins.len()) {
+            *slot = if own[k] { x } else { rest.next().unwrap_or(0.0) };
+        }
+        a
+    };
+    let Some((_, first)) = others.first() else {
+        // Unary: the operand is the output itself.
+        inout.iter_mut().for_each(|o| *o = f(args(*o, [0.0; 2])));
+        return;
+    };
+    let shape = first.shape.clone();
+    let mut i = 0;
+    match others.as_slice() {
+        [(a, va)] => walk_rows(&shape, [*va], |[x], len, [sx]| {
+            let o = &mut inout[i..i + len];
+            i += len;
+            match sx {
+                0 => o.iter_mut().for_each(|o| *o = f(args(*o, [a[x], 0.0]))),
+                1 => {
+                    o.iter_mut().zip(&a[x..x + len]).for_each(|(o, &v)| *o = f(args(*o, [v, 0.0])))
+                }
+                s => o
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(j, o)| *o = f(args(*o, [a[x + j * s], 0.0]))),
+            }
+        }),
+        [(a, va), (b, vb)] => walk_rows(&shape, [*va, *vb], |[x, y], len, [sx, sy]| {
+            let o = &mut inout[i..i + len];
+            i += len;
+            o.iter_mut()
+                .enumerate()
+                .for_each(|(j, o)| *o = f(args(*o, [a[x + j * sx], b[y + j * sy]])));
+        }),
+        _ => {}
+    }
 }
 
 /// `out[i] = op(operands at row-major index i)`: `ins` are `(buffer, view)` pairs whose views
@@ -179,11 +208,29 @@ pub fn map(op: ElemOp, ins: &[(&[f32], &View)], out: &mut [f32]) -> Result<(), R
         check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
     }
     check_len(K, "out", out.len(), Some(ins[0].1.elements()))?;
+    struct Run<'a, 'b>(&'a [(&'b [f32], &'b View)], &'a mut [f32]);
+    impl OpVisitor for Run<'_, '_> {
+        fn visit(self, f: impl Fn([f32; 3]) -> f32) {
+            map_with(self.0, self.1, f);
+        }
+    }
+    with_op(op, Run(ins, out));
+    Ok(())
+}
+
+/// Something done with an elementwise op's scalar function, monomorphized per op.
+trait OpVisitor {
+    fn visit(self, f: impl Fn([f32; 3]) -> f32);
+}
+
+/// Calls `v` with `op`'s scalar function: a constant per op of the table, so each kernel loop
+/// is compiled for its op (and vectorizes), rather than dispatching per element.
+fn with_op(op: ElemOp, v: impl OpVisitor) {
     macro_rules! dispatch {
         ($($op:expr),* $(,)?) => {
             $(if op == $op {
                 const OP: ElemOp = $op;
-                return Ok(map_with(ins, out, |a| OP.eval_f32(a)));
+                return v.visit(|a| OP.eval_f32(a));
             })*
         };
     }
@@ -209,8 +256,7 @@ pub fn map(op: ElemOp, ins: &[(&[f32], &View)], out: &mut [f32]) -> Result<(), R
         ElemOp::Select,
     );
     // Every op of the table is listed above; this is the generic path for one that is not.
-    map_with(ins, out, |a| op.eval_f32(a));
-    Ok(())
+    v.visit(|a| op.eval_f32(a));
 }
 
 /// The loop of [`map`] with the op's scalar function `f` known at compile time.
@@ -588,6 +634,48 @@ pub fn concat(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// In place gives the bits `map` gives into a separate buffer: every op, the output's own
+    /// value at any operand position (twice for `x op x`), the others contiguous, broadcast
+    /// (stride 0) or transposed.
+    #[test]
+    fn in_place_map_is_map() {
+        let shape = [3usize, 4];
+        let x: Vec<f32> = (0..12).map(|i| (i as f32 - 5.5) * 0.37).collect();
+        let other: Vec<f32> = (0..12).map(|i| ((i * 7 % 12) as f32 - 4.0) * 0.21).collect();
+        let whole = View::contiguous(&shape);
+        let row = View { shape: shape.to_vec(), strides: vec![0, 1], offset: 0 };
+        let transposed = View { shape: shape.to_vec(), strides: vec![1, 3], offset: 0 };
+        let ops: Vec<ElemOp> = UnaryOp::ALL
+            .iter()
+            .map(|&u| ElemOp::Unary(u))
+            .chain(BinaryOp::ALL.iter().map(|&b| ElemOp::Binary(b)))
+            .chain([ElemOp::Select])
+            .collect();
+        for op in ops {
+            let n = op.arity();
+            for own in 0..n {
+                for (ov, twice) in
+                    [(&whole, false), (&row, false), (&transposed, false), (&whole, true)]
+                {
+                    // Operands: x at `own` (and everywhere when `twice`), `other` elsewhere.
+                    let is_own = |k: usize| k == own || twice;
+                    let sep: Vec<(&[f32], &View)> = (0..n)
+                        .map(|k| if is_own(k) { (&x[..], &whole) } else { (&other[..], ov) })
+                        .collect();
+                    let mut want = vec![0.0f32; 12];
+                    map(op, &sep, &mut want).unwrap();
+                    let ins: Vec<Option<Input<'_>>> = (0..n)
+                        .map(|k| if is_own(k) { None } else { Some((&other[..], ov)) })
+                        .collect();
+                    let mut got = x.clone();
+                    map_in_place(op, &ins, &mut got).unwrap();
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&got), bits(&want), "{} own {own} twice {twice}", op.name());
+                }
+            }
+        }
+    }
 
     fn naive(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f64> {
         let mut c = vec![0.0f64; m * n];
