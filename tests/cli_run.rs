@@ -698,3 +698,28 @@ fn one_layer_one_launch_and_the_wording_of_each_choice() {
         "{t}"
     );
 }
+
+/// `lumen run` reuses in place by default: the unfused digits MLP's activations share bytes
+/// with the relu/bias outputs written over them, its slab drops to the lower bound, and every
+/// output figure is the same as without (`--no-in-place`, Luminal's plan exactly).
+#[test]
+fn in_place_reuse_is_on_in_run_and_changes_no_output() {
+    let with = json(&["run", "data/digits_mlp.safetensors", "--no-fuse", "--json", "--runs", "2"]);
+    let without = json(&[
+        "run",
+        "data/digits_mlp.safetensors",
+        "--no-fuse",
+        "--no-in-place",
+        "--json",
+        "--runs",
+        "2",
+    ]);
+    assert_eq!(
+        (with["slab_bytes"].as_u64(), with["lower_bound"].as_u64()),
+        (Some(1_463_296), Some(1_463_296))
+    );
+    assert_eq!(without["slab_bytes"].as_u64(), Some(1_693_696));
+    for key in ["max_abs_err", "accuracy", "correct", "repeat_identical", "passed"] {
+        assert_eq!(with[key], without[key], "{key}");
+    }
+}

@@ -414,6 +414,20 @@ fn in_place_chain_shares_one_tensor() {
             Err(lumen_planner::VerifyError::Overlap { .. })
         ));
     }
+    // The same chain requested outputs first: an operand placed after the output that takes
+    // its bytes joins it at that offset.
+    let reversed: Vec<SlabBuffer> = vec![
+        SlabBuffer::new("y", 4096, [r3, rb]).in_place_of(1),
+        SlabBuffer::new("t2", 4096, [r2, r3]).in_place_of(2),
+        SlabBuffer::new("t1", 4096, [r1, r2]).in_place_of(3),
+        SlabBuffer::new("x", 4096, [up, r1]),
+    ];
+    for &alg in SlabAlgorithm::ALL {
+        let o = opts(alg, 256, None);
+        let plan = planned(&dag, &reversed, &o);
+        assert_eq!((plan.offsets.clone(), plan.slab_bytes), (vec![0, 0, 0, 0], 4096), "{alg}");
+        verify(&dag, &reversed, &plan, &o).unwrap();
+    }
     // Marks the planner cannot honour are errors naming the buffer.
     let larger = vec![plain[0].clone(), SlabBuffer::new("t1", 8192, [r1, r2]).in_place_of(0)];
     let err = plan_slab(&dag, &larger, &SlabOptions::default()).unwrap_err();

@@ -71,6 +71,11 @@ pub(crate) fn best(
             incumbent.offer(slab, &offsets);
             seed = (order, fit);
         }
+        // A plan at the exact lower bound is optimal; a passed deadline ends the portfolio
+        // (first fit in request order, the first greedy, always ran).
+        if incumbent.slab <= lower_bound || deadline.is_some_and(|d| Instant::now() >= d) {
+            return finish(inst, options, incumbent);
+        }
     }
 
     // Bottom-left: the buffer whose lowest gap starts lowest goes next. Its plan is a first-fit
@@ -98,8 +103,18 @@ pub(crate) fn best(
         }
     }
 
+    finish(inst, options, incumbent)
+}
+
+/// The incumbent's offsets, or the capacity error naming the request that ends highest (the
+/// first such in request order) when even it passes `options.capacity`.
+fn finish(
+    inst: &Instance<'_>,
+    options: &SlabOptions,
+    incumbent: Incumbent,
+) -> Result<Vec<usize>, PlanError> {
+    let n = inst.reserved.len();
     if let Some(capacity) = options.capacity.filter(|&c| incumbent.slab > c) {
-        // Name the request that ends highest (the first such in request order).
         let worst = (0..n).max_by_key(|&i| (incumbent.offsets[i] + inst.reserved[i], n - i));
         return Err(capacity_error(inst, Some(capacity), worst.unwrap_or(0)));
     }

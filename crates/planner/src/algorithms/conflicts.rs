@@ -53,6 +53,8 @@ pub(crate) struct Conflicts {
     pairs: usize,
     /// Each marked output's operand: the buffer whose bytes it may take.
     partner: Vec<Option<u32>>,
+    /// Each such operand's output: the buffer that may take its bytes.
+    taker: Vec<Option<u32>>,
 }
 
 impl Conflicts {
@@ -69,6 +71,7 @@ impl Conflicts {
         // part; the sweep below finds them (and any other buffer first used at that op) as
         // extra pairs, so they still conflict unless a placement takes the in-place offset.
         let mut partner: Vec<Option<u32>> = vec![None; n];
+        let mut taker: Vec<Option<u32>> = vec![None; n];
         let mut span: Vec<(u64, u64)> = Vec::with_capacity(n);
         let mut levels = Vec::with_capacity(n);
         let mut reach_all: Vec<u64> = Vec::with_capacity(n);
@@ -83,6 +86,7 @@ impl Conflicts {
         for (i, buf) in buffers.iter().enumerate() {
             if let Some(p) = buf.in_place_of.filter(|&p| p < n && p != i) {
                 partner[i] = Some(p as u32);
+                taker[p] = Some(i as u32);
                 span[p].1 -= 1;
             }
         }
@@ -175,6 +179,7 @@ impl Conflicts {
         Ok(Self {
             span: levels,
             partner,
+            taker,
             compressed,
             points: points.len(),
             intervals,
@@ -221,6 +226,12 @@ impl Conflicts {
     /// The operand whose bytes buffer `i` may take ([`crate::SlabBuffer::in_place_of`]).
     pub(crate) fn partner(&self, i: usize) -> Option<usize> {
         self.partner.get(i).copied().flatten().map(|p| p as usize)
+    }
+
+    /// The output that may take buffer `i`'s bytes (the other side of
+    /// [`Conflicts::partner`]).
+    pub(crate) fn taker(&self, i: usize) -> Option<usize> {
+        self.taker.get(i).copied().flatten().map(|t| t as usize)
     }
 
     /// Number of conflicting pairs, counted without storing them.

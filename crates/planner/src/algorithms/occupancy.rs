@@ -223,20 +223,27 @@ impl Occupancy {
         y
     }
 
-    /// Where buffer `i` goes in place, if it may: its in-place partner is placed, `i` is no
-    /// larger, and no other placed buffer it conflicts with meets the partner's first
-    /// `reserved[i]` bytes. The partner is skipped only at exactly its offset; anywhere else it
-    /// blocks like any conflicting buffer.
+    /// Where buffer `i` goes in place, if it may: the other side of its in-place pair (the
+    /// operand a marked output may take, or the output marked to take this operand, whichever
+    /// order they are placed in) is placed, the output is no larger than the operand, and no
+    /// other placed buffer `i` conflicts with meets its bytes at that offset. The pair is
+    /// skipped only at exactly one offset; anywhere else it blocks like any conflicting buffer.
     pub(crate) fn in_place(
         &mut self,
         conflicts: &Conflicts,
         reserved: &[usize],
         i: usize,
     ) -> Option<usize> {
-        let p = conflicts.partner(i)?;
+        let (p, fits) = match (conflicts.partner(i), conflicts.taker(i)) {
+            (Some(p), _) if self.placed.get(p).copied().flatten().is_some() => {
+                (p, reserved[i] <= reserved[p])
+            }
+            (_, Some(t)) => (t, reserved[t] <= reserved[i]),
+            _ => return None,
+        };
         let y = (*self.placed.get(p)?)?;
         let size = reserved[i];
-        if size > reserved[p] {
+        if !fits {
             return None;
         }
         let (lo, hi) = conflicts.compressed(i);
