@@ -329,13 +329,27 @@ fn read_file(path: &Path) -> Result<Option<CacheFile>, TuningError> {
 
 /// Stores `entry` under `key` in the cache file at `path`: re-reads the file (keeping every
 /// other key's entry), then writes the whole file to a temporary file beside it and renames
-/// that over it.
+/// that over it. A symbolic link is followed, so the file it names is updated and the link
+/// stays a link. Two processes storing at the same moment may lose one entry (the last rename
+/// wins); the cache is then only colder, never wrong.
 ///
 /// # Errors
 /// [`TuningError::Read`], [`TuningError::Corrupt`] or [`TuningError::Format`] for a file that
 /// exists but cannot be read or is not a cache of this format (it is then left as it is);
 /// [`TuningError::Write`] when the temporary file cannot be written or renamed.
 pub fn store(path: &Path, key: &str, entry: Entry) -> Result<(), TuningError> {
+    // The link's target, even one that does not exist yet (a relative target is relative to
+    // the link's folder).
+    let resolved = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_symlink())
+        .and_then(|_| {
+            std::fs::canonicalize(path).ok().or_else(|| {
+                let target = std::fs::read_link(path).ok()?;
+                Some(path.parent().map_or(target.clone(), |dir| dir.join(&target)))
+            })
+        });
+    let path = resolved.as_deref().unwrap_or(path);
     let mut file = read_file(path)?
         .unwrap_or_else(|| CacheFile { format: FORMAT.to_string(), entries: BTreeMap::new() });
     file.entries.insert(key.to_string(), entry);

@@ -314,3 +314,20 @@ fn a_skipped_search_is_cached_for_runs_no_longer_than_its_own() {
     assert_eq!(file_json(&path)["entries"][&key].get("run_executes"), None);
     assert_eq!(run(Some(1_000_000)).cache.unwrap().status, CacheStatus::Hit);
 }
+
+/// A cache path that is a symbolic link (even to a file not made yet) stays a link: the file it
+/// names is written, and a second search finds the choice through the link.
+#[cfg(unix)]
+#[test]
+fn a_linked_cache_file_is_written_through_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("link.json");
+    std::os::unix::fs::symlink("real.json", &link).unwrap();
+    let c = candidates(8, 16, 4);
+    let first = tuned(&c, &link);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(dir.path().join("real.json").is_file());
+    let again = tuned(&c, &link);
+    assert_eq!(again.selected, first.selected);
+    assert!(matches!(again.cache.map(|c| c.status), Some(CacheStatus::Hit { .. })), "a hit");
+}
