@@ -403,6 +403,9 @@ fn in_place_marks_by_id() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["offsets"], serde_json::json!({"x": 0, "y": 0}));
+    assert_eq!(v["in_place"], serde_json::json!({"y": {"of": "x", "taken": true}}));
+    let text = stdout(&lumen(&[&p]));
+    assert!(text.lines().any(|l| l.starts_with("y ") && l.ends_with("  in place of x")), "{text}");
     assert_eq!((v["slab_bytes"].as_u64(), v["lower_bound"].as_u64()), (Some(4096), Some(4096)));
     let bad = write(
         dir.path(),

@@ -281,9 +281,15 @@ fn compare_table(rows: &[(String, Vec<Cell>)], geomeans: &[Option<f64>]) -> Stri
 fn json_report(problem: &SlabProblem, plan: &SlabPlan) -> Value {
     let mut offsets = Map::new();
     let mut reserved = Map::new();
+    // Marked buffers: the operand each may take the bytes of, and whether the plan did.
+    let mut in_place = Map::new();
     for ((buf, &o), &r) in problem.buffers.iter().zip(&plan.offsets).zip(&plan.reserved) {
         offsets.insert(buf.id.clone(), json!(o));
         reserved.insert(buf.id.clone(), json!(r));
+        if let Some(p) = buf.in_place_of.and_then(|p| problem.buffers.get(p).map(|b| (p, b))) {
+            let taken = plan.offsets.get(p.0) == Some(&o);
+            in_place.insert(buf.id.clone(), json!({"of": p.1.id, "taken": taken}));
+        }
     }
     json!({
         "offsets": offsets,
@@ -293,6 +299,7 @@ fn json_report(problem: &SlabProblem, plan: &SlabPlan) -> Value {
         "ratio": ratio(plan).map(|r| (r * 1e6).round() / 1e6),
         "optimal": plan.slab_bytes == plan.lower_bound,
         "reserved": reserved,
+        "in_place": in_place,
         "buffers": problem.buffers.len(),
         "nodes": problem.dag.node_count(),
         "alignment": problem.options.alignment,
@@ -333,7 +340,7 @@ fn table(file: &str, problem: &SlabProblem, plan: &SlabPlan) -> String {
     );
     let rows = problem.buffers.iter().zip(&ids).zip(&plan.offsets).zip(&plan.reserved);
     for (((buf, id), &off), &res) in rows {
-        let _ = writeln!(
+        let _ = write!(
             s,
             "{:<id_w$}  {:>num_w$}  {:>num_w$}  {:>num_w$}  {:>num_w$}",
             id,
@@ -342,6 +349,14 @@ fn table(file: &str, problem: &SlabProblem, plan: &SlabPlan) -> String {
             group(off),
             group(off.saturating_add(res)),
         );
+        // Only marked buffers say it, so unmarked problems print as they always did.
+        if let Some((op, op_off)) =
+            buf.in_place_of.and_then(|p| Some((problem.buffers.get(p)?, *plan.offsets.get(p)?)))
+        {
+            let taken = if op_off == off { "" } else { " (not taken)" };
+            let _ = write!(s, "  in place of {}{taken}", op.id.escape_debug());
+        }
+        let _ = writeln!(s);
     }
     let saved = plan.naive_bytes.saturating_sub(plan.slab_bytes);
     let saved_pct = if plan.naive_bytes > 0 {

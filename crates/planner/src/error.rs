@@ -56,12 +56,16 @@ pub enum PlanError {
         bytes: usize,
     },
     /// An in-place mark ([`crate::SlabBuffer::in_place_of`]) the planner cannot honour.
-    #[error("slab buffer {id} cannot be placed in place of request {operand}: {reason}")]
+    #[error(
+        "slab buffer {id} cannot be placed in place of {operand_id} (request {operand}): {reason}"
+    )]
     InPlace {
         /// The marked output's id.
         id: String,
         /// The operand's request index as marked.
         operand: usize,
+        /// The operand's id (`?` when the index names no request).
+        operand_id: String,
         /// Why (shared uses, sizes, a second mark).
         reason: String,
     },

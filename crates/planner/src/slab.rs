@@ -277,10 +277,14 @@ fn check_marks(
         let fail = |reason: &str| PlanError::InPlace {
             id: buf.id.clone(),
             operand: p,
+            operand_id: buffers.get(p).map_or_else(|| "?".to_string(), |b| b.id.clone()),
             reason: reason.to_string(),
         };
-        if p >= buffers.len() || p == i {
-            return Err(fail("no such other request"));
+        if p >= buffers.len() {
+            return Err(fail("no such request"));
+        }
+        if p == i {
+            return Err(fail("a buffer cannot take its own bytes"));
         }
         if std::mem::replace(&mut taken[p], true) {
             return Err(fail("the operand is already marked for another output"));

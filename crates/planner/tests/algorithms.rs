@@ -433,7 +433,7 @@ fn in_place_chain_shares_one_tensor() {
     let err = plan_slab(&dag, &larger, &SlabOptions::default()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "slab buffer t1 cannot be placed in place of request 0: the output is larger than the operand"
+        "slab buffer t1 cannot be placed in place of x (request 0): the output is larger than the operand"
     );
     let not_last = vec![
         SlabBuffer::new("x", 4096, [up, r1, r2]),
