@@ -397,6 +397,30 @@ fn load(args: &Args) -> anyhow::Result<Model> {
     Ok(Model::Onnx(model::load_onnx(&args.file, &files).with_context(context)?))
 }
 
+/// Marked buffers whose plan put them at their operand's offset (in-place reuse taken).
+fn in_place_taken(program: &CompiledProgram) -> usize {
+    let offsets = &program.plan.offsets;
+    program
+        .llir
+        .buffers
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| b.in_place_of.is_some_and(|a| offsets.get(a) == offsets.get(*i)))
+        .count()
+}
+
+/// The `in place` line: off, or how many outputs took their operand's bytes.
+fn in_place_text(args: &Args, program: &CompiledProgram) -> String {
+    if args.no_in_place {
+        return "off (--no-in-place): Luminal's plan_slab lifetimes".to_string();
+    }
+    match in_place_taken(program) {
+        0 => "on: no output took its operand's bytes (none could, or it would not shrink the slab)"
+            .to_string(),
+        n => format!("on: {n} elementwise outputs written over their dying operands"),
+    }
+}
+
 fn bit_identical(a: &Tensors, b: &Tensors) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|((ka, ta), (kb, tb))| {
@@ -539,6 +563,7 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
         ratio(plan.slab_bytes, plan.naive_bytes) * 100.0,
         ratio(plan.slab_bytes, plan.lower_bound)
     );
+    let _ = writeln!(s, "in place   {}", in_place_text(args, &o.program));
     let _ = writeln!(
         s,
         "repeats    {}, outputs {}; {} in {:.3} ms",
@@ -738,6 +763,8 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "slab_bytes": plan.slab_bytes,
         "naive_bytes": plan.naive_bytes,
         "lower_bound": plan.lower_bound,
+        "in_place": !args.no_in_place,
+        "in_place_taken": in_place_taken(&o.program),
         "nodes": f.nodes,
         "launches": f.launches,
         "flops": f.flops,
