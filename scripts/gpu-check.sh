@@ -172,6 +172,14 @@ run() {
     LUMINAL_CUDA_PROFILE_RECAPTURE=1 LUMINAL_CUDA_MEMORY_DEBUG=1 \
         "$root/bin/lumen" run "$root/data/digits_mlp.safetensors" --runtime cuda --runs 2 \
         >/dev/null || status=1
+    echo "== in-place reuse on the GPU: the unfused digits MLP in place (default) and not, NaN-poisoned"
+    # Elementwise kernels writing over their dying operand: same accuracy and max error as
+    # without, and the slab at the lower bound (1,463,296 B against 1,693,696 B).
+    for flag in "" --no-in-place; do
+        LUMINAL_CUDA_MEMORY_DEBUG=1 "$root/bin/lumen" run "$root/data/digits_mlp.safetensors" \
+            --runtime cuda --no-fuse --runs 3 $flag | grep -a -E '^(plan|in place|max error|accuracy|check)' ||
+            status=1
+    done
     echo "== benchmark: linear-relu fused vs unfused"
     each_test "$root/tests/cuda" --ignored || status=1
     rm -rf "$TMPDIR_RUN"
