@@ -120,9 +120,10 @@ fn digits_run_searches_by_default() {
     let shares: f64 = phases.values().map(|p| f(&p["share"])).sum();
     assert!((shares - 1.0).abs() < 1e-9);
 
-    // Break-even: search_ms / (unfused - winner), or "never" when unfused wins.
+    // Break-even: search_ms / (unfused - winner), or "never" when unfused wins or the kept
+    // pick measured no faster than unfused (timing noise on a busy machine can do that).
     let unfused = f(&list[0]["median_ms"]);
-    if winner["label"] == "unfused" {
+    if winner["label"] == "unfused" || f(&winner["median_ms"]) >= unfused {
         assert_eq!(v["break_even"], "never");
     } else {
         let expected = search_ms / (unfused - f(&winner["median_ms"]));
