@@ -6,30 +6,13 @@
 //! cache file is a warning; two identical runs write byte-identical dumps. Timings are never
 //! asserted.
 
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
+mod common;
+
+use common::{lumen_env, ok_env as ok};
+
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
-
-fn lumen_env(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_lumen"));
-    cmd.args(args)
-        .env_remove("LLIR_DUMP_DIR")
-        .env_remove("LUMINAL_LOG_LLIR")
-        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
-        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run lumen")
-}
-
-fn ok(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let out = lumen_env(args, env);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    out
-}
 
 fn json(args: &[&str]) -> Value {
     serde_json::from_slice(&ok(args, &[]).stdout).expect("one JSON object on stdout")

@@ -19,6 +19,28 @@ fn command(args: &[&str]) -> Command {
     cmd
 }
 
+/// `lumen args` with only `env` of the variables that steer a search or its output set:
+/// `LLIR_DUMP_DIR`, `LUMINAL_LOG_LLIR`, `LUMEN_TUNING_CACHE` and the CUDA debug switches are
+/// unset first, so the caller's shell cannot change a result.
+pub fn lumen_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = command(args);
+    cmd.env_remove("LUMINAL_LOG_LLIR")
+        .env_remove("LUMEN_TUNING_CACHE")
+        .env_remove("LUMINAL_CUDA_MEMORY_DEBUG")
+        .env_remove("LUMINAL_CUDA_PROFILE_RECAPTURE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run lumen")
+}
+
+/// [`lumen_env`], which must succeed (its stderr in the panic message otherwise).
+pub fn ok_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let out = lumen_env(args, env);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
 /// `lumen args`, with `LLIR_DUMP_DIR` unset.
 pub fn lumen(args: &[&str]) -> Output {
     command(args).output().expect("run lumen")

@@ -23,6 +23,8 @@ pub mod slab;
 pub mod svg;
 #[cfg(test)]
 mod sweep_tests;
+#[cfg(test)]
+mod test_dag;
 pub mod verify;
 
 pub use error::{PlanError, VerifyError};

@@ -383,20 +383,11 @@ proptest! {
         ),
         scatter in any::<bool>(),
     ) {
-        let mut dag: Dag = Dag::new();
-        let ids: Vec<NodeIndex> = (0..n).map(|_| dag.add_node(())).collect();
-        for &(a, b) in &edges {
-            if a % n < b % n {
-                dag.add_edge(ids[a % n], ids[b % n], ());
-            }
-        }
-        let buffers: Vec<SlabBuffer> = bufs
-            .iter()
-            .enumerate()
-            .map(|(k, (bytes, uses, _))| {
-                SlabBuffer::new(format!("b{k}"), *bytes, uses.iter().map(|&u| ids[u % n]))
-            })
-            .collect();
+        let (dag, buffers) = crate::test_dag::dag_and_buffers(
+            n,
+            &edges,
+            bufs.iter().map(|(bytes, uses, _)| (*bytes, uses.clone())),
+        );
         let options = SlabOptions::default();
         let mut plan = plan_slab(&dag, &buffers, &options).unwrap();
         if scatter {

@@ -1416,8 +1416,9 @@ fn too_short(
     Ok(Searched { report, prepared })
 }
 
-/// [`search`] and [`search_prepared`]: `keep` keeps the selected candidate prepared.
-fn search_impl(
+/// [`search`] and [`search_prepared`] (and the tuning cache's search): `keep` keeps the selected
+/// candidate prepared (`prepared` is `None` otherwise).
+pub(crate) fn search_impl(
     runtime: &dyn Runtime,
     candidates: &[Candidate],
     weights: &Tensors,

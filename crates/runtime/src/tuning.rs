@@ -463,24 +463,6 @@ pub fn tuned_search_prepared(
     tuned_impl(runtime, candidates, weights, inputs, options, progress, cache, true)
 }
 
-/// Runs the search, keeping the selected candidate prepared when `keep`.
-fn run_search(
-    runtime: &dyn Runtime,
-    candidates: &[Candidate],
-    weights: &Tensors,
-    inputs: &Tensors,
-    options: &SearchOptions,
-    progress: Progress,
-    keep: bool,
-) -> Result<search::Searched, SearchError> {
-    if keep {
-        search::search_prepared(runtime, candidates, weights, inputs, options, progress)
-    } else {
-        search::search(runtime, candidates, weights, inputs, options, progress)
-            .map(|report| search::Searched { report, prepared: None })
-    }
-}
-
 /// [`tuned_search`] and [`tuned_search_prepared`].
 #[allow(clippy::too_many_arguments)]
 fn tuned_impl(
@@ -494,7 +476,8 @@ fn tuned_impl(
     keep: bool,
 ) -> Result<(Tuned, Option<Box<dyn PreparedProgram>>), SearchError> {
     let Some(path) = cache else {
-        let searched = run_search(runtime, candidates, weights, inputs, options, progress, keep)?;
+        let searched =
+            search::search_impl(runtime, candidates, weights, inputs, options, progress, keep)?;
         let report = searched.report;
         let tuned = Tuned {
             selected: report.selected,
@@ -574,7 +557,8 @@ fn tuned_impl(
         }
     }
     let read_ms = start.elapsed().as_secs_f64() * 1e3;
-    let searched = run_search(runtime, candidates, weights, inputs, options, progress, keep)?;
+    let searched =
+        search::search_impl(runtime, candidates, weights, inputs, options, progress, keep)?;
     let report = searched.report;
     let write_start = Instant::now();
     let status = if writable {

@@ -329,5 +329,5 @@ fn a_linked_cache_file_is_written_through_the_link() {
     assert!(dir.path().join("real.json").is_file());
     let again = tuned(&c, &link);
     assert_eq!(again.selected, first.selected);
-    assert!(matches!(again.cache.map(|c| c.status), Some(CacheStatus::Hit { .. })), "a hit");
+    assert!(matches!(again.cache.map(|c| c.status), Some(CacheStatus::Hit)), "a hit");
 }

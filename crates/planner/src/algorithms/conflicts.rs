@@ -289,11 +289,9 @@ pub(crate) fn canonical(size: usize, lo: u32, hi: u32, mut visit: impl FnMut(usi
 
 #[cfg(test)]
 mod tests {
-    use petgraph::graph::NodeIndex;
     use proptest::prelude::*;
 
     use super::*;
-    use crate::Dag;
 
     proptest! {
         /// Neighbours and the pair count are exactly the closure's `conflicts`.
@@ -303,18 +301,8 @@ mod tests {
             edges in prop::collection::vec((0usize..14, 0usize..14), 0..30),
             uses in prop::collection::vec(prop::collection::vec(0usize..14, 1..=3), 0..24),
         ) {
-            let mut dag: Dag = Dag::new();
-            let ids: Vec<NodeIndex> = (0..n).map(|_| dag.add_node(())).collect();
-            for &(a, b) in &edges {
-                if a % n < b % n {
-                    dag.add_edge(ids[a % n], ids[b % n], ());
-                }
-            }
-            let buffers: Vec<SlabBuffer> = uses
-                .iter()
-                .enumerate()
-                .map(|(k, u)| SlabBuffer::new(format!("b{k}"), 4, u.iter().map(|&x| ids[x % n])))
-                .collect();
+            let (dag, buffers) =
+                crate::test_dag::dag_and_buffers(n, &edges, uses.into_iter().map(|u| (4, u)));
             let reach = Reachability::new(&dag).unwrap();
             let conflicts = Conflicts::new(&reach, &buffers).unwrap();
             let mut pairs = 0;

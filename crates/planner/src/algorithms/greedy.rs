@@ -157,11 +157,10 @@ impl Lowest {
 
 #[cfg(test)]
 mod tests {
-    use petgraph::graph::NodeIndex;
     use proptest::prelude::*;
 
     use super::*;
-    use crate::{Dag, Reachability, SlabBuffer};
+    use crate::{Reachability, SlabBuffer};
 
     /// Lowest offset where `size` bytes fit between the sorted `busy` ranges.
     fn first_gap(busy: &[(usize, usize)], size: usize) -> usize {
@@ -182,21 +181,7 @@ mod tests {
         edges: &[(usize, usize)],
         bufs: &[(usize, Vec<usize>)],
     ) -> (Reachability, Vec<SlabBuffer>) {
-        let mut dag: Dag = Dag::new();
-        let ids: Vec<NodeIndex> = (0..n).map(|_| dag.add_node(())).collect();
-        for &(a, b) in edges {
-            let (a, b) = (a % n, b % n);
-            if a < b {
-                dag.add_edge(ids[a], ids[b], ());
-            }
-        }
-        let buffers: Vec<SlabBuffer> = bufs
-            .iter()
-            .enumerate()
-            .map(|(k, (bytes, uses))| {
-                SlabBuffer::new(format!("b{k}"), *bytes, uses.iter().map(|&u| ids[u % n]))
-            })
-            .collect();
+        let (dag, buffers) = crate::test_dag::dag_and_buffers(n, edges, bufs.iter().cloned());
         (Reachability::new(&dag).unwrap(), buffers)
     }
 

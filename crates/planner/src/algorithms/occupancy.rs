@@ -12,8 +12,9 @@
 //!   nodes on the path from leaf `l` to the root (stabbing at `l`).
 //!
 //! Each rectangle is found once (twice when `lo = l`), so a query walks about as many runs as
-//! the conflicting placed buffers below its answer, from `O(log n)` unions, and memory is
-//! `O(n log n)` for `n` buffers whatever the number of conflicting pairs (an MLP of N layers has
+//! the conflicting placed buffers below its answer (merged where they touch), from `O(log n)`
+//! unions, plus `O(log^2 n)` for the lookups; memory is `O(n log n)` for `n` buffers whatever
+//! the number of conflicting pairs (an MLP of N layers has
 //! N^2 / 2: every weight shares the upload node). These are the range and stabbing trees of
 //! computational geometry (de Berg et al., "Computational Geometry", ch. 10). On a DAG,
 //! conflicting buffers whose spans are disjoint (parallel branches, [`Conflicts::extra`]) come
@@ -119,7 +120,7 @@ impl Occupancy {
         self.placed.resize(conflicts.len(), None);
     }
 
-    /// Forgets every placement.
+    /// Empties every union (the caller resets `placed`).
     fn clear(&mut self) {
         for &v in &self.touched {
             self.starts[v].0.clear();
@@ -127,7 +128,6 @@ impl Occupancy {
             self.is_touched[v] = false;
         }
         self.touched.clear();
-        self.placed.iter_mut().for_each(|p| *p = None);
     }
 
     /// Records buffer `i` at `[offset, offset + size)` bytes.
@@ -313,12 +313,11 @@ impl Occupancy {
 
 #[cfg(test)]
 mod tests {
-    use petgraph::graph::NodeIndex;
     use proptest::prelude::*;
 
     use super::*;
+    use crate::Reachability;
     use crate::algorithms::greedy::best_gap;
-    use crate::{Dag, Reachability, SlabBuffer};
 
     proptest! {
         /// First and best fit answer what a scan of the placed conflicting ranges answers, for
@@ -332,18 +331,11 @@ mod tests {
                 1..24,
             ),
         ) {
-            let mut dag: Dag = Dag::new();
-            let ids: Vec<NodeIndex> = (0..n).map(|_| dag.add_node(())).collect();
-            for &(a, b) in &edges {
-                if a % n < b % n {
-                    dag.add_edge(ids[a % n], ids[b % n], ());
-                }
-            }
-            let buffers: Vec<SlabBuffer> = bufs
-                .iter()
-                .enumerate()
-                .map(|(k, (_, u, _))| SlabBuffer::new(format!("b{k}"), 4, u.iter().map(|&x| ids[x % n])))
-                .collect();
+            let (dag, buffers) = crate::test_dag::dag_and_buffers(
+                n,
+                &edges,
+                bufs.iter().map(|(_, u, _)| (4, u.clone())),
+            );
             let reserved: Vec<usize> = bufs.iter().map(|b| b.0).collect();
             let reach = Reachability::new(&dag).unwrap();
             let conflicts = Conflicts::new(&reach, &buffers).unwrap();
