@@ -53,6 +53,9 @@ pub struct CpuOptions {
     pub profile_recapture: bool,
     /// The peak to report against; `None` = [`CPU_NOMINAL_PEAK_FLOPS`].
     pub peak: Option<Peak>,
+    /// Worker threads for the GEMM, elementwise ops and reductions; `None` (default) = every
+    /// core `std::thread::available_parallelism` reports, `Some(1)` = the calling thread only.
+    pub threads: Option<usize>,
 }
 
 impl CpuOptions {
