@@ -166,8 +166,7 @@ fn run(build: fn(usize) -> Graph, n: usize) -> Row {
         POLICIES[1..]
             .iter()
             .map(|&(_, fusions)| {
-                let choice =
-                    fusion::candidates::extract(&loaded, &config, fusions).expect("extract");
+                let choice = fusion::extract::extract(&loaded, &config, fusions).expect("extract");
                 lang::build_hlir(&hlir, &loaded, &choice).expect("build_hlir")
             })
             .collect()

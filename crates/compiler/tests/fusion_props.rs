@@ -107,9 +107,19 @@ proptest! {
         let fusions = fusion::Fusions { bias, activation };
         let cost = || ExtractionCost::new(eg, CostModel::default(), fusions, &banned);
         let egg_best = egg::Extractor::new(eg, cost());
-        let ours = fusion::candidates::best_nodes(eg, &mut cost());
+        let ours = fusion::extract::best_nodes(eg, &mut cost());
         for class in eg.classes() {
             prop_assert_eq!(ours[&class.id].0, egg_best.find_best_cost(class.id));
+        }
+        // The dense table the compiler extracts with prices exactly as the cost function,
+        // preferring the written e-nodes.
+        let written = loaded.written_canonical();
+        let mut preferring = cost().preferring(&written);
+        let reference = fusion::extract::best_nodes(eg, &mut preferring);
+        let config = fusion::FusionConfig::default();
+        let table = fusion::extract::ExtractionTable::new(&loaded, &config).costs(fusions);
+        for class in eg.classes() {
+            prop_assert_eq!(table.get(&class.id), reference.get(&class.id).map(|b| &b.0));
         }
     }
 

@@ -2,7 +2,7 @@
 //! keep. No wall-clock assertion; each test stays well under 2 s in a debug build, and
 //! `cargo bench -p lumen-compiler --bench stages` has the times.
 
-use lumen_compiler::fusion::{self, FusionConfig, Fusions, Stop, candidates::extract, lang};
+use lumen_compiler::fusion::{self, FusionConfig, Fusions, Stop, extract::extract, lang};
 use lumen_compiler::lower::lower;
 use lumen_compiler::{Epilogue, Graph, HlirOp, Tensor, programs};
 

@@ -10,27 +10,16 @@
 //! without a BIAS epilogue). This is the list the search
 //! profiles; the cost model's pick is what `compile` lowers with `fuse: true`.
 //!
-//! Extraction never recomputes a product to fuse it. egg's tree cost prices each e-class on its
-//! own, so when a matmul's plain product is also an output or feeds a second op, the cheapest
-//! tree for the other consumer is a second matmul with a fused epilogue. XLA and TVM refuse to
-//! duplicate an expensive producer into a fusion; so does lumen: after each extraction, a fused
-//! e-node that hides an e-class (its plain product, or the biased product under an activation)
-//! that something else also needs is banned, and extraction runs again. Every round bans at
-//! least one chosen e-node, so the loop ends.
-
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
-
-use egg::{CostFunction, Id, Language};
+//! Extraction ([`super::extract`]) never recomputes a product to fuse it.
 
 use super::FusionConfig;
-use super::cost::{ExtractionCost, Fusions};
-use super::lang::{FusionEGraph, FusionLang, Loaded, build_hlir};
+use super::cost::Fusions;
+use super::extract::{ExtractionTable, extract_with};
+use super::lang::{HlirBuilder, Loaded};
 use crate::compile::{CompileOptions, llir_figures, lower_with_options, plan_llir};
 use crate::error::CompileError;
 use crate::hlir::Hlir;
 use crate::llir::Llir;
-use crate::ops::BinaryOp;
 use crate::program::CompiledProgram;
 
 /// The extraction policies, in candidate order: label and the fused forms allowed.
@@ -59,157 +48,6 @@ pub struct Candidate {
     pub picked: bool,
 }
 
-/// Extracts, for every e-class the program needs, the cheapest e-node `fusions` allows that
-/// recomputes no product (see the module docs). Returns the choice per canonical e-class.
-///
-/// # Errors
-/// [`CompileError::Fusion`] when no finite-cost program exists (never for an e-graph loaded
-/// from a valid HLIR, whose original unfused e-nodes are always allowed).
-pub fn extract(
-    loaded: &Loaded,
-    config: &FusionConfig,
-    fusions: Fusions,
-) -> Result<BTreeMap<Id, FusionLang>, CompileError> {
-    let eg = &loaded.egraph;
-    let root = eg.find(loaded.root);
-    let written = loaded.written_canonical();
-    let mut banned: BTreeSet<FusionLang> = BTreeSet::new();
-    loop {
-        let choice = {
-            let mut cost =
-                ExtractionCost::new(eg, config.cost, fusions, &banned).preferring(&written);
-            let best = best_nodes(eg, &mut cost);
-            if best.get(&root).is_none_or(|(c, _)| *c == u64::MAX) {
-                return Err(CompileError::Fusion(
-                    "no program of finite cost in the e-graph".to_string(),
-                ));
-            }
-            let mut choice: BTreeMap<Id, FusionLang> = BTreeMap::new();
-            let mut stack = vec![root];
-            while let Some(class) = stack.pop() {
-                if choice.contains_key(&class) {
-                    continue;
-                }
-                let Some((_, node)) = best.get(&class) else {
-                    return Err(CompileError::Fusion(format!("e-class {class} has no cost")));
-                };
-                stack.extend(node.children().iter().map(|&c| eg.find(c)));
-                choice.insert(class, node.clone());
-            }
-            choice
-        };
-        let conflicts = recomputing(eg, &choice);
-        let before = banned.len();
-        banned.extend(conflicts);
-        if banned.len() == before {
-            return Ok(choice);
-        }
-    }
-}
-
-/// The cheapest e-node of every e-class under `cost`, with its cost: Knuth's generalization
-/// of Dijkstra's algorithm, exact because the cost is superior (an e-node never costs less
-/// than any child). A class is final the first time it leaves the heap; an e-node enters the
-/// heap once all its children are final. O(E log E) for E child slots, where egg's
-/// `Extractor` rescans every class until nothing changes (one pass per level of a deep
-/// program). Ties go to the smaller e-class id, then the first e-node of the class.
-pub fn best_nodes<CF>(eg: &FusionEGraph, cost: &mut CF) -> BTreeMap<Id, (u64, FusionLang)>
-where
-    CF: CostFunction<FusionLang, Cost = u64>,
-{
-    let classes: Vec<Id> = {
-        let mut ids: Vec<Id> = eg.classes().map(|c| c.id).collect();
-        ids.sort_unstable();
-        ids
-    };
-    // Every (class, node) slot waiting on a child class, by child.
-    let mut waiting_on: BTreeMap<Id, Vec<(Id, usize)>> = BTreeMap::new();
-    let mut missing: BTreeMap<(Id, usize), usize> = BTreeMap::new();
-    let mut heap: BinaryHeap<Reverse<(u64, Id, usize)>> = BinaryHeap::new();
-    let mut best: BTreeMap<Id, (u64, FusionLang)> = BTreeMap::new();
-    let node_cost = |cost: &mut CF, node: &FusionLang, best: &BTreeMap<Id, (u64, FusionLang)>| {
-        cost.cost(node, |c| best.get(&eg.find(c)).map_or(u64::MAX, |(k, _)| *k))
-    };
-    for &class in &classes {
-        for (i, node) in eg[class].nodes.iter().enumerate() {
-            if node.is_leaf() {
-                heap.push(Reverse((node_cost(cost, node, &best), class, i)));
-            } else {
-                for &c in node.children() {
-                    waiting_on.entry(eg.find(c)).or_default().push((class, i));
-                }
-                missing.insert((class, i), node.len());
-            }
-        }
-    }
-    while let Some(Reverse((k, class, i))) = heap.pop() {
-        if best.contains_key(&class) {
-            continue;
-        }
-        let Some(node) = eg[class].nodes.get(i) else { continue };
-        best.insert(class, (k, node.clone()));
-        for &(parent, j) in waiting_on.get(&class).map(Vec::as_slice).unwrap_or(&[]) {
-            let Some(left) = missing.get_mut(&(parent, j)) else { continue };
-            *left = left.saturating_sub(1);
-            if *left == 0
-                && !best.contains_key(&parent)
-                && let Some(pnode) = eg[parent].nodes.get(j)
-            {
-                heap.push(Reverse((node_cost(cost, pnode, &best), parent, j)));
-            }
-        }
-    }
-    best
-}
-
-/// The e-classes a fused e-node computes internally without writing them: its plain product,
-/// and for `*_BIAS` with an activation also the biased product.
-pub fn hidden_classes(eg: &FusionEGraph, node: &FusionLang) -> Vec<Id> {
-    let product = |a: Id, w: Id| eg.lookup(FusionLang::Matmul([a, w]));
-    match *node {
-        FusionLang::LtBias([a, w, _]) | FusionLang::LtRelu([a, w]) | FusionLang::LtGelu([a, w]) => {
-            product(a, w).into_iter().collect()
-        }
-        FusionLang::LtReluBias([a, w, b]) | FusionLang::LtGeluBias([a, w, b]) => {
-            let Some(p) = product(a, w) else { return Vec::new() };
-            let add = |x, y| eg.lookup(FusionLang::Binary(BinaryOp::Add, [x, y]));
-            let biased = add(p, b).or_else(|| add(b, p));
-            std::iter::once(p).chain(biased).collect()
-        }
-        _ => Vec::new(),
-    }
-}
-
-/// Chosen fused e-nodes that would recompute a value: one that hides an e-class which the
-/// program also reads, or which another chosen fused e-node hides too.
-///
-/// An e-class named by several outputs is built once per output (each output owns its
-/// buffer, see `build_hlir`), so its fused e-node hides its product once per copy.
-fn recomputing(eg: &FusionEGraph, choice: &BTreeMap<Id, FusionLang>) -> BTreeSet<FusionLang> {
-    let mut reads: BTreeMap<Id, usize> = BTreeMap::new();
-    let mut copies: BTreeMap<Id, usize> = BTreeMap::new();
-    for node in choice.values() {
-        for &c in node.children() {
-            *reads.entry(eg.find(c)).or_default() += 1;
-            if matches!(node, FusionLang::Outputs(_)) {
-                *copies.entry(eg.find(c)).or_default() += 1;
-            }
-        }
-    }
-    let mut hidden_by: BTreeMap<Id, Vec<&FusionLang>> = BTreeMap::new();
-    for (class, node) in choice.iter().filter(|(_, n)| n.is_fused()) {
-        let times = copies.get(class).copied().unwrap_or(1).max(1);
-        for hidden in hidden_classes(eg, node) {
-            hidden_by.entry(hidden).or_default().extend(std::iter::repeat_n(node, times));
-        }
-    }
-    hidden_by
-        .into_iter()
-        .filter(|(class, nodes)| nodes.len() + reads.get(class).copied().unwrap_or(0) > 1)
-        .flat_map(|(_, nodes)| nodes.into_iter().cloned())
-        .collect()
-}
-
 /// One policy's extraction, lowered and not yet planned.
 struct Lowered {
     label: &'static str,
@@ -221,6 +59,10 @@ struct Lowered {
 /// (the `unfused` one is `original` itself), dropping those whose LLIR equals an earlier
 /// one's. Nothing is planned yet: planning dominates with `best`, and a duplicate need not be
 /// planned at all.
+///
+/// The policies are independent reads of one e-graph, so they run in parallel
+/// ([`in_parallel`]); the results are gathered in [`POLICIES`] order, so the list, its
+/// duplicates and the first error are the same as one after another.
 fn lower_policies(
     original: &Hlir,
     loaded: &Loaded,
@@ -229,25 +71,28 @@ fn lower_policies(
 ) -> Result<Vec<Lowered>, CompileError> {
     // Checked once here rather than by every candidate's planning.
     options.validate()?;
-    let mut lowered: Vec<Lowered> = Vec::new();
-    for (label, fusions) in POLICIES {
+    let table = ExtractionTable::new(loaded, config);
+    let builder = HlirBuilder::new(original, loaded);
+    let one = |(label, fusions): (&'static str, Fusions)| -> Result<Lowered, CompileError> {
         let hlir = if fusions == POLICIES[0].1 {
             original.clone()
         } else {
-            let choice = extract(loaded, config, fusions)?;
-            build_hlir(original, loaded, &choice)?
+            builder.build(&extract_with(&table, loaded, fusions)?)?
         };
-        let llir = match lower_with_options(&hlir, options) {
-            Ok(llir) => llir,
-            Err(err) if label == POLICIES[0].0 => return Err(err),
+        match lower_with_options(&hlir, options) {
+            Ok(llir) => Ok(Lowered { label, hlir, llir }),
+            Err(err) if label == POLICIES[0].0 => Err(err),
             Err(err) => {
-                return Err(CompileError::Fusion(format!(
-                    "the {label} extraction does not compile: {err}"
-                )));
+                Err(CompileError::Fusion(format!("the {label} extraction does not compile: {err}")))
             }
-        };
-        if lowered.iter().all(|l| l.llir != llir) {
-            lowered.push(Lowered { label, hlir, llir });
+        }
+    };
+    let results = in_parallel(POLICIES.len(), |i| one(POLICIES[i]));
+    let mut lowered: Vec<Lowered> = Vec::new();
+    for result in results {
+        let l = result?;
+        if lowered.iter().all(|k| k.llir != l.llir) {
+            lowered.push(l);
         }
     }
     Ok(lowered)
@@ -345,4 +190,39 @@ pub(crate) fn cheapest(
         }
     }
     Err(errors.into_iter().flatten().next().unwrap_or(CompileError::NoOutputs))
+}
+
+/// `task(0)`, ..., `task(count - 1)` on up to [`std::thread::available_parallelism`] scoped
+/// threads, each worker taking the next undone index (so a cheap task does not leave a core
+/// idle behind an expensive one), the results in index order whatever finished first. One
+/// core, or one task, runs them on the calling thread. A panicking task is re-raised here.
+fn in_parallel<T: Send>(count: usize, task: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).min(count);
+    if threads <= 1 {
+        return (0..count).map(task).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            return mine;
+                        }
+                        mine.push((i, task(i)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, t)| t).collect()
 }

@@ -128,30 +128,58 @@ impl<'a> ExtractionCost<'a> {
         self
     }
 
-    fn bytes(&self, id: Id) -> Option<u64> {
-        let shape = self.egraph[id].data.shape.as_ref()?;
-        checked_bytes(shape).map(|b| b as u64)
-    }
-
     /// The e-node's own launches and DRAM bytes from its operands' shapes, or `None` when a
     /// shape is unknown (an ill-shaped term).
     pub fn own(&self, enode: &FusionLang) -> Option<NodeCost> {
-        let kernel = |ids: &[Id], out: Option<u64>| -> Option<NodeCost> {
-            let mut dram = out?;
-            for &id in ids {
-                dram = dram.saturating_add(self.bytes(id)?);
-            }
-            Some(NodeCost { launches: 1, dram_bytes: dram })
-        };
-        match enode {
-            // Views, constants, leaves and the root launch nothing and move no bytes.
-            node if !node.is_kernel() => Some(NodeCost::default()),
-            _ => {
-                // The output's shape is its e-class's; hash-consing finds the class.
-                let out = self.egraph.lookup(enode.clone()).and_then(|id| self.bytes(id));
-                kernel(enode.children(), out)
-            }
+        if !enode.is_kernel() {
+            return Some(NodeCost::default());
         }
+        // The output's shape is its e-class's; hash-consing finds the class.
+        let class = self.egraph.lookup(enode.clone())?;
+        own_cost(self.egraph, class, enode)
+    }
+}
+
+/// The own launches and DRAM bytes of `enode`, an e-node of e-class `class`: nothing for
+/// views, constants, leaves and the root; otherwise one launch reading every child and writing
+/// the class's shape. `None` when a shape is unknown (an ill-shaped term).
+pub fn own_cost(egraph: &FusionEGraph, class: Id, enode: &FusionLang) -> Option<NodeCost> {
+    if !enode.is_kernel() {
+        return Some(NodeCost::default());
+    }
+    let bytes = |id: Id| -> Option<u64> {
+        let shape = egraph[id].data.shape.as_ref()?;
+        checked_bytes(shape).map(|b| b as u64)
+    };
+    let mut dram = bytes(class)?;
+    for &id in enode.children() {
+        dram = dram.saturating_add(bytes(id)?);
+    }
+    Some(NodeCost { launches: 1, dram_bytes: dram })
+}
+
+/// The extraction score of an e-node before its children: [`CostModel::node_score`] of `own`,
+/// plus one when `penalised` (an e-node the program did not write, under
+/// [`ExtractionCost::preferring`]), capped at [`MAX_FINITE_COST`]; `u64::MAX` (never chosen)
+/// when `own` is unknown (an ill-shaped term) or the e-node is not `usable` (banned, or a
+/// fused form the policy does not allow). [`ExtractionCost`] and the table of
+/// [`super::extract`] both price through it, so they cannot disagree.
+pub fn own_score(model: CostModel, own: Option<NodeCost>, usable: bool, penalised: bool) -> u64 {
+    match own {
+        Some(own) if usable => {
+            model.node_score(own).saturating_add(u64::from(penalised)).min(MAX_FINITE_COST)
+        }
+        _ => u64::MAX,
+    }
+}
+
+/// Adds a child's cost to an e-node's running cost: `u64::MAX` on either side stays
+/// `u64::MAX` (never chosen); finite sums saturate at [`MAX_FINITE_COST`], so a huge but legal
+/// program never turns illegal.
+pub fn add_child(sum: u64, child: u64) -> u64 {
+    match (sum, child) {
+        (u64::MAX, _) | (_, u64::MAX) => u64::MAX,
+        (sum, child) => sum.saturating_add(child).min(MAX_FINITE_COST),
     }
 }
 
@@ -165,17 +193,12 @@ impl CostFunction<FusionLang> for ExtractionCost<'_> {
         // What the program itself wrote is always allowed (a hand-fused matmul included).
         let written = self.written.is_some_and(|w| w.contains(enode));
         let allowed = written || enode.epilogue().is_none_or(|e| self.fusions.allows(e));
-        let own = match self.own(enode) {
-            Some(own) if allowed && !self.banned.contains(enode) => {
-                let new = self.written.is_some() && !written;
-                self.model.node_score(own).saturating_add(u64::from(new)).min(MAX_FINITE_COST)
-            }
-            _ => return u64::MAX,
-        };
-        // Saturating at u64::MAX would turn a huge but legal program into an illegal one.
-        enode.fold(own, |sum, id| match (sum, costs(id)) {
-            (u64::MAX, _) | (_, u64::MAX) => u64::MAX,
-            (sum, child) => sum.saturating_add(child).min(MAX_FINITE_COST),
-        })
+        let usable = allowed && !self.banned.contains(enode);
+        let penalised = self.written.is_some() && !written;
+        let own = own_score(self.model, self.own(enode), usable, penalised);
+        if own == u64::MAX {
+            return u64::MAX;
+        }
+        enode.fold(own, |sum, id| add_child(sum, costs(id)))
     }
 }

@@ -357,7 +357,8 @@ pub fn load(hlir: &Hlir) -> Result<Loaded, CompileError> {
 /// (the program's signature); then the computed nodes; then the outputs in the root's order.
 /// Each e-class becomes one HLIR node, so shared subterms stay shared. When two outputs land
 /// in the same e-class (two outputs of equal value), the one later by name gets its own copy
-/// of the top op, since a tensor can be read back under one name only.
+/// of the top op, since a tensor can be read back under one name only. [`HlirBuilder`] does
+/// the per-e-graph part once for several extractions.
 ///
 /// # Errors
 /// [`CompileError::Fusion`] when a needed e-class has no choice, a leaf names no input or
@@ -367,91 +368,130 @@ pub fn build_hlir(
     loaded: &Loaded,
     choice: &BTreeMap<Id, FusionLang>,
 ) -> Result<Hlir, CompileError> {
-    let eg = &loaded.egraph;
-    let locations = loaded.locations(original);
-    let names = loaded.names(original);
-    let fallback = SourceLocation::caller();
-    let mut hlir = Hlir::new();
-    let mut leaf_node: BTreeMap<String, NodeIndex> = BTreeMap::new();
-    for n in original.graph.node_indices() {
-        let node = &original.graph[n];
-        if let HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } = &node.op {
-            let idx = hlir.graph.add_node(HlirNode {
-                op: node.op.clone(),
-                location: node.location,
-                name: None,
-            });
-            leaf_node.insert(name.clone(), idx);
+    HlirBuilder::new(original, loaded).build(choice)
+}
+
+/// [`build_hlir`] for many extractions of one saturated e-graph: the source line and name of
+/// every e-class ([`Loaded::locations`], [`Loaded::names`]) are looked up once.
+#[derive(Debug)]
+pub struct HlirBuilder<'a> {
+    original: &'a Hlir,
+    loaded: &'a Loaded,
+    locations: BTreeMap<Id, SourceLocation>,
+    names: BTreeMap<Id, TensorName>,
+}
+
+impl<'a> HlirBuilder<'a> {
+    /// The builder of `loaded`'s extractions, `loaded` being `original` loaded and saturated.
+    pub fn new(original: &'a Hlir, loaded: &'a Loaded) -> Self {
+        Self {
+            original,
+            loaded,
+            locations: loaded.locations(original),
+            names: loaded.names(original),
         }
     }
-    let root = eg.find(loaded.root);
-    let Some(FusionLang::Outputs(outs)) = choice.get(&root).or_else(|| eg[root].nodes.first())
-    else {
-        return Err(CompileError::Fusion("the e-graph root is not an outputs node".into()));
-    };
-    let mut built: BTreeMap<Id, NodeIndex> = BTreeMap::new();
-    for &out in outs.iter() {
-        // Post-order without recursion: deep programs must not overflow the stack.
-        let mut stack: Vec<(Id, bool)> = vec![(eg.find(out), false)];
-        while let Some((class, children_done)) = stack.pop() {
-            if built.contains_key(&class) {
-                continue;
+
+    /// The HLIR of the extraction `choice` ([`build_hlir`]).
+    ///
+    /// # Errors
+    /// As [`build_hlir`].
+    pub fn build(&self, choice: &BTreeMap<Id, FusionLang>) -> Result<Hlir, CompileError> {
+        let (original, loaded) = (self.original, self.loaded);
+        let (locations, names) = (&self.locations, &self.names);
+        let eg = &loaded.egraph;
+        let fallback = SourceLocation::caller();
+        let mut hlir = Hlir::new();
+        let mut leaf_node: BTreeMap<String, NodeIndex> = BTreeMap::new();
+        for n in original.graph.node_indices() {
+            let node = &original.graph[n];
+            if let HlirOp::Input { name, .. } | HlirOp::Weight { name, .. } = &node.op {
+                let idx = hlir.graph.add_node(HlirNode {
+                    op: node.op.clone(),
+                    location: node.location,
+                    name: None,
+                });
+                leaf_node.insert(name.clone(), idx);
             }
-            let enode = choice.get(&class).ok_or_else(|| {
-                CompileError::Fusion(format!("extraction chose nothing for e-class {class}"))
-            })?;
-            if !children_done {
-                stack.push((class, true));
-                for &c in enode.children().iter().rev() {
-                    stack.push((eg.find(c), false));
+        }
+        let root = eg.find(loaded.root);
+        let Some(FusionLang::Outputs(outs)) = choice.get(&root).or_else(|| eg[root].nodes.first())
+        else {
+            return Err(CompileError::Fusion("the e-graph root is not an outputs node".into()));
+        };
+        // Canonical e-class ids index it directly (they are below the e-graph's id count).
+        let mut built: Vec<Option<NodeIndex>> = Vec::new();
+        let get =
+            |built: &Vec<Option<NodeIndex>>, c: Id| built.get(usize::from(c)).copied().flatten();
+        for &out in outs.iter() {
+            // Post-order without recursion: deep programs must not overflow the stack.
+            let mut stack: Vec<(Id, bool)> = vec![(eg.find(out), false)];
+            while let Some((class, children_done)) = stack.pop() {
+                if get(&built, class).is_some() {
+                    continue;
                 }
-                continue;
-            }
-            let idx = match enode {
-                FusionLang::Leaf(name) => *leaf_node.get(name.as_str()).ok_or_else(|| {
-                    CompileError::Fusion(format!("leaf {name} is no input or weight"))
-                })?,
-                FusionLang::Outputs(_) => {
-                    return Err(CompileError::Fusion("an outputs node below the root".into()));
-                }
-                _ => {
-                    let op = enode.to_op().ok_or_else(|| {
-                        CompileError::Fusion(format!("e-node {enode} has no HLIR op"))
-                    })?;
-                    let operands: Vec<NodeIndex> = enode
-                        .children()
-                        .iter()
-                        .filter_map(|c| built.get(&eg.find(*c)).copied())
-                        .collect();
-                    let location = locations.get(&class).copied().unwrap_or(fallback);
-                    let idx = hlir.add_op(op, &operands, location);
-                    if let Some(name) = names.get(&class) {
-                        hlir.graph[idx].name = Some(name.clone());
+                let enode = choice.get(&class).ok_or_else(|| {
+                    CompileError::Fusion(format!("extraction chose nothing for e-class {class}"))
+                })?;
+                if !children_done {
+                    stack.push((class, true));
+                    for &c in enode.children().iter().rev() {
+                        stack.push((eg.find(c), false));
                     }
-                    idx
+                    continue;
                 }
+                let idx = match enode {
+                    FusionLang::Leaf(name) => *leaf_node.get(name.as_str()).ok_or_else(|| {
+                        CompileError::Fusion(format!("leaf {name} is no input or weight"))
+                    })?,
+                    FusionLang::Outputs(_) => {
+                        return Err(CompileError::Fusion("an outputs node below the root".into()));
+                    }
+                    _ => {
+                        let op = enode.to_op().ok_or_else(|| {
+                            CompileError::Fusion(format!("e-node {enode} has no HLIR op"))
+                        })?;
+                        let operands: Vec<NodeIndex> = enode
+                            .children()
+                            .iter()
+                            .filter_map(|c| get(&built, eg.find(*c)))
+                            .collect();
+                        let location = locations.get(&class).copied().unwrap_or(fallback);
+                        let idx = hlir.add_op(op, &operands, location);
+                        if let Some(name) = names.get(&class) {
+                            hlir.graph[idx].name = Some(name.clone());
+                        }
+                        idx
+                    }
+                };
+                let at = usize::from(class);
+                if built.len() <= at {
+                    built.resize(at + 1, None);
+                }
+                built[at] = Some(idx);
+            }
+        }
+        let mut read_back: BTreeSet<NodeIndex> = BTreeSet::new();
+        for (&out, (name, location)) in outs.iter().zip(&loaded.outputs) {
+            let Some(value) = get(&built, eg.find(out)) else {
+                return Err(CompileError::Fusion(format!("output {name:?} was not built")));
             };
-            built.insert(class, idx);
+            if hlir.graph[value].op.is_leaf() {
+                return Err(CompileError::Fusion(format!(
+                    "output {name:?} became an input or weight"
+                )));
+            }
+            let value = if read_back.contains(&value) {
+                let op = hlir.graph[value].op.clone();
+                let at = hlir.graph[value].location;
+                let operands = hlir.operands(value);
+                hlir.add_op(op, &operands, at)
+            } else {
+                value
+            };
+            read_back.insert(value);
+            hlir.add_op(HlirOp::Output { name: name.clone() }, &[value], *location);
         }
+        Ok(hlir)
     }
-    let mut read_back: BTreeSet<NodeIndex> = BTreeSet::new();
-    for (&out, (name, location)) in outs.iter().zip(&loaded.outputs) {
-        let Some(&value) = built.get(&eg.find(out)) else {
-            return Err(CompileError::Fusion(format!("output {name:?} was not built")));
-        };
-        if hlir.graph[value].op.is_leaf() {
-            return Err(CompileError::Fusion(format!("output {name:?} became an input or weight")));
-        }
-        let value = if read_back.contains(&value) {
-            let op = hlir.graph[value].op.clone();
-            let at = hlir.graph[value].location;
-            let operands = hlir.operands(value);
-            hlir.add_op(op, &operands, at)
-        } else {
-            value
-        };
-        read_back.insert(value);
-        hlir.add_op(HlirOp::Output { name: name.clone() }, &[value], *location);
-    }
-    Ok(hlir)
 }

@@ -33,6 +33,7 @@
 pub mod analysis;
 pub mod candidates;
 pub mod cost;
+pub mod extract;
 pub mod lang;
 pub mod report;
 pub mod rules;
