@@ -15,9 +15,11 @@
 //! - `validate`: `Hlir::infer` (structure, names, shapes);
 //! - `load`: the HLIR into an e-graph (`fusion::lang::load`: validation, canonical order);
 //! - `saturate`: the rewrite rules under the runner's bounds (`fusion::saturate`);
-//! - `extract`: the three fused policies' extractions and their HLIRs (`extract`, `build_hlir`);
-//! - `lower`: the four candidates lowered to LLIR (`lower`, with the canonical order), as
-//!   `compile` lowers them before it plans the cheapest;
+//! - `extract`: the three fused policies' extractions and their HLIRs over one extraction table
+//!   and one HLIR builder (`extract_with`, `HlirBuilder::build`), one after another (`compile`
+//!   runs each policy's extraction and lowering on its own thread);
+//! - `lower`: the four candidates lowered to LLIR (`lower`, with the canonical order), one after
+//!   another, as `compile` lowers them (in parallel) before it plans the cheapest;
 //! - `dump`: the fused program's LLIR text, `.dot`, plan text and JSON (over a placeholder
 //!   plan).
 //!
@@ -163,11 +165,14 @@ fn run(build: fn(usize) -> Graph, n: usize) -> Row {
     let rules = fusion::rules::rules(&config.rules).expect("rules");
     let (loaded, sat) = time(&mut t[3], || fusion::saturate(loaded, &rules, &config.limits));
     let extracted: Vec<Hlir> = time(&mut t[4], || {
+        let table = fusion::extract::ExtractionTable::new(&loaded, &config);
+        let builder = lang::HlirBuilder::new(&hlir, &loaded);
         POLICIES[1..]
             .iter()
             .map(|&(_, fusions)| {
-                let choice = fusion::extract::extract(&loaded, &config, fusions).expect("extract");
-                lang::build_hlir(&hlir, &loaded, &choice).expect("build_hlir")
+                let choice =
+                    fusion::extract::extract_with(&table, &loaded, fusions).expect("extract");
+                builder.build(&choice).expect("build_hlir")
             })
             .collect()
     });

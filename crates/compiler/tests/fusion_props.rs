@@ -134,3 +134,19 @@ proptest! {
         prop_assert_eq!(plan_text(&a), plan_text(&b));
     }
 }
+
+/// The built-in programs, where the bounded search of `compile` skips lowering most
+/// candidates: its pick is still exactly `explore`'s, which lowers and plans them all.
+#[test]
+fn compile_is_the_pick_on_the_builtin_programs() {
+    use lumen_compiler::programs::{BUILTIN, BuiltinArgs, builtin};
+    for name in BUILTIN {
+        let g = builtin(name, &BuiltinArgs::default()).unwrap();
+        let compiled = g.compile(&options()).unwrap();
+        let explored =
+            fusion::explore(&g.hlir(), "p", &options(), &FusionConfig::default()).unwrap();
+        let picked = &explored.picked().unwrap().program;
+        assert_eq!(compiled.llir, picked.llir, "{name}");
+        assert_eq!(compiled.plan, picked.plan, "{name}");
+    }
+}

@@ -14,7 +14,7 @@
 
 use super::FusionConfig;
 use super::cost::Fusions;
-use super::extract::{ExtractionTable, extract_with};
+use super::extract::{Choice, ExtractionTable, extract_with};
 use super::lang::{HlirBuilder, Loaded};
 use crate::compile::{CompileOptions, llir_figures, lower_with_options, plan_llir};
 use crate::error::CompileError;
@@ -73,11 +73,22 @@ fn lower_policies(
     options.validate()?;
     let table = ExtractionTable::new(loaded, config);
     let builder = HlirBuilder::new(original, loaded);
+    lower_all(original, loaded, options, &table, &builder)
+}
+
+/// [`lower_policies`] over a prepared extraction table and HLIR builder of `loaded`.
+fn lower_all(
+    original: &Hlir,
+    loaded: &Loaded,
+    options: &CompileOptions,
+    table: &ExtractionTable,
+    builder: &HlirBuilder<'_>,
+) -> Result<Vec<Lowered>, CompileError> {
     let one = |(label, fusions): (&'static str, Fusions)| -> Result<Lowered, CompileError> {
         let hlir = if fusions == POLICIES[0].1 {
             original.clone()
         } else {
-            builder.build(&extract_with(&table, loaded, fusions)?)?
+            builder.build(&extract_with(table, loaded, fusions)?)?
         };
         match lower_with_options(&hlir, options) {
             Ok(llir) => Ok(Lowered { label, hlir, llir }),
@@ -159,10 +170,20 @@ pub fn enumerate_all(
     Ok((found, refused))
 }
 
-/// The program [`enumerate`] picks, labelled `label`, planning only as many candidates as it
-/// takes: the cost model reads no plan, so candidates are tried cheapest first (the first on
-/// a tie, as [`enumerate`] breaks them) and the first that plans is the pick. What `compile`
-/// with fusion needs; [`enumerate`] plans every candidate for `compare` and the search.
+/// The program [`enumerate`] picks, labelled `label`, lowering and planning only as many
+/// candidates as it takes. What `compile` with fusion needs; [`enumerate`] lowers and plans
+/// every candidate for `compare` and the search.
+///
+/// Lowering is most of a candidate's cost, and most candidates cannot win, so the policies'
+/// extractions come first and are lowered in order of a lower bound on their price: every
+/// compute op a candidate's HLIR holds is at least one launch of its LLIR, so
+/// [`CostModel::launch_bytes`](super::CostModel::launch_bytes) x its compute ops bounds its
+/// [`program_cost`](super::CostModel::program_cost) from below. A candidate whose bound
+/// (with its policy index, the tie-break) is above the best price found so far is never
+/// lowered, nor one whose extraction equals an earlier policy's. On a 10,000-layer MLP that
+/// leaves one lowering of four. When anything fails on the way (an extraction or lowering
+/// error, or the pick does not plan), the answer comes from lowering every candidate
+/// ([`cheapest_of_all`]), so errors and fallbacks are exactly those of [`enumerate`]'s order.
 ///
 /// # Errors
 /// As [`enumerate`]: when no candidate plans, the error of the first in [`POLICIES`] order.
@@ -173,7 +194,92 @@ pub(crate) fn cheapest(
     options: &CompileOptions,
     config: &FusionConfig,
 ) -> Result<CompiledProgram, CompileError> {
-    let lowered = lower_policies(original, loaded, options, config)?;
+    options.validate()?;
+    let table = ExtractionTable::new(loaded, config);
+    let builder = HlirBuilder::new(original, loaded);
+    if let Some(program) =
+        cheapest_by_bounds(original, loaded, label, options, config, &table, &builder)
+    {
+        return Ok(program);
+    }
+    cheapest_of_all(lower_all(original, loaded, options, &table, &builder)?, label, options, config)
+}
+
+/// The bounded search of [`cheapest`]: `None` when it cannot answer without lowering every
+/// candidate (an error, or a pick the planner refuses).
+fn cheapest_by_bounds(
+    original: &Hlir,
+    loaded: &Loaded,
+    label: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+    table: &ExtractionTable,
+    builder: &HlirBuilder<'_>,
+) -> Option<CompiledProgram> {
+    // Each policy's extraction (the unfused one is the program as written), in parallel.
+    let choices = in_parallel(POLICIES.len(), |i| {
+        (i > 0).then(|| extract_with(table, loaded, POLICIES[i].1))
+    });
+    let mut extracted: Vec<(usize, Option<Choice>)> = Vec::new();
+    for (i, choice) in choices.into_iter().enumerate() {
+        let choice = match choice {
+            None => None,
+            Some(Ok(choice)) => Some(choice),
+            Some(Err(_)) => return None,
+        };
+        // An extraction equal to an earlier one lowers to the same LLIR, which loses the tie.
+        if choice.is_some() && extracted.iter().any(|(_, c)| c.as_ref() == choice.as_ref()) {
+            continue;
+        }
+        extracted.push((i, choice));
+    }
+    let live = crate::lower::live_nodes(original);
+    let original_ops = original
+        .graph
+        .node_indices()
+        .filter(|n| live[n.index()] && original.graph[*n].op.is_compute())
+        .count();
+    let mut order: Vec<(u64, usize, Option<Choice>)> = extracted
+        .into_iter()
+        .map(|(i, choice)| {
+            let ops = match &choice {
+                None => original_ops,
+                Some(c) => c.values().filter(|n| n.is_kernel()).count(),
+            };
+            (config.cost.launch_bytes.saturating_mul(ops as u64), i, choice)
+        })
+        .collect();
+    order.sort_by_key(|&(bound, i, _)| (bound, i));
+    let mut best: Option<(u64, usize, Llir)> = None;
+    for (bound, i, choice) in order {
+        if best.as_ref().is_some_and(|&(cost, j, _)| (bound, i) > (cost, j)) {
+            continue;
+        }
+        let hlir = match &choice {
+            None => None,
+            Some(c) => Some(builder.build(c).ok()?),
+        };
+        let llir = lower_with_options(hlir.as_ref().unwrap_or(original), options).ok()?;
+        let cost = config.cost.program_cost(&llir_figures(&llir));
+        if best.as_ref().is_none_or(|&(c, j, _)| (cost, i) < (c, j)) {
+            best = Some((cost, i, llir));
+        }
+    }
+    plan_llir(best?.2, label, options).ok()
+}
+
+/// The cheapest of every lowered candidate that plans, tried cheapest first (the first on a
+/// tie, as [`enumerate`] breaks them): the cost model reads no plan, so the first that plans
+/// is the pick.
+///
+/// # Errors
+/// When no candidate plans, the error of the first in [`POLICIES`] order.
+fn cheapest_of_all(
+    lowered: Vec<Lowered>,
+    label: &str,
+    options: &CompileOptions,
+    config: &FusionConfig,
+) -> Result<CompiledProgram, CompileError> {
     let mut order: Vec<(u64, usize)> = lowered
         .iter()
         .enumerate()

@@ -31,6 +31,9 @@ use crate::error::CompileError;
 use crate::llir::Epilogue;
 use crate::ops::BinaryOp;
 
+/// An extraction: the chosen e-node of every e-class the program needs (canonical ids).
+pub type Choice = BTreeMap<Id, FusionLang>;
+
 /// The policy-independent facts of a saturated e-graph's extraction, as dense arrays: e-class
 /// `c` (the `c`-th canonical e-class by id) owns e-nodes `first[c]..first[c + 1]`, and e-node
 /// `s` reads the classes `children[child_start[s]..child_start[s + 1]]`.
@@ -195,7 +198,7 @@ pub fn extract(
     loaded: &Loaded,
     config: &FusionConfig,
     fusions: Fusions,
-) -> Result<BTreeMap<Id, FusionLang>, CompileError> {
+) -> Result<Choice, CompileError> {
     extract_with(&ExtractionTable::new(loaded, config), loaded, fusions)
 }
 
@@ -207,7 +210,7 @@ pub fn extract_with(
     table: &ExtractionTable,
     loaded: &Loaded,
     fusions: Fusions,
-) -> Result<BTreeMap<Id, FusionLang>, CompileError> {
+) -> Result<Choice, CompileError> {
     let eg = &loaded.egraph;
     let root = eg.find(loaded.root);
     let root_dense = table.dense.get(usize::from(root)).copied().unwrap_or(u32::MAX) as usize;
@@ -219,7 +222,7 @@ pub fn extract_with(
                 "no program of finite cost in the e-graph".to_string(),
             ));
         }
-        let mut choice: BTreeMap<Id, FusionLang> = BTreeMap::new();
+        let mut choice = Choice::new();
         let mut stack = vec![root_dense];
         while let Some(class) = stack.pop() {
             let id = table.classes[class];
