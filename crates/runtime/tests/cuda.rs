@@ -123,21 +123,39 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     }
     let (major, minor) = cuda::nvrtc_version().expect("nvrtcVersion");
     println!("NVRTC {major}.{minor}");
+    // One module holds every generated kernel: each elementwise op of the op table at each
+    // rank, the copies, both reductions in both forms, the gathers and their reports.
+    let t = std::time::Instant::now();
     let ptx = cuda::compile_ptx("sm_90").expect("every kernel compiles to PTX");
-    assert_eq!(ptx.len(), cuda::kernel_sources().len());
-    for (k, src) in ptx.iter().zip(cuda::kernel_sources()) {
-        assert_eq!(k.name, src.name);
-        assert_eq!(k.kind, CodeKind::Ptx);
-        let text = k.ptx().expect("PTX is text");
-        assert!(text.contains(".target sm_90"), "{}: {text}", k.name);
-        assert!(text.contains(&format!(".entry {}(", k.name)), "{}: {text}", k.name);
-        println!("{}: {} bytes of PTX", k.name, text.len());
+    let (_, names) = cuda::kernel_sources();
+    assert_eq!(ptx.names, names);
+    assert_eq!(ptx.kind, CodeKind::Ptx);
+    let text = ptx.ptx().expect("PTX is text");
+    assert!(text.contains(".target sm_90"), "{text}");
+    for name in &names {
+        assert!(text.contains(&format!(".entry {name}(")), "{name} missing from the PTX");
     }
+    let count = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
+    println!(
+        "NVRTC compiled {} kernels for sm_90 ({} map, {} copy, {} reduce, {} gather, {} \
+         gather_report; {} bytes of PTX, {:.1} s)",
+        names.len(),
+        count("lumen_map_"),
+        count("lumen_copy_"),
+        count("lumen_reduce_"),
+        count("lumen_gather_i"),
+        count("lumen_gather_report_"),
+        text.len(),
+        t.elapsed().as_secs_f64()
+    );
     let cubin = cuda::compile_cubin("sm_90").expect("every kernel compiles to a CUBIN");
-    for k in &cubin {
-        assert_eq!(k.kind, CodeKind::Cubin);
-        assert_eq!(k.image.get(..4), Some(&b"\x7fELF"[..]), "{} is an ELF image", k.name);
-    }
+    assert_eq!(cubin.kind, CodeKind::Cubin);
+    assert_eq!(cubin.image.get(..4), Some(&b"\x7fELF"[..]), "an ELF image");
+    println!(
+        "NVRTC compiled the same {} kernels to a {} byte sm_90 CUBIN",
+        names.len(),
+        cubin.image.len()
+    );
 }
 
 /// Every row of the compiler's op table carries its CUDA C expression (`ElemOp::cuda_fn`, the
@@ -206,18 +224,16 @@ fn every_program_the_gpu_tests_run_is_in_the_cuda_op_set() {
     let supported = |p: &CompiledProgram| {
         cuda::check_supported(p).unwrap_or_else(|e| panic!("{}: {e}", p.label));
     };
-    // The unfused linear-relu's bias add (an add reading `b [n]` through a broadcast view)
-    // runs as the AddBias kernel, matrix first; the relu after it as the relu kernel.
+    // The unfused linear-relu's bias add (an add reading `b [n]` through a broadcast view) is
+    // the generated add kernel over rank 2 (the bias' stride-0 axis); the relu after it rank 1.
     let unfused = linear_relu_unfused(4, 3, 5, "linear-relu");
-    assert_eq!(
-        cuda::support::launch(&unfused, 2).expect("bias add"),
-        cuda::Launch::Kernel { kernel: cuda::Kernel::AddBias, matrix: 0, bias: 1, cols: 5 }
-    );
-    assert!(matches!(
-        cuda::support::launch(&unfused, 3),
-        Ok(cuda::Launch::Kernel { kernel: cuda::Kernel::Relu, .. })
-    ));
-    assert_eq!(cuda::support::launch(&unfused, 1).expect("matmul"), cuda::Launch::Matmul);
+    let spec = |n: usize| match cuda::support::launch(&unfused, n).expect("launch") {
+        cuda::Launch::Kernels(k) => k[0].spec,
+        other => panic!("node {n}: {other:?}"),
+    };
+    assert_eq!(spec(2), cuda::KernelSpec::Map { op: "add".parse().unwrap(), rank: 2 });
+    assert_eq!(spec(3), cuda::KernelSpec::Map { op: "relu".parse().unwrap(), rank: 1 });
+    assert!(matches!(cuda::support::launch(&unfused, 1), Ok(cuda::Launch::Matmul(_))));
     for fused in [false, true] {
         supported(&digits_program(&[64, 128, 64, 10], 450, fused));
     }
