@@ -109,6 +109,17 @@ pub enum KernelSpec {
 }
 
 impl KernelSpec {
+    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`.
+    pub fn family(&self) -> &'static str {
+        match self {
+            KernelSpec::Map { .. } => "map",
+            KernelSpec::Copy { .. } => "copy",
+            KernelSpec::Reduce { .. } => "reduce",
+            KernelSpec::Gather { .. } => "gather",
+            KernelSpec::GatherReport { .. } => "gather_report",
+        }
+    }
+
     /// The `extern "C"` entry point.
     pub fn name(&self) -> String {
         let id = |wide: bool| if wide { "i64" } else { "i32" };

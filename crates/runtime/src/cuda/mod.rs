@@ -22,6 +22,7 @@
 
 pub mod codegen;
 pub mod device;
+pub mod emulate;
 pub mod error;
 pub mod kernels;
 pub mod lt;
