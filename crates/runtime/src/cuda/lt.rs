@@ -444,6 +444,9 @@ fn matmul_desc(
         if let Some(bias) = bias {
             let ptr = bias as usize as *const c_void;
             set_desc(&desc, A::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr)?;
+            // One bias for every matrix of a strided batch (int64_t; 0 is the default, set
+            // so nothing depends on it).
+            set_desc(&desc, A::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &0i64)?;
         }
     }
     Ok(desc)
@@ -844,5 +847,164 @@ mod tests {
             0u64,
         );
         assert_eq!(stored, max_ws);
+    }
+
+    /// The problems the CUDA runtime builds for transposed, batched, broadcast-batch and
+    /// looped-batch products (from real programs' views), each with every epilogue and both
+    /// compute types: descriptors with TRANSA/TRANSB, layouts with BATCH_COUNT and
+    /// STRIDED_BATCH_OFFSET, preferences with the operands' alignments, created against the
+    /// real library host-only and read back. Skips, saying why, without libcublasLt.
+    #[test]
+    fn descriptors_layouts_batched_and_transposed_against_the_real_library() {
+        use super::super::device::{CUBLASLT, RequiredLibrary};
+        use lt_sys::cublasLtMatmulDescAttributes_t as D;
+        use lt_sys::cublasLtMatmulPreferenceAttributes_t as P;
+        use lt_sys::cublasLtMatrixLayoutAttribute_t as L;
+        use lumen_compiler::{CompileOptions, Graph};
+        let symbols: Vec<&'static str> = CUBLASLT
+            .symbols
+            .iter()
+            .copied()
+            .chain([
+                "cublasLtMatmulDescGetAttribute",
+                "cublasLtMatrixLayoutGetAttribute",
+                "cublasLtMatrixLayoutSetAttribute",
+                "cublasLtMatmulPreferenceGetAttribute",
+            ])
+            .collect();
+        let lib = RequiredLibrary { symbols: symbols.leak(), ..CUBLASLT };
+        if let Some(why) = lib.problem(&lib.probe()) {
+            if std::env::var_os("LUMEN_REQUIRE_CUDA").is_some_and(|v| v == "1") {
+                panic!("LUMEN_REQUIRE_CUDA=1 but the test would skip: {why}");
+            }
+            eprintln!("skipped: {why}");
+            return;
+        }
+        // Programs whose products are transposed, batched, broadcast and looped.
+        let mut cx = Graph::new();
+        let a = cx.input("a", [5, 3]);
+        let b = cx.weight("b", [4, 3]);
+        a.matmul(b.transpose(0, 1)).output("abt");
+        a.transpose(0, 1).matmul(&a).output("ata");
+        let x = cx.input("x", [2, 3, 4, 5]);
+        let y = cx.input("y", [1, 3, 4, 5]);
+        x.matmul(y.transpose(-1, -2)).output("bcast");
+        let q = cx.input("q", [2, 7, 3, 4]).permute(&[0, 2, 1, 3]);
+        let k = cx.input("k", [2, 7, 3, 4]).permute(&[0, 2, 1, 3]);
+        q.matmul(k.transpose(-1, -2)).output("scores");
+        // One matrix broadcast over a batch of transposed ones: a stride-0 strided batch.
+        let z = cx.input("z", [3, 5, 4]);
+        let v = cx.weight("v", [1, 2, 5]);
+        v.matmul(&z).output("bcast0");
+        let mut programs = vec![cx.compile(&CompileOptions::default()).unwrap()];
+        let t = lumen_compiler::programs::transformer(Default::default()).unwrap();
+        programs.push(t.compile(&CompileOptions::default()).unwrap());
+        let mut problems: Vec<LtProblem> = Vec::new();
+        for p in &programs {
+            for l in super::super::support::launches(p).unwrap() {
+                if let super::super::Launch::Matmul(c) = l {
+                    if !problems.contains(&c.problem) {
+                        problems.push(c.problem);
+                    }
+                }
+            }
+        }
+        assert!(problems.iter().any(|p| p.trans_a) && problems.iter().any(|p| p.trans_b));
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.a.batch > 1 && (p.a.batch_stride == 0 || p.b.batch_stride == 0)),
+            "{problems:?}"
+        );
+        assert!(problems.iter().any(|p| p.b.batch > 1 && p.b.batch_stride > 0));
+        let (mut descs, mut layouts, mut prefs) = (0, 0, 0);
+        for p in &problems {
+            for mode in [ComputeMode::Fp32, ComputeMode::Tf32] {
+                for epilogue in [
+                    Epilogue::Default,
+                    Epilogue::Bias,
+                    Epilogue::Relu,
+                    Epilogue::ReluBias,
+                    Epilogue::Gelu,
+                    Epilogue::GeluBias,
+                ] {
+                    let bias = epilogue.has_bias().then_some(0x7f00_0000_0104u64);
+                    let desc = matmul_desc(mode, epilogue, bias, (p.trans_a, p.trans_b)).unwrap();
+                    let get32 = |attr: D| -> i32 {
+                        read_back(lt_sys::cublasLtMatmulDescGetAttribute as _, desc.0, attr, 0i32)
+                    };
+                    assert_eq!(get32(D::CUBLASLT_MATMUL_DESC_TRANSA), i32::from(p.trans_a));
+                    assert_eq!(get32(D::CUBLASLT_MATMUL_DESC_TRANSB), i32::from(p.trans_b));
+                    assert_eq!(
+                        get32(D::CUBLASLT_MATMUL_DESC_EPILOGUE),
+                        cublaslt_epilogue(epilogue) as i32
+                    );
+                    if bias.is_some() {
+                        let stride: i64 = read_back(
+                            lt_sys::cublasLtMatmulDescGetAttribute as _,
+                            desc.0,
+                            D::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                            -1i64,
+                        );
+                        assert_eq!(stride, 0);
+                    }
+                    descs += 1;
+                }
+            }
+            for m in [p.a, p.b, p.d] {
+                let layout = Layout::batched(&m).unwrap();
+                let get = |attr: L, zero: u64| -> u64 {
+                    read_back(lt_sys::cublasLtMatrixLayoutGetAttribute as _, layout.0, attr, zero)
+                };
+                assert_eq!(get(L::CUBLASLT_MATRIX_LAYOUT_ROWS, 0), m.rows);
+                assert_eq!(get(L::CUBLASLT_MATRIX_LAYOUT_COLS, 0), m.cols);
+                assert_eq!(get(L::CUBLASLT_MATRIX_LAYOUT_LD, 0) as i64, m.ld);
+                let count: i32 = read_back(
+                    lt_sys::cublasLtMatrixLayoutGetAttribute as _,
+                    layout.0,
+                    L::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                    0i32,
+                );
+                assert_eq!(count, m.batch);
+                let stride: i64 = read_back(
+                    lt_sys::cublasLtMatrixLayoutGetAttribute as _,
+                    layout.0,
+                    L::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                    -1i64,
+                );
+                assert_eq!(stride, m.batch_stride);
+                layouts += 1;
+            }
+        }
+        for align in [[256, 256, 256, 256], [4, 16, 256, 256], [8, 4, 4, 4]] {
+            let pref = Pref::with_workspace_and_alignment(1 << 20, align).unwrap();
+            for (attr, want) in [
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+            ]
+            .into_iter()
+            .zip(align)
+            {
+                let got: u32 = read_back(
+                    lt_sys::cublasLtMatmulPreferenceGetAttribute as _,
+                    pref.0,
+                    attr,
+                    0u32,
+                );
+                assert_eq!(got, want);
+            }
+            prefs += 1;
+        }
+        assert_eq!(alignment(0), 256);
+        assert_eq!(alignment(0x7f00_0000_0104), 4);
+        assert_eq!(alignment(4096 + 64), 64);
+        println!(
+            "cuBLASLt checked {descs} matmul descriptors, {layouts} batched layouts and {prefs} \
+             aligned preferences host-only ({} distinct problems: transposed, batched, \
+             broadcast and looped batches)",
+            problems.len()
+        );
     }
 }
