@@ -402,6 +402,109 @@ fn emulated_cuda_plans_match_the_cpu_on_models_and_matmul_forms() {
     assert!(h[0].problem.trans_a, "k transposed: {h:?}");
 }
 
+/// The f32 tensors and the metadata of `data/{name}`.
+fn fixture(name: &str) -> (Tensors, std::collections::BTreeMap<String, String>) {
+    let dir = std::env::var_os("LUMEN_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data"));
+    let bytes = std::fs::read(dir.join(name)).expect(name);
+    let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("header");
+    let meta = meta.metadata().clone().unwrap_or_default().into_iter().collect();
+    let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
+    let mut tensors = Tensors::new();
+    for (tname, view) in st.tensors() {
+        if view.dtype() != safetensors::Dtype::F32 {
+            continue;
+        }
+        let data: Vec<f32> = view
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        tensors.insert(tname.clone(), HostTensor::new(view.shape().to_vec(), data).expect("f32"));
+    }
+    tensors.sort_keys();
+    (tensors, meta)
+}
+
+/// The shipped models with their weights and inputs: the transformer block
+/// (data/transformer_block.safetensors, PyTorch's TransformerEncoderLayer x 2) and the digits
+/// ViT (data/digits_vit.safetensors, trained by PyTorch) over its first `vit_batch` images,
+/// each fused and unfused.
+fn shipped_models(vit_batch: usize) -> Vec<(CompiledProgram, Tensors, Tensors)> {
+    use lumen_compiler::models::{Gelu, TransformerSizes, VitConfig, vit};
+    let mut out = Vec::new();
+    let (mut t, meta) = fixture("transformer_block.safetensors");
+    let size = |k: &str| meta[k].parse::<usize>().expect(k);
+    let sizes = TransformerSizes {
+        batch: size("batch"),
+        seq: size("seq"),
+        width: size("width"),
+        heads: size("heads"),
+        ffn: size("ffn"),
+        blocks: size("blocks"),
+    };
+    let x = t.shift_remove("x").expect("x");
+    t.shift_remove("y");
+    let inputs: Tensors = [("x".to_string(), x)].into();
+    let graph = lumen_compiler::programs::transformer(sizes).expect("transformer");
+    for fuse in [false, true] {
+        let options =
+            CompileOptions { name: "transformer_block".into(), fuse, ..Default::default() };
+        out.push((graph.compile(&options).expect("compile"), t.clone(), inputs.clone()));
+    }
+    let (mut v, meta) = fixture("digits_vit.safetensors");
+    let size = |k: &str| meta[k].parse::<usize>().expect(k);
+    let side = meta["image"].split('x').next().and_then(|s| s.parse().ok()).expect("image");
+    let config = VitConfig {
+        image: [side, side],
+        patch: size("patch"),
+        width: size("width"),
+        heads: size("heads"),
+        blocks: size("blocks"),
+        ffn: size("ffn"),
+        classes: size("classes"),
+        eps: 1e-5,
+        gelu: if meta.get("gelu").map(String::as_str) == Some("tanh") {
+            Gelu::Tanh
+        } else {
+            Gelu::Erf
+        },
+    };
+    let x = v.shift_remove("x").expect("x");
+    v.shift_remove("logits");
+    let batch = vit_batch.min(x.shape()[0]);
+    let cols = x.shape()[1];
+    let x = HostTensor::new([batch, cols], x.data()[..batch * cols].to_vec()).expect("x");
+    let inputs: Tensors = [("x".to_string(), x)].into();
+    let graph = vit(&config, batch).expect("vit");
+    for fuse in [false, true] {
+        let options = CompileOptions { name: "digits_vit".into(), fuse, ..Default::default() };
+        out.push((graph.compile(&options).expect("compile"), v.clone(), inputs.clone()));
+    }
+    out
+}
+
+/// Row-wise argmax over the last axis.
+fn argmax_last(t: &HostTensor) -> Vec<usize> {
+    let cols = t.shape().last().copied().unwrap_or(1).max(1);
+    t.data()
+        .chunks(cols)
+        .map(|row| (0..row.len()).fold(0, |best, j| if row[j] > row[best] { j } else { best }))
+        .collect()
+}
+
+#[test]
+fn emulated_cuda_plans_match_the_cpu_on_the_shipped_transformer_and_vit() {
+    for (program, weights, inputs) in shipped_models(24) {
+        let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+        let emulated = cuda::emulate::emulate(&program, &weights, &inputs).expect("emulate");
+        let err = close_to_cpu(&program.label, &emulated, &cpu);
+        assert_eq!(argmax_last(&emulated["y"]), argmax_last(&cpu["y"]), "{}", program.label);
+        println!("{}: emulated cuda plans vs cpu, max |diff| {err:.2e}", program.label);
+    }
+}
+
 /// Random programs over every op (the CPU differential test's generator), fused and unfused.
 fn random_tensor_programs(seeds: std::ops::Range<u64>) -> Vec<(CompiledProgram, Tensors, Tensors)> {
     let mut out = Vec::new();
@@ -818,6 +921,22 @@ fn models_and_matmul_forms_match_the_cpu() {
         if program.label.starts_with("vit") {
             assert_eq!(argmax_rows(&out["y"]), argmax_rows(&cpu["y"]), "{}", program.label);
         }
+    }
+}
+
+#[test]
+fn shipped_transformer_and_vit_match_the_cpu() {
+    // The bar: argmax identical, max |cuda - cpu| <= 1e-3 with COMPUTE_32F; the whole
+    // digits test split (450 images).
+    let Some(rt) = gpu(fp32()) else { return };
+    for (program, weights, inputs) in shipped_models(450) {
+        let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+        let out = run_cuda(&rt, &program, &weights, &inputs);
+        let err = max_abs_diff(&out, &cpu);
+        let same = argmax_last(&out["y"]) == argmax_last(&cpu["y"]);
+        println!("{}: max |cuda - cpu| = {err:.3e}, argmax identical: {same}", program.label);
+        assert!(err <= 1e-3, "{}: {err}", program.label);
+        assert!(same, "{}: argmax differs", program.label);
     }
 }
 
