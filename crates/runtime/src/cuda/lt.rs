@@ -902,10 +902,10 @@ mod tests {
         let mut problems: Vec<LtProblem> = Vec::new();
         for p in &programs {
             for l in super::super::support::launches(p).unwrap() {
-                if let super::super::Launch::Matmul(c) = l {
-                    if !problems.contains(&c.problem) {
-                        problems.push(c.problem);
-                    }
+                if let super::super::Launch::Matmul(c) = l
+                    && !problems.contains(&c.problem)
+                {
+                    problems.push(c.problem);
                 }
             }
         }
