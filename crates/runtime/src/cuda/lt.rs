@@ -707,6 +707,45 @@ mod tests {
     }
 
     #[test]
+    fn views_map_to_layouts_transposes_and_batches() {
+        let c = |shape: &[usize]| View::contiguous(shape);
+        // Plain: the module docs' mapping, one call.
+        let p = lt_problem(&c(&[4, 3]), &c(&[3, 5]), (1, 4, 3, 5)).unwrap();
+        assert_eq!((p.problem.trans_a, p.problem.trans_b), (false, false));
+        assert_eq!((p.problem.a.rows, p.problem.a.cols, p.problem.a.ld), (5, 3, 5));
+        assert_eq!((p.problem.b.rows, p.problem.b.cols, p.problem.b.ld), (3, 4, 3));
+        assert_eq!(p.problem.mnk, (5, 4, 3));
+        assert_eq!(p.offsets, [[0, 0, 0]]);
+        // Both transposed: X = Aᵀ of a [3, 4] buffer, W = Bᵀ of a [5, 3] buffer.
+        let x = c(&[3, 4]).permute(&[1, 0]);
+        let w = c(&[5, 3]).permute(&[1, 0]);
+        let p = lt_problem(&x, &w, (1, 4, 3, 5)).unwrap();
+        assert_eq!((p.problem.trans_a, p.problem.trans_b), (true, true));
+        assert_eq!((p.problem.a.rows, p.problem.a.cols, p.problem.a.ld), (3, 5, 3));
+        assert_eq!((p.problem.b.rows, p.problem.b.cols, p.problem.b.ld), (4, 3, 4));
+        // A row slice keeps its row stride as the leading dimension and its offset.
+        let x = c(&[6, 8]).slice(1, 2, 5).slice(0, 1, 5);
+        let p = lt_problem(&x, &c(&[3, 2]), (1, 4, 3, 2)).unwrap();
+        assert_eq!((p.problem.b.ld, p.offsets[0][1]), (8, 10));
+        // A broadcast batch: one strided batch of 3 with W's stride 0.
+        let w = c(&[3, 5]).expand(&[3, 3, 5]).unwrap();
+        let p = lt_problem(&c(&[3, 4, 3]), &w, (3, 4, 3, 5)).unwrap();
+        assert_eq!((p.problem.a.batch, p.problem.a.batch_stride), (3, 0));
+        assert_eq!((p.problem.b.batch_stride, p.problem.d.batch_stride), (12, 20));
+        // Two batch axes no single stride walks: a loop over the outer one.
+        let q = c(&[2, 7, 3, 4]).permute(&[0, 2, 1, 3]);
+        let k = c(&[2, 7, 3, 4]).permute(&[0, 2, 3, 1]);
+        let p = lt_problem(&q, &k, (6, 7, 4, 7)).unwrap();
+        assert_eq!(p.offsets, [[0, 0, 0], [84, 84, 147]]);
+        assert_eq!((p.problem.b.batch, p.problem.b.batch_stride), (3, 4));
+        // Neither stride 1: refused with the reason.
+        let bad = View { shape: vec![4, 3], strides: vec![6, 2], offset: 0 };
+        let err = lt_problem(&bad, &c(&[3, 5]), (1, 4, 3, 5)).unwrap_err();
+        assert!(err.contains("no unit stride"), "{err}");
+        assert!(lt_problem(&c(&[4, 3]), &c(&[3, 5]), (2, 4, 3, 5)).is_err());
+    }
+
+    #[test]
     fn epilogues_map_to_cublaslt() {
         use lt_sys::cublasLtEpilogue_t as E;
         let all = [
