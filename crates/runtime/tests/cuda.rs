@@ -1,11 +1,17 @@
 //! Tests of the CUDA runtime (feature `cuda`).
 //!
-//! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic), NVRTC,
-//! when libnvrtc is on the loader path, must compile every kernel to PTX and CUBIN for sm_90,
-//! and every program the GPU tests run must be in the CUDA runtime's op set (host-only).
+//! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic); NVRTC,
+//! when libnvrtc is on the loader path, must compile every generated kernel (each op of the
+//! op table at each rank, copies, both reductions in both forms, gathers) to PTX and CUBIN for
+//! sm_90 and say how many; every program the GPU tests run must have a CUDA form (host-only);
+//! and the CUDA launch plans, emulated on the host (`lumen_runtime::cuda::emulate`), must match
+//! the CPU runtime on the shipped transformer block and digits ViT, matmuls in every form and
+//! 128 random programs over every op.
 //! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
 //! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
-//! differential test, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
+//! differential tests (first op set, and random programs over every op), the transformer block
+//! and the ViT against the CPU (argmax identical, max |cuda - cpu| <= 1e-3), the device-reported
+//! gather error, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
 //! Each GPU test prints `skipped: <reason>` and returns when there is no device (fails instead
 //! under `LUMEN_REQUIRE_CUDA=1`, as scripts/gpu-check.sh runs them).
 #![cfg(feature = "cuda")]

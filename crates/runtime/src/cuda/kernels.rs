@@ -1,7 +1,7 @@
 //! NVRTC: compiling the generated kernels ([`super::codegen`]) into one module per prepare
 //! that needs new ones, loading them, and launching them.
 //!
-//! The runtime keeps one [`KernelCache`] per device: at prepare, the kernels a program needs
+//! The runtime keeps one kernel cache per device: at prepare, the kernels a program needs
 //! that are not loaded yet are compiled together (one NVRTC call, one CUBIN for the device's
 //! real architecture, so no PTX JIT runs) and loaded; a program preparing after it compiles
 //! nothing. Every generated kernel takes its pointers, then its arguments by value as blobs of

@@ -1,14 +1,20 @@
-//! The CUDA runtime (feature `cuda`): one device slab, cuBLASLt matmuls with fused epilogues,
-//! NVRTC elementwise kernels, one synchronize per execute.
+//! The CUDA runtime (feature `cuda`): one device slab, cuBLASLt matmuls with fused epilogues
+//! (batched and transposed through their layouts, [`lt`]), NVRTC kernels generated from the op
+//! table for every other LLIR op ([`codegen`]), one synchronize per execute. Which kernels or
+//! cuBLASLt calls a node becomes is decided on the host ([`support`]) and can be run on the
+//! host ([`emulate`]) to check it without a GPU.
 //!
 //! The shape is Luminal's CUDA backend: prepare allocates ONE device buffer of the plan's
 //! `slab_bytes` (`cuMemAlloc`), every LLIR buffer is `base + offset` exactly as the planner
 //! placed it (so a planning error corrupts results, as on the CPU), weights are uploaded once
 //! (again on every execute only when the plan lets a later buffer reuse a weight's bytes, as
-//! on the CPU), the cuBLASLt algorithm of each matmul shape is chosen once, and the kernels are compiled
-//! once. An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
+//! on the CPU), the cuBLASLt algorithm of each matmul problem is chosen once, and the kernels
+//! are compiled once per runtime (those a program needs that are not loaded yet, at its
+//! prepare). An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
 //! one stream, readbacks enqueued into pinned staging memory, ONE `cuStreamSynchronize`, and a
-//! copy out of the staging memory.
+//! copy out of the staging memory. The one device allocation besides the slab holds the
+//! gathers' error records (32 bytes each, only for a program with a gather): reset on the
+//! stream at the start of every execute, copied back before the synchronize, checked after it.
 //!
 //! Everything is loaded at run time (cudarc `dynamic-loading`): the crate builds without CUDA,
 //! and on a machine without a driver or a GPU [`CudaRuntime::new`] returns
