@@ -188,14 +188,14 @@ run() {
     echo "== the digits ViT through the CLI: cpu and cuda side by side (budget 1e-3 against PyTorch's logits)"
     # The bar for the GPU: the same accuracy (argmax) as the CPU and the logits within
     # 1e-3 (the CPU is within 1e-5 of them, so cuda vs cpu <= ~1e-3). Then NaN-poisoned.
-    local rt acc
+    local rt acc_cpu="" acc_cuda=""
     for rt in cpu cuda; do
         "$root/bin/lumen" run "$root/data/digits_vit.safetensors" --runtime $rt --tolerance 1e-3 \
             >"$TMPDIR_RUN/vit_$rt" || status=1
         grep -a -E '^(program|accuracy|max error|check)' "$TMPDIR_RUN/vit_$rt" | sed "s/^/   $rt: /" || true
-        acc=$(grep -a -E '^accuracy' "$TMPDIR_RUN/vit_$rt" | head -n 1)
-        eval "acc_$rt=\$acc"
     done
+    acc_cpu=$(grep -a -E '^accuracy' "$TMPDIR_RUN/vit_cpu" | head -n 1 || true)
+    acc_cuda=$(grep -a -E '^accuracy' "$TMPDIR_RUN/vit_cuda" | head -n 1 || true)
     if [ "${acc_cpu:-x}" != "${acc_cuda:-y}" ]; then
         echo "-- FAILED: the ViT's accuracy differs between cpu and cuda"
         status=1
