@@ -6,8 +6,13 @@
 #                                with data/ beside them.
 #   scripts/gpu-check.sh run     (on the GPU machine, no Rust needed): finds libcuda,
 #                                libcublasLt and libnvrtc, says where, sets LD_LIBRARY_PATH, runs
-#                                the CUDA tests, `lumen run data/digits_mlp.safetensors --runtime
-#                                cuda --json`, and the fused-vs-unfused benchmark.
+#                                the CUDA tests (among them: the transformer block and the digits
+#                                ViT against the CPU runtime, random programs over every op against
+#                                the CPU planned / no-reuse / NaN-poisoned, the device-reported
+#                                gather error), `lumen run data/digits_mlp.safetensors --runtime
+#                                cuda --json`, the digits ViT through the CLI on both runtimes
+#                                side by side (and NaN-poisoned), and the fused-vs-unfused
+#                                benchmark.
 #   scripts/gpu-check.sh         both: build if cargo is here, run if a GPU is.
 #
 # Nothing links CUDA at build time (cudarc dynamic loading), so the build half needs no CUDA.
@@ -180,6 +185,26 @@ run() {
             --runtime cuda --no-fuse --runs 3 $flag | grep -a -E '^(plan|in place|max error|accuracy|check)' ||
             status=1
     done
+    echo "== the digits ViT through the CLI: cpu and cuda side by side (budget 1e-3 against PyTorch's logits)"
+    # The bar for the GPU: the same accuracy (argmax) as the CPU and the logits within
+    # 1e-3 (the CPU is within 1e-5 of them, so cuda vs cpu <= ~1e-3). Then NaN-poisoned.
+    local rt acc_cpu="" acc_cuda=""
+    for rt in cpu cuda; do
+        "$root/bin/lumen" run "$root/data/digits_vit.safetensors" --runtime $rt --tolerance 1e-3 \
+            >"$TMPDIR_RUN/vit_$rt" || status=1
+        grep -a -E '^(program|accuracy|max error|check)' "$TMPDIR_RUN/vit_$rt" | sed "s/^/   $rt: /" || true
+    done
+    acc_cpu=$(grep -a -E '^accuracy' "$TMPDIR_RUN/vit_cpu" | head -n 1 || true)
+    acc_cuda=$(grep -a -E '^accuracy' "$TMPDIR_RUN/vit_cuda" | head -n 1 || true)
+    if [ "${acc_cpu:-x}" != "${acc_cuda:-y}" ]; then
+        echo "-- FAILED: the ViT's accuracy differs between cpu and cuda"
+        status=1
+    else
+        echo "-- ok     ViT accuracy identical on cpu and cuda"
+    fi
+    LUMINAL_CUDA_MEMORY_DEBUG=1 "$root/bin/lumen" run "$root/data/digits_vit.safetensors" \
+        --runtime cuda --runs 3 --tolerance 1e-3 | grep -a -E '^(accuracy|max error|check)' ||
+        status=1
     echo "== benchmark: linear-relu fused vs unfused"
     each_test "$root/tests/cuda" --ignored || status=1
     rm -rf "$TMPDIR_RUN"

@@ -489,6 +489,15 @@ impl ReduceOp {
         }
     }
 
+    /// The C type a CUDA kernel accumulates in: `double` for a sum (the CPU runtime sums in
+    /// f64 too, so long axes do not drift), `float` for a max (exact in any type).
+    pub fn cuda_accumulator(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "double",
+            ReduceOp::Max => "float",
+        }
+    }
+
     /// The combine step as a CUDA C expression over the running value `acc` and `x`.
     pub fn cuda_combine(self) -> &'static str {
         match self {

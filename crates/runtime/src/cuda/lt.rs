@@ -8,7 +8,20 @@
 //! both untransposed. D = Yᵀ has N rows, so the epilogue's bias (one value per row of D) is one
 //! value per *column* of Y, which is exactly lumen's `bias[N]` broadcast over rows.
 //!
-//! Per matmul shape (m, k, n, epilogue, workspace, compute type) the algorithm heuristic is
+//! Views ([`lt_problem`]): an operand matrix whose column stride is 1 is its row-major self
+//! (leading dimension = its row stride); one whose row stride is 1 (a transposed view) is the
+//! column-major matrix with leading dimension = its column stride, handed to cuBLASLt with
+//! `CUBLASLT_MATMUL_DESC_TRANSA`/`TRANSB` = `CUBLAS_OP_T`, so no transpose kernel ever runs.
+//! Batch axes are merged where every operand walks them with one stride
+//! ([`super::codegen::collapse`]); the innermost merged run becomes cuBLASLt's strided batch
+//! (`CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT`, `..._STRIDED_BATCH_OFFSET`; a broadcast batch axis
+//! has offset 0), and any outer batch axes that no single stride expresses (attention's
+//! `[batch, heads]` over a `[batch, seq, heads, dim]` buffer) are a loop of one cuBLASLt call
+//! per outer index, each with its own pointers, all enqueued on the one stream. Operand
+//! addresses inside a buffer (a view's offset) can be less than 256-byte aligned, so the
+//! heuristic is told each operand's alignment (`CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES`).
+//!
+//! Per matmul problem (layouts, transposes, epilogue, workspace, compute type) the algorithm heuristic is
 //! asked once at prepare and cached with the matrix layouts; each node gets its own matmul
 //! descriptor because the bias pointer is a descriptor attribute. Compute type is
 //! `CUBLAS_COMPUTE_32F` unless TF32 is asked for explicitly ([`ComputeMode::Tf32`]).
@@ -20,7 +33,7 @@ use std::sync::Arc;
 use cudarc::cublaslt::result as lt_result;
 use cudarc::cublaslt::sys as lt_sys;
 use cudarc::driver::sys::{CUdeviceptr, CUstream};
-use lumen_compiler::Epilogue;
+use lumen_compiler::{Epilogue, View};
 
 use super::device::Device;
 use super::error::{CudaError, lt};
@@ -104,6 +117,155 @@ pub fn column_major(m: usize, k: usize, n: usize) -> Result<ColumnMajor, CudaErr
     })
 }
 
+/// One cuBLASLt matrix layout: column-major `rows x cols` with leading dimension `ld`,
+/// `batch` matrices `batch_stride` elements apart (`batch` = 1: stride 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatrixLayout {
+    /// Rows (column-major).
+    pub rows: u64,
+    /// Columns.
+    pub cols: u64,
+    /// Leading dimension, elements (at least `max(rows, 1)`).
+    pub ld: i64,
+    /// `CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT`.
+    pub batch: i32,
+    /// `CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET`, elements (0 broadcasts).
+    pub batch_stride: i64,
+}
+
+/// The column-major problem cuBLASLt solves for one lt_matmul node (see the module docs): its
+/// A (= W), B (= X) and D (= Y) layouts, whether A and B are transposed, and its (m, n, k) =
+/// lumen's (n, m, k).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LtProblem {
+    /// A = W.
+    pub a: MatrixLayout,
+    /// B = X.
+    pub b: MatrixLayout,
+    /// D = Y (and C, never read: beta = 0).
+    pub d: MatrixLayout,
+    /// `CUBLASLT_MATMUL_DESC_TRANSA` = `CUBLAS_OP_T` (W's view is transposed).
+    pub trans_a: bool,
+    /// `CUBLASLT_MATMUL_DESC_TRANSB` = `CUBLAS_OP_T` (X's view is transposed).
+    pub trans_b: bool,
+    /// cuBLASLt's (m, n, k).
+    pub mnk: (u64, u64, u64),
+}
+
+/// A node's cuBLASLt problem and its calls: one per outer batch index, each the element offsets
+/// `[w, x, y]` of its first matrices inside their buffers (the views' offsets included).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LtCalls {
+    /// The problem every call solves.
+    pub problem: LtProblem,
+    /// `[w, x, y]` element offsets per call, in row-major order of the outer batch axes.
+    pub offsets: Vec<[usize; 3]>,
+}
+
+/// The layout of one operand matrix `rows x cols` (lumen's row-major sense) with strides
+/// `(rs, cs)`: `(layout rows, cols, ld, transposed)` in cuBLASLt's column-major sense, or
+/// `None` when neither stride is 1 (or the other stride is too small to be a leading dimension).
+fn operand_layout(
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+) -> Option<(u64, u64, usize, bool)> {
+    // A length-1 axis' stride is never used: treat it as whatever fits.
+    let row_major = (cs == 1 || cols <= 1) && (rows <= 1 || rs >= cols.max(1));
+    if row_major {
+        let ld = if rows <= 1 { cols.max(1) } else { rs };
+        return Some((cols as u64, rows as u64, ld, false));
+    }
+    let col_major = (rs == 1 || rows <= 1) && (cols <= 1 || cs >= rows.max(1));
+    if col_major {
+        let ld = if cols <= 1 { rows.max(1) } else { cs };
+        return Some((rows as u64, cols as u64, ld, true));
+    }
+    None
+}
+
+/// The cuBLASLt problem of `Y [batch..., m, n] = X [batch..., m, k] · W [batch..., k, n]` read
+/// through the views `x` and `w` (each of rank `nb + 2` with the same batch axes), `Y` written
+/// contiguous (see the module docs).
+///
+/// # Errors
+/// A reason (for [`crate::RuntimeError::Unsupported`]) when an operand's matrix has no unit
+/// stride, the views disagree with (batch, m, k, n), or a size exceeds cuBLASLt's integers.
+pub fn lt_problem(
+    x: &View,
+    w: &View,
+    (batch, m, k, n): (usize, usize, usize, usize),
+) -> Result<LtCalls, String> {
+    let rank = x.rank();
+    let Some(nb) = rank.checked_sub(2) else { return Err("an operand is not a matrix".into()) };
+    if w.rank() != rank
+        || x.shape[nb..] != [m, k]
+        || w.shape[nb..] != [k, n]
+        || x.shape[..nb] != w.shape[..nb]
+        || x.shape[..nb].iter().product::<usize>() != batch
+    {
+        return Err("operand views do not match m, k, n and the batch".into());
+    }
+    let unit =
+        || "an operand matrix with no unit stride (neither row-major nor transposed)".to_string();
+    let (xr, xc, xld, trans_b) =
+        operand_layout(m, k, x.strides[nb], x.strides[nb + 1]).ok_or_else(unit)?;
+    let (wr, wc, wld, trans_a) =
+        operand_layout(k, n, w.strides[nb], w.strides[nb + 1]).ok_or_else(unit)?;
+    // Batch axes: x, w and the contiguous output, merged where one stride walks each.
+    let batch_shape = &x.shape[..nb];
+    let mn = m.checked_mul(n).ok_or_else(|| "size overflows".to_string())?;
+    let y = View {
+        shape: batch_shape.to_vec(),
+        strides: lumen_compiler::view::row_major_strides(batch_shape)
+            .iter()
+            .map(|s| s * mn)
+            .collect(),
+        offset: 0,
+    };
+    let xb =
+        View { shape: batch_shape.to_vec(), strides: x.strides[..nb].to_vec(), offset: x.offset };
+    let wb =
+        View { shape: batch_shape.to_vec(), strides: w.strides[..nb].to_vec(), offset: w.offset };
+    let (cshape, cviews) = super::codegen::collapse(batch_shape, &[&wb, &xb, &y]);
+    let last = cshape.len() - 1;
+    let count = cshape[last];
+    let big = |v: usize, what: &str| i64::try_from(v).map_err(|_| format!("{what} exceeds int64"));
+    let count32 = i32::try_from(count).map_err(|_| "batch count exceeds int32".to_string())?;
+    let stride = |k: usize| if count > 1 { cviews[k].strides[last] } else { 0 };
+    let layout = |rows: u64, cols: u64, ld: usize, s: usize| -> Result<MatrixLayout, String> {
+        Ok(MatrixLayout {
+            rows,
+            cols,
+            ld: big(ld, "leading dimension")?,
+            batch: count32,
+            batch_stride: big(s, "batch stride")?,
+        })
+    };
+    let problem = LtProblem {
+        a: layout(wr, wc, wld, stride(0))?,
+        b: layout(xr, xc, xld, stride(1))?,
+        d: layout(n as u64, m as u64, n.max(1), stride(2))?,
+        trans_a,
+        trans_b,
+        mnk: (n as u64, m as u64, k as u64),
+    };
+    // One call per index of the outer axes (all but the last merged one).
+    let outer_shape = &cshape[..last];
+    let outer: Vec<View> = cviews
+        .iter()
+        .map(|v| View {
+            shape: outer_shape.to_vec(),
+            strides: v.strides[..last].to_vec(),
+            offset: v.offset,
+        })
+        .collect();
+    let mut offsets = Vec::new();
+    lumen_compiler::view::walk(outer_shape, [&outer[0], &outer[1], &outer[2]], |o| offsets.push(o));
+    Ok(LtCalls { problem, offsets })
+}
+
 /// A cuBLASLt handle, destroyed on drop.
 #[derive(Debug)]
 pub(crate) struct LtHandle {
@@ -136,6 +298,32 @@ impl Layout {
             .map_err(lt("cublasLtMatrixLayoutCreate"))?;
         Ok(Self(raw))
     }
+
+    /// A layout with its strided batch (`BATCH_COUNT` int32, `STRIDED_BATCH_OFFSET` int64), set
+    /// even for a batch of 1 so nothing depends on a default.
+    fn batched(m: &MatrixLayout) -> Result<Self, CudaError> {
+        use lt_sys::cublasLtMatrixLayoutAttribute_t as L;
+        let layout = Self::new((m.rows, m.cols, m.ld))?;
+        // SAFETY: BATCH_COUNT is an int32_t attribute, STRIDED_BATCH_OFFSET an int64_t one;
+        // cuBLASLt copies the bytes before returning.
+        unsafe {
+            lt_result::set_matrix_layout_attribute(
+                layout.0,
+                L::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                (&m.batch as *const i32).cast::<c_void>(),
+                size_of::<i32>(),
+            )
+            .map_err(lt("cublasLtMatrixLayoutSetAttribute"))?;
+            lt_result::set_matrix_layout_attribute(
+                layout.0,
+                L::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                (&m.batch_stride as *const i64).cast::<c_void>(),
+                size_of::<i64>(),
+            )
+            .map_err(lt("cublasLtMatrixLayoutSetAttribute"))?;
+        }
+        Ok(layout)
+    }
 }
 
 impl Drop for Layout {
@@ -157,6 +345,32 @@ impl Drop for Desc {
 struct Pref(lt_sys::cublasLtMatmulPreference_t);
 
 impl Pref {
+    /// A preference that caps the algorithm's workspace at `bytes` (the planned workspace) and
+    /// states the operands' alignment in bytes (A, B, C, D; each a power of two up to 256).
+    fn with_workspace_and_alignment(bytes: u64, align: [u32; 4]) -> Result<Self, CudaError> {
+        use lt_sys::cublasLtMatmulPreferenceAttributes_t as P;
+        let pref = Self::with_max_workspace(bytes)?;
+        let attrs = [
+            P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+            P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+            P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+        ];
+        for (attr, bytes) in attrs.into_iter().zip(align) {
+            // SAFETY: the MIN_ALIGNMENT attributes are uint32_t.
+            unsafe {
+                lt_result::set_matmul_pref_attribute(
+                    pref.0,
+                    attr,
+                    (&bytes as *const u32).cast::<c_void>(),
+                    size_of::<u32>(),
+                )
+            }
+            .map_err(lt("cublasLtMatmulPreferenceSetAttribute"))?;
+        }
+        Ok(pref)
+    }
+
     /// A preference that caps the algorithm's workspace at `bytes` (the planned workspace).
     fn with_max_workspace(bytes: u64) -> Result<Self, CudaError> {
         let pref =
@@ -203,42 +417,64 @@ unsafe fn set_desc<T>(
     .map_err(lt("cublasLtMatmulDescSetAttribute"))
 }
 
+/// `CUBLAS_OP_N` and `CUBLAS_OP_T` of cublas_api.h (cudarc's cuBLASLt bindings do not carry
+/// the enum).
+fn cublas_op(transposed: bool) -> i32 {
+    i32::from(transposed)
+}
+
 fn matmul_desc(
     mode: ComputeMode,
     epilogue: Epilogue,
     bias: Option<CUdeviceptr>,
+    (trans_a, trans_b): (bool, bool),
 ) -> Result<Desc, CudaError> {
     use lt_sys::cublasLtMatmulDescAttributes_t as A;
     let raw = lt_result::create_matmul_desc(mode.cublas(), lt_sys::cudaDataType::CUDA_R_32F)
         .map_err(lt("cublasLtMatmulDescCreate"))?;
     let desc = Desc(raw);
-    // CUBLAS_OP_N of cublas_api.h (cudarc's cuBLASLt bindings do not carry the enum); the
-    // default, set anyway so the layout mapping above never depends on a default.
-    let no_trans: i32 = 0;
+    // Set even when N (the default), so the layout mapping never depends on a default.
+    let (op_a, op_b) = (cublas_op(trans_a), cublas_op(trans_b));
     // SAFETY: TRANSA/TRANSB are cublasOperation_t (a C int enum), EPILOGUE is cublasLtEpilogue_t, BIAS_POINTER
     // is a device pointer (`const void*`, 8 bytes like CUdeviceptr).
     unsafe {
-        set_desc(&desc, A::CUBLASLT_MATMUL_DESC_TRANSA, &no_trans)?;
-        set_desc(&desc, A::CUBLASLT_MATMUL_DESC_TRANSB, &no_trans)?;
+        set_desc(&desc, A::CUBLASLT_MATMUL_DESC_TRANSA, &op_a)?;
+        set_desc(&desc, A::CUBLASLT_MATMUL_DESC_TRANSB, &op_b)?;
         set_desc(&desc, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &cublaslt_epilogue(epilogue))?;
         if let Some(bias) = bias {
             let ptr = bias as usize as *const c_void;
             set_desc(&desc, A::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ptr)?;
+            // One bias for every matrix of a strided batch (int64_t; 0 is the default, set
+            // so nothing depends on it).
+            set_desc(&desc, A::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &0i64)?;
         }
     }
     Ok(desc)
 }
 
-/// The cache key of the heuristic: everything the algorithm choice depends on (pointers are
-/// all 256-byte aligned, so alignment does not vary).
+/// The cache key of the heuristic: everything the algorithm choice depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct ShapeKey {
-    pub(crate) m: usize,
-    pub(crate) k: usize,
-    pub(crate) n: usize,
+    pub(crate) problem: LtProblem,
     pub(crate) epilogue: Epilogue,
     pub(crate) workspace: usize,
     pub(crate) mode: ComputeMode,
+    /// Alignment in bytes of every call's A, B, C, D pointers (powers of two up to 256).
+    pub(crate) align: [u32; 4],
+}
+
+impl ShapeKey {
+    /// lumen's (m, k, n), for messages.
+    fn mkn(&self) -> (usize, usize, usize) {
+        let (cm, cn, ck) = self.problem.mnk;
+        (cn as usize, ck as usize, cm as usize)
+    }
+}
+
+/// The largest power of two up to 256 dividing `bytes` (256 for 0): a pointer's alignment
+/// inside the 256-byte-aligned slab.
+pub fn alignment(bytes: u64) -> u32 {
+    if bytes == 0 { 256 } else { 1u32 << bytes.trailing_zeros().min(8) }
 }
 
 /// The layouts and the algorithm chosen for one shape.
@@ -258,13 +494,11 @@ impl std::fmt::Debug for LtShape {
 }
 
 /// One lt_matmul node ready to enqueue: its descriptor (bias pointer set), its shape's index in
-/// the cache, and its slab pointers.
+/// the cache, and the slab pointers (A, B, D) of each of its calls.
 pub(crate) struct LtCall {
     desc: Desc,
     pub(crate) shape: usize,
-    pub(crate) a: CUdeviceptr,
-    pub(crate) b: CUdeviceptr,
-    pub(crate) d: CUdeviceptr,
+    pub(crate) ptrs: Vec<[CUdeviceptr; 3]>,
     pub(crate) workspace: CUdeviceptr,
     pub(crate) workspace_bytes: usize,
 }
@@ -279,16 +513,12 @@ impl std::fmt::Debug for LtCall {
 }
 
 /// The operands of one lt_matmul, as slab addresses.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct LtOperands {
-    /// X `[m,k]`.
-    pub(crate) x: CUdeviceptr,
-    /// W `[k,n]`.
-    pub(crate) w: CUdeviceptr,
+    /// `[w, x, y]` addresses of each call's first matrices (A, B, D).
+    pub(crate) calls: Vec<[CUdeviceptr; 3]>,
     /// bias `[n]`, when the epilogue has one.
     pub(crate) bias: Option<CUdeviceptr>,
-    /// Y `[m,n]`.
-    pub(crate) y: CUdeviceptr,
     /// The planned workspace and its size in bytes.
     pub(crate) workspace: (CUdeviceptr, usize),
 }
@@ -320,7 +550,8 @@ impl LtPlan {
     /// Adds one matmul node; asks the heuristic only for a shape not seen before. Returns the
     /// call's index for [`LtPlan::enqueue`].
     pub(crate) fn add(&mut self, key: ShapeKey, ops: LtOperands) -> Result<usize, CudaError> {
-        let desc = matmul_desc(key.mode, key.epilogue, ops.bias)?;
+        let trans = (key.problem.trans_a, key.problem.trans_b);
+        let desc = matmul_desc(key.mode, key.epilogue, ops.bias, trans)?;
         let shape = match self.keys.iter().position(|k| *k == key) {
             Some(i) => i,
             None => {
@@ -334,9 +565,7 @@ impl LtPlan {
         self.calls.push(LtCall {
             desc,
             shape,
-            a: ops.w,
-            b: ops.x,
-            d: ops.y,
+            ptrs: ops.calls,
             workspace: ops.workspace.0,
             workspace_bytes: ops.workspace.1,
         });
@@ -345,9 +574,10 @@ impl LtPlan {
 
     fn heuristic(&self, key: &ShapeKey, desc: &Desc) -> Result<LtShape, CudaError> {
         const ASK: usize = 8;
-        let cm = column_major(key.m, key.k, key.n)?;
-        let (a, b, d) = (Layout::new(cm.a)?, Layout::new(cm.b)?, Layout::new(cm.d)?);
-        let pref = Pref::with_max_workspace(key.workspace as u64)?;
+        let p = &key.problem;
+        let (a, b, d) = (Layout::batched(&p.a)?, Layout::batched(&p.b)?, Layout::batched(&p.d)?);
+        let pref = Pref::with_workspace_and_alignment(key.workspace as u64, key.align)?;
+        let (m, k, n) = key.mkn();
         // SAFETY: all-zero is a valid bit pattern for this plain C struct of ints and floats.
         let mut results: [lt_sys::cublasLtMatmulHeuristicResult_t; ASK] =
             unsafe { std::mem::zeroed() };
@@ -370,9 +600,9 @@ impl LtPlan {
         }
         .result()
         .map_err(|e| CudaError::NoAlgorithm {
-            m: key.m,
-            k: key.k,
-            n: key.n,
+            m,
+            k,
+            n,
             epilogue: key.epilogue.name(),
             workspace: key.workspace,
             reason: format!("cublasLtMatmulAlgoGetHeuristic returned {:?}", e.0),
@@ -390,18 +620,12 @@ impl LtPlan {
                 Some(smallest_too_big.map_or(r.workspaceSize, |s| s.min(r.workspaceSize)));
         }
         if let Some(needed) = smallest_too_big {
-            return Err(CudaError::WorkspaceTooSmall {
-                m: key.m,
-                k: key.k,
-                n: key.n,
-                needed,
-                planned: key.workspace,
-            });
+            return Err(CudaError::WorkspaceTooSmall { m, k, n, needed, planned: key.workspace });
         }
         Err(CudaError::NoAlgorithm {
-            m: key.m,
-            k: key.k,
-            n: key.n,
+            m,
+            k,
+            n,
             epilogue: key.epilogue.name(),
             workspace: key.workspace,
             reason: format!("the heuristic returned {returned} usable algorithm(s)"),
@@ -429,30 +653,34 @@ impl LtPlan {
             });
         };
         let ptr = |p: CUdeviceptr| p as usize as *const c_void;
-        // SAFETY: descriptors are live; A, B, D, bias and workspace are checked, 256-aligned
-        // ranges of the live slab sized for this shape; alpha/beta are host scalars (the
-        // default pointer mode) read before the call returns.
-        unsafe {
-            lt_result::matmul(
-                self.handle.raw,
-                c.desc.0,
-                (&alpha as *const f32).cast::<c_void>(),
-                (&beta as *const f32).cast::<c_void>(),
-                ptr(c.a),
-                s.a.0,
-                ptr(c.b),
-                s.b.0,
-                ptr(c.d),
-                s.d.0,
-                c.d as usize as *mut c_void,
-                s.d.0,
-                &s.algo,
-                c.workspace as usize as *mut c_void,
-                c.workspace_bytes,
-                stream as lt_sys::cudaStream_t,
-            )
+        for &[a, b, d] in &c.ptrs {
+            // SAFETY: descriptors are live; A, B, D (every batch of them), bias and workspace
+            // lie in checked ranges of the live slab, with the alignment the heuristic was told;
+            // alpha/beta are host scalars (the default pointer mode) read before the call
+            // returns.
+            unsafe {
+                lt_result::matmul(
+                    self.handle.raw,
+                    c.desc.0,
+                    (&alpha as *const f32).cast::<c_void>(),
+                    (&beta as *const f32).cast::<c_void>(),
+                    ptr(a),
+                    s.a.0,
+                    ptr(b),
+                    s.b.0,
+                    ptr(d),
+                    s.d.0,
+                    d as usize as *mut c_void,
+                    s.d.0,
+                    &s.algo,
+                    c.workspace as usize as *mut c_void,
+                    c.workspace_bytes,
+                    stream as lt_sys::cudaStream_t,
+                )
+            }
+            .map_err(lt("cublasLtMatmul"))?;
         }
-        .map_err(lt("cublasLtMatmul"))
+        Ok(())
     }
 }
 
@@ -476,6 +704,45 @@ mod tests {
         let cm = column_major(3, 0, 4).unwrap();
         assert_eq!(cm.b, (0, 3, 1));
         assert_eq!(cm.a, (4, 0, 4));
+    }
+
+    #[test]
+    fn views_map_to_layouts_transposes_and_batches() {
+        let c = |shape: &[usize]| View::contiguous(shape);
+        // Plain: the module docs' mapping, one call.
+        let p = lt_problem(&c(&[4, 3]), &c(&[3, 5]), (1, 4, 3, 5)).unwrap();
+        assert_eq!((p.problem.trans_a, p.problem.trans_b), (false, false));
+        assert_eq!((p.problem.a.rows, p.problem.a.cols, p.problem.a.ld), (5, 3, 5));
+        assert_eq!((p.problem.b.rows, p.problem.b.cols, p.problem.b.ld), (3, 4, 3));
+        assert_eq!(p.problem.mnk, (5, 4, 3));
+        assert_eq!(p.offsets, [[0, 0, 0]]);
+        // Both transposed: X = Aᵀ of a [3, 4] buffer, W = Bᵀ of a [5, 3] buffer.
+        let x = c(&[3, 4]).permute(&[1, 0]);
+        let w = c(&[5, 3]).permute(&[1, 0]);
+        let p = lt_problem(&x, &w, (1, 4, 3, 5)).unwrap();
+        assert_eq!((p.problem.trans_a, p.problem.trans_b), (true, true));
+        assert_eq!((p.problem.a.rows, p.problem.a.cols, p.problem.a.ld), (3, 5, 3));
+        assert_eq!((p.problem.b.rows, p.problem.b.cols, p.problem.b.ld), (4, 3, 4));
+        // A row slice keeps its row stride as the leading dimension and its offset.
+        let x = c(&[6, 8]).slice(1, 2, 5).slice(0, 1, 5);
+        let p = lt_problem(&x, &c(&[3, 2]), (1, 4, 3, 2)).unwrap();
+        assert_eq!((p.problem.b.ld, p.offsets[0][1]), (8, 10));
+        // A broadcast batch: one strided batch of 3 with W's stride 0.
+        let w = c(&[3, 5]).expand(&[3, 3, 5]).unwrap();
+        let p = lt_problem(&c(&[3, 4, 3]), &w, (3, 4, 3, 5)).unwrap();
+        assert_eq!((p.problem.a.batch, p.problem.a.batch_stride), (3, 0));
+        assert_eq!((p.problem.b.batch_stride, p.problem.d.batch_stride), (12, 20));
+        // Two batch axes no single stride walks: a loop over the outer one.
+        let q = c(&[2, 7, 3, 4]).permute(&[0, 2, 1, 3]);
+        let k = c(&[2, 7, 3, 4]).permute(&[0, 2, 3, 1]);
+        let p = lt_problem(&q, &k, (6, 7, 4, 7)).unwrap();
+        assert_eq!(p.offsets, [[0, 0, 0], [84, 84, 147]]);
+        assert_eq!((p.problem.b.batch, p.problem.b.batch_stride), (3, 4));
+        // Neither stride 1: refused with the reason.
+        let bad = View { shape: vec![4, 3], strides: vec![6, 2], offset: 0 };
+        let err = lt_problem(&bad, &c(&[3, 5]), (1, 4, 3, 5)).unwrap_err();
+        assert!(err.contains("no unit stride"), "{err}");
+        assert!(lt_problem(&c(&[4, 3]), &c(&[3, 5]), (2, 4, 3, 5)).is_err());
     }
 
     #[test]
@@ -567,7 +834,7 @@ mod tests {
             ] {
                 // A made-up, 256-aligned device address: the descriptor stores it, never reads it.
                 let bias = epilogue.has_bias().then_some(0x7f00_0000_0100u64);
-                let desc = matmul_desc(mode, epilogue, bias).unwrap();
+                let desc = matmul_desc(mode, epilogue, bias, (false, false)).unwrap();
                 let get32 = |attr: D| -> u32 {
                     read_back(lt_sys::cublasLtMatmulDescGetAttribute as _, desc.0, attr, 0u32)
                 };
@@ -619,5 +886,164 @@ mod tests {
             0u64,
         );
         assert_eq!(stored, max_ws);
+    }
+
+    /// The problems the CUDA runtime builds for transposed, batched, broadcast-batch and
+    /// looped-batch products (from real programs' views), each with every epilogue and both
+    /// compute types: descriptors with TRANSA/TRANSB, layouts with BATCH_COUNT and
+    /// STRIDED_BATCH_OFFSET, preferences with the operands' alignments, created against the
+    /// real library host-only and read back. Skips, saying why, without libcublasLt.
+    #[test]
+    fn descriptors_layouts_batched_and_transposed_against_the_real_library() {
+        use super::super::device::{CUBLASLT, RequiredLibrary};
+        use lt_sys::cublasLtMatmulDescAttributes_t as D;
+        use lt_sys::cublasLtMatmulPreferenceAttributes_t as P;
+        use lt_sys::cublasLtMatrixLayoutAttribute_t as L;
+        use lumen_compiler::{CompileOptions, Graph};
+        let symbols: Vec<&'static str> = CUBLASLT
+            .symbols
+            .iter()
+            .copied()
+            .chain([
+                "cublasLtMatmulDescGetAttribute",
+                "cublasLtMatrixLayoutGetAttribute",
+                "cublasLtMatrixLayoutSetAttribute",
+                "cublasLtMatmulPreferenceGetAttribute",
+            ])
+            .collect();
+        let lib = RequiredLibrary { symbols: symbols.leak(), ..CUBLASLT };
+        if let Some(why) = lib.problem(&lib.probe()) {
+            if std::env::var_os("LUMEN_REQUIRE_CUDA").is_some_and(|v| v == "1") {
+                panic!("LUMEN_REQUIRE_CUDA=1 but the test would skip: {why}");
+            }
+            eprintln!("skipped: {why}");
+            return;
+        }
+        // Programs whose products are transposed, batched, broadcast and looped.
+        let mut cx = Graph::new();
+        let a = cx.input("a", [5, 3]);
+        let b = cx.weight("b", [4, 3]);
+        a.matmul(b.transpose(0, 1)).output("abt");
+        a.transpose(0, 1).matmul(&a).output("ata");
+        let x = cx.input("x", [2, 3, 4, 5]);
+        let y = cx.input("y", [1, 3, 4, 5]);
+        x.matmul(y.transpose(-1, -2)).output("bcast");
+        let q = cx.input("q", [2, 7, 3, 4]).permute(&[0, 2, 1, 3]);
+        let k = cx.input("k", [2, 7, 3, 4]).permute(&[0, 2, 1, 3]);
+        q.matmul(k.transpose(-1, -2)).output("scores");
+        // One matrix broadcast over a batch of transposed ones: a stride-0 strided batch.
+        let z = cx.input("z", [3, 5, 4]);
+        let v = cx.weight("v", [1, 2, 5]);
+        v.matmul(&z).output("bcast0");
+        let mut programs = vec![cx.compile(&CompileOptions::default()).unwrap()];
+        let t = lumen_compiler::programs::transformer(Default::default()).unwrap();
+        programs.push(t.compile(&CompileOptions::default()).unwrap());
+        let mut problems: Vec<LtProblem> = Vec::new();
+        for p in &programs {
+            for l in super::super::support::launches(p).unwrap() {
+                if let super::super::Launch::Matmul(c) = l
+                    && !problems.contains(&c.problem)
+                {
+                    problems.push(c.problem);
+                }
+            }
+        }
+        assert!(problems.iter().any(|p| p.trans_a) && problems.iter().any(|p| p.trans_b));
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.a.batch > 1 && (p.a.batch_stride == 0 || p.b.batch_stride == 0)),
+            "{problems:?}"
+        );
+        assert!(problems.iter().any(|p| p.b.batch > 1 && p.b.batch_stride > 0));
+        let (mut descs, mut layouts, mut prefs) = (0, 0, 0);
+        for p in &problems {
+            for mode in [ComputeMode::Fp32, ComputeMode::Tf32] {
+                for epilogue in [
+                    Epilogue::Default,
+                    Epilogue::Bias,
+                    Epilogue::Relu,
+                    Epilogue::ReluBias,
+                    Epilogue::Gelu,
+                    Epilogue::GeluBias,
+                ] {
+                    let bias = epilogue.has_bias().then_some(0x7f00_0000_0104u64);
+                    let desc = matmul_desc(mode, epilogue, bias, (p.trans_a, p.trans_b)).unwrap();
+                    let get32 = |attr: D| -> i32 {
+                        read_back(lt_sys::cublasLtMatmulDescGetAttribute as _, desc.0, attr, 0i32)
+                    };
+                    assert_eq!(get32(D::CUBLASLT_MATMUL_DESC_TRANSA), i32::from(p.trans_a));
+                    assert_eq!(get32(D::CUBLASLT_MATMUL_DESC_TRANSB), i32::from(p.trans_b));
+                    assert_eq!(
+                        get32(D::CUBLASLT_MATMUL_DESC_EPILOGUE),
+                        cublaslt_epilogue(epilogue) as i32
+                    );
+                    if bias.is_some() {
+                        let stride: i64 = read_back(
+                            lt_sys::cublasLtMatmulDescGetAttribute as _,
+                            desc.0,
+                            D::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                            -1i64,
+                        );
+                        assert_eq!(stride, 0);
+                    }
+                    descs += 1;
+                }
+            }
+            for m in [p.a, p.b, p.d] {
+                let layout = Layout::batched(&m).unwrap();
+                let get = |attr: L, zero: u64| -> u64 {
+                    read_back(lt_sys::cublasLtMatrixLayoutGetAttribute as _, layout.0, attr, zero)
+                };
+                assert_eq!(get(L::CUBLASLT_MATRIX_LAYOUT_ROWS, 0), m.rows);
+                assert_eq!(get(L::CUBLASLT_MATRIX_LAYOUT_COLS, 0), m.cols);
+                assert_eq!(get(L::CUBLASLT_MATRIX_LAYOUT_LD, 0) as i64, m.ld);
+                let count: i32 = read_back(
+                    lt_sys::cublasLtMatrixLayoutGetAttribute as _,
+                    layout.0,
+                    L::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                    0i32,
+                );
+                assert_eq!(count, m.batch);
+                let stride: i64 = read_back(
+                    lt_sys::cublasLtMatrixLayoutGetAttribute as _,
+                    layout.0,
+                    L::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                    -1i64,
+                );
+                assert_eq!(stride, m.batch_stride);
+                layouts += 1;
+            }
+        }
+        for align in [[256, 256, 256, 256], [4, 16, 256, 256], [8, 4, 4, 4]] {
+            let pref = Pref::with_workspace_and_alignment(1 << 20, align).unwrap();
+            for (attr, want) in [
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+            ]
+            .into_iter()
+            .zip(align)
+            {
+                let got: u32 = read_back(
+                    lt_sys::cublasLtMatmulPreferenceGetAttribute as _,
+                    pref.0,
+                    attr,
+                    0u32,
+                );
+                assert_eq!(got, want);
+            }
+            prefs += 1;
+        }
+        assert_eq!(alignment(0), 256);
+        assert_eq!(alignment(0x7f00_0000_0104), 4);
+        assert_eq!(alignment(4096 + 64), 64);
+        println!(
+            "cuBLASLt checked {descs} matmul descriptors, {layouts} batched layouts and {prefs} \
+             aligned preferences host-only ({} distinct problems: transposed, batched, \
+             broadcast and looped batches)",
+            problems.len()
+        );
     }
 }

@@ -1,14 +1,20 @@
-//! The CUDA runtime (feature `cuda`): one device slab, cuBLASLt matmuls with fused epilogues,
-//! NVRTC elementwise kernels, one synchronize per execute.
+//! The CUDA runtime (feature `cuda`): one device slab, cuBLASLt matmuls with fused epilogues
+//! (batched and transposed through their layouts, [`lt`]), NVRTC kernels generated from the op
+//! table for every other LLIR op ([`codegen`]), one synchronize per execute. Which kernels or
+//! cuBLASLt calls a node becomes is decided on the host ([`support`]) and can be run on the
+//! host ([`emulate`]) to check it without a GPU.
 //!
 //! The shape is Luminal's CUDA backend: prepare allocates ONE device buffer of the plan's
 //! `slab_bytes` (`cuMemAlloc`), every LLIR buffer is `base + offset` exactly as the planner
 //! placed it (so a planning error corrupts results, as on the CPU), weights are uploaded once
 //! (again on every execute only when the plan lets a later buffer reuse a weight's bytes, as
-//! on the CPU), the cuBLASLt algorithm of each matmul shape is chosen once, and the kernels are compiled
-//! once. An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
+//! on the CPU), the cuBLASLt algorithm of each matmul problem is chosen once, and the kernels
+//! are compiled once per runtime (those a program needs that are not loaded yet, at its
+//! prepare). An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
 //! one stream, readbacks enqueued into pinned staging memory, ONE `cuStreamSynchronize`, and a
-//! copy out of the staging memory.
+//! copy out of the staging memory. The one device allocation besides the slab holds the
+//! gathers' error records (32 bytes each, only for a program with a gather): reset on the
+//! stream at the start of every execute, copied back before the synchronize, checked after it.
 //!
 //! Everything is loaded at run time (cudarc `dynamic-loading`): the crate builds without CUDA,
 //! and on a machine without a driver or a GPU [`CudaRuntime::new`] returns
@@ -20,13 +26,14 @@
 //! buffers by name), prints the memory plan, starts the slab as NaN and NaN-fills (bytes 0xFF)
 //! every buffer after its last use, on the stream, like the CPU runtime.
 
+pub mod codegen;
 pub mod device;
+pub mod emulate;
 pub mod error;
 pub mod kernels;
 pub mod lt;
 pub mod support;
 
-use std::cell::OnceCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,24 +43,27 @@ use cudarc::driver::safe::{CudaEvent, CudaStream};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
 
+pub use codegen::KernelSpec;
 pub use device::{
     CUBLASLT, DEVICE_ALIGNMENT, DRIVER, Device, DeviceInfo, Libraries, MIN_DRIVER_VERSION, NVRTC,
     Probe, RequiredLibrary, check_aligned, guarded,
 };
 pub use error::CudaError;
 pub use kernels::{
-    CodeKind, CompiledKernel, Kernel, KernelSource, compile_cubin, compile_ptx, compile_source,
+    CodeKind, CompiledModule, compile_cubin, compile_ptx, compile_source, compile_specs,
     kernel_sources, nvrtc_present, nvrtc_version,
 };
-pub use lt::{ColumnMajor, ComputeMode, column_major, cublaslt_epilogue};
-pub use support::{Launch, check_supported};
+pub use lt::{
+    ColumnMajor, ComputeMode, LtCalls, LtProblem, MatrixLayout, column_major, cublaslt_epilogue,
+    lt_problem,
+};
+pub use support::{KernelLaunch, Launch, Ptr, check_supported};
 
 use self::device::{DeviceAlloc, PinnedHost};
 use self::error::drv;
-use self::kernels::LoadedKernels;
-use self::lt::{LtOperands, LtPlan, ShapeKey};
+use self::kernels::{KernelCache, ResolvedLaunch};
+use self::lt::{LtOperands, LtPlan, ShapeKey, alignment};
 use crate::error::TensorKind;
-use crate::kernels::{Activation, epilogue_parts};
 use crate::layout::{Placement, SlabLayout, memory_plan_lines, role_name};
 use crate::phases::Peak;
 use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
@@ -97,8 +107,8 @@ impl CudaOptions {
 pub struct CudaRuntime {
     options: CudaOptions,
     device: Arc<Device>,
-    // NVRTC runs once per runtime, at the first prepare; every program shares the modules.
-    kernels: OnceCell<Rc<LoadedKernels>>,
+    // Kernels compile at the prepare that first needs them; every program shares the modules.
+    kernels: Rc<KernelCache>,
 }
 
 impl CudaRuntime {
@@ -110,7 +120,8 @@ impl CudaRuntime {
     /// [`RuntimeError::Cuda`] when the driver fails afterwards.
     pub fn new(options: CudaOptions) -> Result<Self, RuntimeError> {
         let device = Device::open(options.device)?;
-        Ok(Self { options, device, kernels: OnceCell::new() })
+        let kernels = Rc::new(KernelCache::new(&device));
+        Ok(Self { options, device, kernels })
     }
 
     /// [`CudaRuntime::new`] with [`CudaOptions::from_env`].
@@ -129,15 +140,6 @@ impl CudaRuntime {
     /// The device's facts (name, compute capability, SMs, clock, memory, driver version).
     pub fn device_info(&self) -> &DeviceInfo {
         self.device.info()
-    }
-
-    fn kernels(&self) -> Result<(Rc<LoadedKernels>, bool), RuntimeError> {
-        if let Some(k) = self.kernels.get() {
-            return Ok((k.clone(), false));
-        }
-        let k = Rc::new(LoadedKernels::new(&self.device)?);
-        let _ = self.kernels.set(k.clone());
-        Ok((k, true))
     }
 
     /// [`Runtime::prepare`] with the concrete type.
@@ -213,24 +215,15 @@ enum Step {
         // (index into the host weight copies, address), uploaded again on every execute.
         weights: Vec<(usize, CUdeviceptr)>,
     },
-    /// A cuBLASLt call (index into the program's [`LtPlan`]).
+    /// A cuBLASLt node (index into the program's [`LtPlan`]; one call per outer batch index).
     Matmul(usize),
     /// A matmul with an empty output (M = 0 or N = 0): nothing to compute.
     Empty,
     /// `act(0 + bias)`: a K = 0 matmul, whose product is all zeros; cuBLASLt is not asked
-    /// about empty reductions. Memset, then add_bias and the activation in place.
-    MatmulK0 {
-        out: CUdeviceptr,
-        len: usize,
-        bias: Option<(CUdeviceptr, usize)>,
-        act: Activation,
-    },
-    Elementwise {
-        kernel: Kernel,
-        ptrs: Vec<CUdeviceptr>,
-        len: usize,
-        n: usize,
-    },
+    /// about empty reductions. Memset, then the bias add and the activation in place.
+    MatmulK0 { out: CUdeviceptr, bytes: usize, launches: Vec<ResolvedLaunch> },
+    /// Generated kernels (map, reduce, gather and its report, concat's copies).
+    Kernels(Vec<ResolvedLaunch>),
     Readback {
         // (output name, shape, address, elements, offset in the staging area)
         outputs: Vec<(String, Vec<usize>, CUdeviceptr, usize, usize)>,
@@ -260,8 +253,14 @@ pub struct CudaProgram {
     // slab goes before the stream, the slab and the context.
     events: (CudaEvent, CudaEvent),
     staging: PinnedHost,
+    // One error record per gather (see codegen's docs), reset at the start of each execute
+    // and copied into `error_host` before the synchronize.
+    errors: Option<DeviceAlloc>,
+    error_host: PinnedHost,
+    // (node, ids buffer name, vocab) per gather, in error-record order.
+    gathers: Vec<(usize, String, usize)>,
     lt: LtPlan,
-    kernels: Rc<LoadedKernels>,
+    kernels: Rc<KernelCache>,
     stream: Arc<CudaStream>,
     slab: DeviceAlloc,
     device: Arc<Device>,
@@ -280,12 +279,35 @@ impl CudaProgram {
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
         // Refused before any device memory is touched.
-        support::check_supported(program)?;
+        let plans = support::launches(program)?;
         device.bind()?;
 
         let t = Instant::now();
-        let (kernels, compiled_now) = rt.kernels()?;
+        let kernels = rt.kernels.clone();
+        let specs: Vec<_> = plans.iter().flat_map(|l| l.kernels().iter().map(|k| k.spec)).collect();
+        let stats = kernels.ensure(&specs)?;
         let kernels_ms = t.elapsed().as_secs_f64() * 1e3;
+        let gather_count = support::gather_count(program);
+        // Four u64 per gather; 0xFF bytes = u64::MAX, "no bad id".
+        let errors = if gather_count > 0 {
+            Some(DeviceAlloc::new(&device, gather_count * 32, 0xFF)?)
+        } else {
+            None
+        };
+        let error_host = PinnedHost::new(&device, gather_count * 8)?;
+        let error_base = errors.as_ref().map_or(0, DeviceAlloc::ptr);
+        let gathers: Vec<(usize, String, usize)> = llir
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(n, node)| match node.op {
+                LlirOp::Gather { vocab, .. } => {
+                    let ids = node.reads.get(1).map(|o| llir.buffers[o.buffer].id.clone());
+                    Some((n, ids.unwrap_or_default(), vocab))
+                }
+                _ => None,
+            })
+            .collect();
 
         let t = Instant::now();
         // 0xFF bytes are f32 NaN: a read of never-written bytes shows in the outputs.
@@ -315,6 +337,24 @@ impl CudaProgram {
         let mut staging_elems = 0usize;
         let mut steps = Vec::with_capacity(llir.nodes.len());
         let mut heuristic_ms = 0.0;
+        let resolve =
+            |n: usize, k: &support::KernelLaunch| -> Result<ResolvedLaunch, RuntimeError> {
+                let ptrs = k
+                    .ptrs
+                    .iter()
+                    .map(|p| match *p {
+                        support::Ptr::Buffer(b) => checked(b, n),
+                        support::Ptr::Errors(i) => Ok(error_base + 32 * i as u64),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(ResolvedLaunch {
+                    function: kernels.function(&k.spec)?,
+                    ptrs,
+                    words: k.words.clone(),
+                    grid: k.grid,
+                    block: k.block,
+                })
+            };
         for (n, node) in llir.nodes.iter().enumerate() {
             let step = match node.op {
                 LlirOp::Upload => {
@@ -348,61 +388,53 @@ impl CudaProgram {
                     }
                     Step::Upload { inputs, weights: again }
                 }
-                LlirOp::LtMatmul { m, k, n: cols, epilogue, .. } => {
-                    let [a, b, rest @ ..] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "lt_matmul operands"));
-                    };
-                    let (x, w) = (checked(a.buffer, n)?, checked(b.buffer, n)?);
-                    let bias = match rest.first() {
-                        Some(r) => Some(checked(r.buffer, n)?),
-                        None => None,
-                    };
-                    let y = checked(node.writes[0], n)?;
-                    let (_, act) = epilogue_parts(epilogue);
-                    if m == 0 || cols == 0 {
-                        Step::Empty
-                    } else if k == 0 {
-                        Step::MatmulK0 { out: y, len: m * cols, bias: bias.map(|p| (p, cols)), act }
-                    } else {
+                LlirOp::LtMatmul { epilogue, .. } => match &plans[n] {
+                    support::Launch::MatmulEmpty => Step::Empty,
+                    support::Launch::MatmulK0(ks) => {
+                        let out = checked(node.writes[0], n)?;
+                        let launches =
+                            ks.iter().map(|k| resolve(n, k)).collect::<Result<Vec<_>, _>>()?;
+                        Step::MatmulK0 { out, bytes: llir.buffers[node.writes[0]].bytes, launches }
+                    }
+                    support::Launch::Matmul(calls) => {
+                        let (w, x) = (&node.reads[1], &node.reads[0]);
+                        let (wp, xp) = (checked(w.buffer, n)?, checked(x.buffer, n)?);
+                        let bias = match node.reads.get(2) {
+                            Some(r) => Some(checked(r.buffer, n)? + 4 * r.view.offset as u64),
+                            None => None,
+                        };
+                        let y = checked(node.writes[0], n)?;
                         let workspace = match node.workspace {
                             Some(ws) => (checked(ws, n)?, layout.spans[ws].bytes),
                             None => (0, 0),
                         };
+                        let ptrs: Vec<[CUdeviceptr; 3]> = calls
+                            .offsets
+                            .iter()
+                            .map(|&[ow, ox, oy]| {
+                                [wp + 4 * ow as u64, xp + 4 * ox as u64, y + 4 * oy as u64]
+                            })
+                            .collect();
                         let key = ShapeKey {
-                            m,
-                            k,
-                            n: cols,
+                            problem: calls.problem,
                             epilogue,
                             workspace: workspace.1,
                             mode: options.compute,
+                            align: lt_alignment(&calls.problem, &ptrs),
                         };
                         let th = Instant::now();
-                        let call = lt.add(key, LtOperands { x, w, bias, y, workspace })?;
+                        let call = lt.add(key, LtOperands { calls: ptrs, bias, workspace })?;
                         heuristic_ms += th.elapsed().as_secs_f64() * 1e3;
                         Step::Matmul(call)
                     }
-                }
-                LlirOp::Map { len, .. } => {
-                    let Launch::Kernel { kernel, matrix, bias, cols } =
-                        support::launch(program, n)?
-                    else {
-                        return Err(RuntimeError::invalid(
-                            &program.label,
-                            "a map without a kernel",
-                        ));
-                    };
-                    let out = checked(node.writes[0], n)?;
-                    let ptr = |i: usize| checked(node.reads[i].buffer, n);
-                    let ptrs = match kernel {
-                        Kernel::Relu | Kernel::Gelu => vec![ptr(matrix)?, out],
-                        Kernel::Add | Kernel::AddBias => vec![ptr(matrix)?, ptr(bias)?, out],
-                    };
-                    Step::Elementwise { kernel, ptrs, len, n: cols }
-                }
-                LlirOp::Reduce { .. } | LlirOp::Gather { .. } | LlirOp::Concat { .. } => {
-                    support::launch(program, n)?;
-                    return Err(RuntimeError::invalid(&program.label, "an op without a kernel"));
-                }
+                    _ => return Err(RuntimeError::invalid(&program.label, "lt_matmul launch")),
+                },
+                LlirOp::Map { .. }
+                | LlirOp::Reduce { .. }
+                | LlirOp::Gather { .. }
+                | LlirOp::Concat { .. } => Step::Kernels(
+                    plans[n].kernels().iter().map(|k| resolve(n, k)).collect::<Result<_, _>>()?,
+                ),
                 LlirOp::Readback => {
                     let mut outputs = Vec::new();
                     for r in node.read_buffers() {
@@ -460,9 +492,9 @@ impl CudaProgram {
              matmuls={} matmul_shapes={} workspace_needed_bytes={} compute={} device={} sm={}",
             sanitize(&label),
             prepare_seconds * 1e3,
-            if compiled_now { kernels.compile_ms } else { 0.0 },
-            if compiled_now { kernels.load_ms } else { 0.0 },
-            compiled_now,
+            stats.compile_ms,
+            stats.load_ms,
+            stats.compiled,
             layout.slab_bytes,
             steps.iter().filter(|s| matches!(s, Step::Matmul(_))).count(),
             lt.heuristic_queries,
@@ -493,6 +525,9 @@ impl CudaProgram {
             kernel_ms: None,
             events,
             staging,
+            errors,
+            error_host,
+            gathers,
             lt,
             kernels,
             stream,
@@ -544,6 +579,11 @@ impl CudaProgram {
 
     fn run(&mut self, inputs: &Tensors, prof: &mut ExecProfile) -> Result<Tensors, RuntimeError> {
         let stream = self.stream.cu_stream();
+        if let Some(errors) = &self.errors {
+            // SAFETY: the error records' own allocation; 0xFF bytes are u64::MAX, "no bad id".
+            unsafe { result::memset_d8_async(errors.ptr(), 0xFF, errors.bytes(), stream) }
+                .map_err(drv("cuMemsetD8Async"))?;
+        }
         let first_launch = self.steps.iter().position(is_launch);
         let last_launch = self.steps.iter().rposition(is_launch);
         for (i, step) in self.steps.iter().enumerate() {
@@ -583,31 +623,19 @@ impl CudaProgram {
                     self.lt.enqueue(*call, stream)?;
                     prof.launch_ms += ms(t);
                 }
-                Step::MatmulK0 { out, len, bias, act } => {
-                    // SAFETY: out..out+4·len is the output's range of the slab.
-                    unsafe { result::memset_d8_async(*out, 0, len * 4, stream) }
+                Step::MatmulK0 { out, bytes, launches } => {
+                    // SAFETY: out..out+bytes is the output's range of the slab.
+                    unsafe { result::memset_d8_async(*out, 0, *bytes, stream) }
                         .map_err(drv("cuMemsetD8Async"))?;
-                    if let Some((b, n)) = bias {
-                        self.kernels.launch(
-                            stream,
-                            Kernel::AddBias,
-                            &[*out, *b, *out],
-                            *len,
-                            *n,
-                        )?;
-                    }
-                    let kernel = match act {
-                        Activation::Identity => None,
-                        Activation::Relu => Some(Kernel::Relu),
-                        Activation::Gelu => Some(Kernel::Gelu),
-                    };
-                    if let Some(kernel) = kernel {
-                        self.kernels.launch(stream, kernel, &[*out, *out], *len, 0)?;
+                    for l in launches {
+                        self.kernels.launch(stream, l)?;
                     }
                     prof.launch_ms += ms(t);
                 }
-                Step::Elementwise { kernel, ptrs, len, n } => {
-                    self.kernels.launch(stream, *kernel, ptrs, *len, *n)?;
+                Step::Kernels(launches) => {
+                    for l in launches {
+                        self.kernels.launch(stream, l)?;
+                    }
                     prof.launch_ms += ms(t);
                 }
                 Step::Empty => {}
@@ -640,10 +668,18 @@ impl CudaProgram {
                 prof.poison_ms += ms(t);
             }
         }
+        if let Some(errors) = &self.errors {
+            let dst = self.error_host.as_mut_slice();
+            // SAFETY: the error records (bytes() = 4 · dst.len()) into pinned memory owned by
+            // self, read only after the synchronize.
+            unsafe { result::memcpy_dtoh_async(dst, errors.ptr(), stream) }
+                .map_err(drv("cuMemcpyDtoHAsync_v2"))?;
+        }
         // The one synchronize of the execute: everything above is on this stream.
         let t = Instant::now();
         self.stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
         prof.sync_ms = ms(t);
+        self.check_gathers()?;
         self.kernel_ms = match first_launch {
             // SAFETY: both events are live and were recorded on the stream just synchronized,
             // so they are complete (no second wait: cudarc's elapsed_ms would sync them again).
@@ -677,9 +713,25 @@ impl CudaProgram {
 fn is_launch(step: &Step) -> bool {
     match step {
         Step::Matmul(_) | Step::MatmulK0 { .. } => true,
-        Step::Elementwise { len, .. } => *len > 0,
+        Step::Kernels(launches) => !launches.is_empty(),
         Step::Upload { .. } | Step::Readback { .. } | Step::Empty => false,
     }
+}
+
+/// The alignment in bytes (A, B, C, D) the heuristic is told for a problem's calls: the
+/// smallest over every call's pointers and, with a batch, the batch strides.
+fn lt_alignment(p: &lt::LtProblem, calls: &[[CUdeviceptr; 3]]) -> [u32; 4] {
+    let stride = |l: &lt::MatrixLayout| {
+        if l.batch > 1 { alignment(4 * l.batch_stride.unsigned_abs()) } else { 256 }
+    };
+    let mut align = [stride(&p.a), stride(&p.b), stride(&p.d), stride(&p.d)];
+    for &[a, b, d] in calls {
+        align[0] = align[0].min(alignment(a));
+        align[1] = align[1].min(alignment(b));
+        align[2] = align[2].min(alignment(d));
+        align[3] = align[3].min(alignment(d));
+    }
+    align
 }
 
 fn ms(since: Instant) -> f64 {
@@ -688,6 +740,31 @@ fn ms(since: Instant) -> f64 {
 
 fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_whitespace() || c == '=' { '_' } else { c }).collect()
+}
+
+impl CudaProgram {
+    /// After the synchronize: the first gather whose error record holds a bad row, as
+    /// [`RuntimeError::IndexOutOfRange`] (its id and element offset in the ids buffer).
+    fn check_gathers(&mut self) -> Result<(), RuntimeError> {
+        let words = self.error_host.as_mut_slice();
+        let u64_at = |i: usize| {
+            let lo = u64::from(words[2 * i].to_bits());
+            let hi = u64::from(words[2 * i + 1].to_bits());
+            lo | (hi << 32)
+        };
+        for (g, (_, ids, vocab)) in self.gathers.iter().enumerate() {
+            if u64_at(4 * g) == u64::MAX {
+                continue;
+            }
+            return Err(RuntimeError::IndexOutOfRange {
+                tensor: ids.clone(),
+                index: u64_at(4 * g + 1) as i64,
+                position: usize::try_from(u64_at(4 * g + 2)).unwrap_or(usize::MAX),
+                rows: *vocab,
+            });
+        }
+        Ok(())
+    }
 }
 
 impl PreparedProgram for CudaProgram {
