@@ -15,14 +15,14 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
-use lumen_compiler::{BufferRole, CompileError, CompileOptions, dump};
+use lumen_compiler::{BufferRole, CompileError, CompileOptions, Target, dump};
 use lumen_planner::PlanError;
 use lumen_planner::svg::group;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::tuning::{self, Tuned};
 use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
-use super::program_args::ProgramArgs;
+use super::program_args::{ProgramArgs, TargetArgs};
 use super::{errors, out};
 
 /// Arguments of `lumen compare`.
@@ -30,12 +30,8 @@ use super::{errors, out};
 pub struct Args {
     #[command(flatten)]
     program: ProgramArgs,
-    /// cuBLASLt workspace per matmul, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    workspace_bytes: usize,
-    /// Slab alignment in bytes.
-    #[arg(long, default_value_t = 256)]
-    alignment: usize,
+    #[command(flatten)]
+    target: TargetArgs,
     /// Largest slab in bytes; a candidate whose plan does not fit is listed as refused.
     #[arg(long, value_name = "BYTES")]
     capacity: Option<usize>,
@@ -78,6 +74,12 @@ pub struct Args {
     tuning_cache: Option<PathBuf>,
 }
 
+/// The target `compare` compiles for without `--target`: the measuring runtime's with
+/// `--profile` (the CPU's reserves no workspace), else CUDA's, the default of every golden plan.
+fn default_target(args: &Args) -> Target {
+    if args.profile { Target::for_runtime(&args.runtime) } else { Target::default() }
+}
+
 /// Seeds of the random weights and inputs of `--profile` (splitmix64), fixed so two runs
 /// measure the same data.
 const WEIGHT_SEED: u64 = 0x5EED_0001;
@@ -92,18 +94,14 @@ const INPUT_SEED: u64 = 0x5EED_0002;
 pub fn run(args: Args) -> anyhow::Result<()> {
     let graph = args.program.graph()?;
     let name = args.program.label();
-    // Every field is set today; the update keeps this compiling when CompileOptions grows one.
-    #[allow(clippy::needless_update)]
     let options = CompileOptions {
         fuse: true,
-        workspace_bytes: args.workspace_bytes,
-        alignment: args.alignment,
         algorithm: args.algorithm,
         capacity: args.capacity,
         name: name.clone(),
         dump_dir: args.dump_dir.clone(),
         in_place: args.in_place,
-        ..CompileOptions::default()
+        ..args.target.options(default_target(&args))
     };
     let hlir = graph.hlir();
     let config = FusionConfig::default();

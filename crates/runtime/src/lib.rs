@@ -6,6 +6,7 @@
 //!   every buffer is the range at its planned offset; matmul from `matrixmultiply` with the
 //!   cuBLASLt-style epilogue fused; memory-debug (plan verification, NaN poisoning) and
 //!   no-reuse modes.
+//! - [`cpu_peak`]: the CPU's peak FLOP/s from its instruction set, clock and threads.
 //! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
@@ -24,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod cpu;
+pub mod cpu_peak;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod env;
@@ -37,7 +39,7 @@ pub mod search;
 pub mod tensor;
 pub mod tuning;
 
-pub use cpu::{CPU_NOMINAL_PEAK_FLOPS, CpuOptions, CpuProgram, CpuRuntime};
+pub use cpu::{CpuOptions, CpuProgram, CpuRuntime};
 pub use env::RuntimeEnv;
 pub use error::{RuntimeError, TensorKind};
 pub use layout::{Placement, SlabLayout};
@@ -63,6 +65,24 @@ pub fn runtime_by_name(name: &str) -> Result<Box<dyn Runtime>, RuntimeError> {
         "cpu" => Ok(Box::new(CpuRuntime::from_env())),
         "cuda" => cuda_runtime(),
         other => Err(RuntimeError::UnknownRuntime { name: other.to_string() }),
+    }
+}
+
+/// [`runtime_by_name`] with the CPU runtime's worker threads set to `threads`
+/// ([`CpuOptions::threads`]; `None` = every core). The CUDA runtime has no such option:
+/// `threads` is ignored there (the CLI refuses `--threads` with it).
+///
+/// # Errors
+/// As [`runtime_by_name`].
+pub fn runtime_with_threads(
+    name: &str,
+    threads: Option<usize>,
+) -> Result<Box<dyn Runtime>, RuntimeError> {
+    match name {
+        "cpu" => {
+            Ok(Box::new(CpuRuntime::new(CpuOptions { threads, ..CpuOptions::from_env() })))
+        }
+        other => runtime_by_name(other),
     }
 }
 
