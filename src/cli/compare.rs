@@ -18,9 +18,9 @@ use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
 use lumen_compiler::{BufferRole, CompileError, CompileOptions, Target, dump};
 use lumen_planner::PlanError;
 use lumen_planner::svg::group;
+use lumen_runtime::RUNTIME_NAMES;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::tuning::{self, Tuned};
-use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
 use super::program_args::{ProgramArgs, TargetArgs};
 use super::{errors, out};
@@ -63,6 +63,10 @@ pub struct Args {
     #[arg(long, default_value = "cpu", requires = "profile",
           value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
+    /// With --profile: the CPU runtime's worker threads (a whole number from 1 to 1024;
+    /// default: every core).
+    #[arg(long, value_name = "N", requires = "profile", value_parser = super::run::parse_threads)]
+    threads: Option<usize>,
     /// With --profile: how far a candidate's outputs may be from the reference candidate's,
     /// `ABS` or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4).
     #[arg(long, value_name = "ABS[,REL]", requires = "profile")]
@@ -117,10 +121,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         dump::write_dumps_all(&dir, &programs)?;
     }
     // Nothing to measure when every candidate was refused: the report says so, then the error.
-    let measured = if args.profile && !exploration.candidates.is_empty() {
-        Some(profile(&args, &exploration)?)
+    let (measured, threads) = if args.profile && !exploration.candidates.is_empty() {
+        let (tuned, threads) = profile(&args, &exploration)?;
+        (Some(tuned), threads)
     } else {
-        None
+        (None, 0)
     };
     let in_place = if args.in_place { in_place_savings(&exploration)? } else { Vec::new() };
     if args.json {
@@ -141,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 None => add_cached(&mut value, m, &exploration),
             }
             if let Some(obj) = value.as_object_mut() {
+                obj.insert("threads".into(), serde_json::json!(threads));
                 obj.insert(
                     "tuning_cache".into(),
                     m.cache.as_ref().map_or(serde_json::Value::Null, super::run::cache_json),
@@ -180,9 +186,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if let Some(r) = &m.report {
                 let _ = writeln!(
                     text,
-                    "\nmeasured on {} with random inputs and weights (seeded), medians of \
-                     interleaved rounds:\n{r}",
-                    r.runtime
+                    "\nmeasured on {} ({} thread{}) with random inputs and weights (seeded), \
+                     medians of interleaved rounds:\n{r}",
+                    r.runtime,
+                    threads,
+                    if threads == 1 { "" } else { "s" }
                 );
             } else {
                 text.push('\n');
@@ -258,8 +266,8 @@ fn refused_for_capacity(e: &Exploration) -> bool {
 
 /// Searches the candidates on `--runtime` (no dumps: compare writes its own), through the
 /// tuning cache when one is given; its warnings go to stderr.
-fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<Tuned> {
-    let runtime = runtime_by_name(&args.runtime)?;
+fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<(Tuned, usize)> {
+    let runtime = super::run::runtime_with_threads(&args.runtime, args.threads)?;
     let Some(first) = e.candidates.first() else {
         anyhow::bail!("no candidate to profile: every candidate was refused");
     };
@@ -282,7 +290,7 @@ fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<Tuned> {
         super::run::tuning_cache_path(args.tuning_cache.as_deref()).as_deref(),
     )?;
     super::run::warn(&tuned.warnings);
-    Ok(tuned)
+    Ok((tuned, runtime.threads()))
 }
 
 /// On a tuning-cache hit: `selected` on each candidate of the compare JSON and `measured`

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use anyhow::Context;
 use clap::builder::TypedValueParser as _;
-use lumen_compiler::{Graph, Target};
 use lumen_compiler::programs::{self, BuiltinArgs};
+use lumen_compiler::{Graph, Target};
 
 use super::usage::UsageError;
 

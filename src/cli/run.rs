@@ -338,16 +338,24 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     };
     let not_resident = CompileOptions { resident_weights: false, ..options.clone() };
     let mut resident = if want_resident {
-        (true, format!("resident: the plan holds every weight for the whole execute ({limit_words} allows its slab)"))
+        (
+            true,
+            format!(
+                "resident: the plan holds every weight for the whole execute ({limit_words} allows its slab)"
+            ),
+        )
     } else if target == Target::Cpu {
         (false, "not resident (--no-resident-weights): weights the plan reuses are uploaded every execute".to_string())
     } else {
         (false, format!("not resident: the {} runtime keeps Luminal's lifetimes", runtime.name()))
     };
     let too_large = |slab: usize| {
-        (false, format!(
-            "not resident: the resident plan's slab, {slab} B, passes the limit ({limit_words}); weights the plan reuses are uploaded every execute"
-        ))
+        (
+            false,
+            format!(
+                "not resident: the resident plan's slab, {slab} B, passes the limit ({limit_words}); weights the plan reuses are uploaded every execute"
+            ),
+        )
     };
     let weights = model.weights();
     let inputs: Tensors = model.inputs();
@@ -994,4 +1002,33 @@ pub(super) fn candidates_json(report: &SearchReport) -> serde_json::Value {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_parse() {
+        assert_eq!(parse_threads("1"), Ok(1));
+        assert_eq!(parse_threads(" 16 "), Ok(16));
+        assert_eq!(parse_threads("1024"), Ok(1024));
+        assert!(parse_threads("0").unwrap_err().starts_with("0 threads cannot run anything"));
+        assert_eq!(parse_threads("1025").unwrap_err(), "at most 1024 threads");
+        assert_eq!(parse_threads("1.5").unwrap_err(), "`1.5` is not a whole number of threads");
+    }
+
+    #[test]
+    fn memory_limit_rule() {
+        let meminfo = "MemTotal:       16000000 kB\nMemFree:  1 kB\nMemAvailable:    8000000 kB\n";
+        assert_eq!(mem_available(meminfo), Some(8_000_000 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: lots\n"), None);
+        // --memory-budget wins over the machine's memory.
+        assert_eq!(memory_limit(Some(1000)), (Some(1000), "--memory-budget 1000 B".to_string()));
+        // Resident when the slab is within the limit (or there is none).
+        assert!(resident_fits(1000, Some(1000)));
+        assert!(!resident_fits(1001, Some(1000)));
+        assert!(resident_fits(usize::MAX, None));
+    }
 }

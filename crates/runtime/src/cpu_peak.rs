@@ -125,8 +125,8 @@ impl Clock {
     /// This machine's clock: `/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq` (kHz),
     /// else the highest `cpu MHz` of `/proc/cpuinfo`, else [`FALLBACK_GHZ`].
     pub fn detect() -> Clock {
-        let sys = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-            .ok();
+        let sys =
+            std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").ok();
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").ok();
         Clock::from_sources(sys.as_deref(), cpuinfo.as_deref())
     }
@@ -233,7 +233,8 @@ mod tests {
 
     #[test]
     fn clock_sources_in_order() {
-        let cpuinfo = "processor\t: 0\ncpu MHz\t\t: 2299.998\nprocessor\t: 1\ncpu MHz\t\t: 3100.5\n";
+        let cpuinfo =
+            "processor\t: 0\ncpu MHz\t\t: 2299.998\nprocessor\t: 1\ncpu MHz\t\t: 3100.5\n";
         let c = Clock::from_sources(Some("3500000\n"), Some(cpuinfo));
         assert_eq!((c.ghz, c.source.as_str()), (3.5, "cpufreq cpuinfo_max_freq"));
         // No cpufreq (a virtual machine): the highest cpu MHz.

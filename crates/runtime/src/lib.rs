@@ -79,9 +79,7 @@ pub fn runtime_with_threads(
     threads: Option<usize>,
 ) -> Result<Box<dyn Runtime>, RuntimeError> {
     match name {
-        "cpu" => {
-            Ok(Box::new(CpuRuntime::new(CpuOptions { threads, ..CpuOptions::from_env() })))
-        }
+        "cpu" => Ok(Box::new(CpuRuntime::new(CpuOptions { threads, ..CpuOptions::from_env() }))),
         other => runtime_by_name(other),
     }
 }

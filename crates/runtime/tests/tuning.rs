@@ -127,7 +127,8 @@ fn other_keys_entries_are_kept_and_the_key_follows_the_question() {
     assert_ne!(key(&cpu, &o, "m"), key(&no_reuse, &o, "m"));
     // Timings depend on the thread count: 1 and 2 threads are other keys (and `None`, every
     // core, is the key of that many threads given explicitly).
-    let threads = |n: Option<usize>| CpuRuntime::new(CpuOptions { threads: n, ..CpuOptions::default() });
+    let threads =
+        |n: Option<usize>| CpuRuntime::new(CpuOptions { threads: n, ..CpuOptions::default() });
     assert_ne!(key(&threads(Some(1)), &o, "m"), key(&threads(Some(2)), &o, "m"));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(key(&cpu, &o, "m"), key(&threads(Some(cores)), &o, "m"));
