@@ -106,13 +106,13 @@ class Builder:
         return out
 
     def model(self, inputs, output, out_shape):
+        # The last node writes the graph output.
+        self.nodes[-1].output[0] = output
         graph = helper.make_graph(
             self.nodes, "bench",
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
             [helper.make_tensor_value_info(output, TensorProto.FLOAT, out_shape)],
             self.inits)
-        # The last node writes the graph output.
-        self.nodes[-1].output[0] = output
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
         m.ir_version = 9
         onnx.checker.check_model(m)
