@@ -36,8 +36,9 @@ if ! "$VENV/bin/python" -c 'import onnxruntime, onnx, numpy' 2>/dev/null; then
 fi
 
 step "building lumen and the bare GEMM (release)"
-cargo build --release --quiet
-cargo build --release --quiet -p lumen-runtime --example bare_gemm
+# One build of every binary and example: two builds with different package selections resolve
+# features differently and rebuild each other's crates.
+cargo build --release --quiet --workspace --bins --examples
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 
 step "benchmark"

@@ -261,7 +261,7 @@ def main():
                                                       "bare_gemm"))
     args = parser.parse_args()
     for path, how in [(args.lumen, "cargo build --release"),
-                      (args.bare, "cargo build --release -p lumen-runtime --example bare_gemm")]:
+                      (args.bare, "cargo build --release --workspace --bins --examples")]:
         if not os.path.exists(path):
             sys.exit(f"error: {path} not found: run `{how}` first")
     cores = os.cpu_count() or 1

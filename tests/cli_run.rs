@@ -760,7 +760,7 @@ fn run_compiles_for_the_cpu_with_resident_weights() {
         text.contains("\nuploads    115200 B per execute: inputs 115200 B, weights 0 B\n"),
         "{text}"
     );
-    assert!(text.contains("\nweights    resident: the plan holds every weight"), "{text}");
+    assert!(text.contains("\nweights    resident: every weight is uploaded once, at prepare (slab within the limit: half of MemAvailable, "), "{text}");
 }
 
 /// `--threads N` reaches the runtime and the report (text and JSON, the tuning key's identity

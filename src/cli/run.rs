@@ -165,7 +165,7 @@ pub(super) fn runtime_with_threads(
 
 /// The slab a resident-weights plan may take, bytes, and where that limit comes from:
 /// `--memory-budget` when given, else half of the memory the kernel says is available
-/// (`MemAvailable` of `/proc/meminfo`), else no limit.
+/// (`MemAvailable` of `/proc/meminfo`), else no limit; the words name the limit for the report.
 fn memory_limit(budget: Option<usize>) -> (Option<usize>, String) {
     if let Some(b) = budget {
         return (Some(b), format!("--memory-budget {b} B"));
@@ -173,7 +173,7 @@ fn memory_limit(budget: Option<usize>) -> (Option<usize>, String) {
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     match mem_available(&meminfo) {
         Some(bytes) => (Some(bytes / 2), format!("half of MemAvailable, {} B", bytes / 2)),
-        None => (None, "no limit: /proc/meminfo gives no MemAvailable".to_string()),
+        None => (None, "none, /proc/meminfo gives no MemAvailable".to_string()),
     }
 }
 
@@ -341,7 +341,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         (
             true,
             format!(
-                "resident: the plan holds every weight for the whole execute ({limit_words} allows its slab)"
+                "resident: every weight is uploaded once, at prepare (slab within the limit: {limit_words})"
             ),
         )
     } else if target == Target::Cpu {
