@@ -127,7 +127,8 @@ impl PhaseTimes {
 pub struct Peak {
     /// Peak in FLOP/s.
     pub flops: f64,
-    /// How the figure was obtained (e.g. `1 core x 4.0 GHz x 32 f32 FLOP/cycle (nominal)`).
+    /// How the figure was obtained (e.g. `2 cores x 2.30 GHz (/proc/cpuinfo cpu MHz, ...) x 2
+    /// FMA units (assumed) x 16 f32 lanes (AVX-512F) x 2 FLOP = 64 FLOP/cycle per core`).
     pub basis: String,
 }
 
