@@ -21,6 +21,12 @@
 //! `chosen_by` (`search`, `tuning_cache`, `cost_model`, `--fuse`, `--no-fuse`) say which of
 //! these it was.
 //!
+//! The program is compiled for the runtime's target (`Runtime::target`: on the CPU no cuBLASLt
+//! workspace) and, on the CPU, with resident weights unless `--no-resident-weights` or the
+//! resident slab passes the memory limit (`--memory-budget`, else half of `MemAvailable`); the
+//! report gives the upload bytes per execute, the threads (`--threads N`, default every core)
+//! and the achieved FLOP/s from the median execute against the runtime's derived peak.
+//!
 //! The report is printed in full first; then, when a check failed (NaN or infinity in the
 //! outputs, a max abs error over `--tolerance`, an accuracy other than the file's reference),
 //! `run` returns an error, so the command prints one `error: check failed: ...` line and exits

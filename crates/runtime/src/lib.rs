@@ -103,6 +103,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn runtimes_compile_for_their_target_and_report_threads() {
+        use lumen_compiler::Target;
+        assert_eq!(CpuRuntime::default().target(), Target::Cpu);
+        let one = runtime_with_threads("cpu", Some(1)).map(|r| (r.target(), r.threads()));
+        assert_eq!(one.ok(), Some((Target::Cpu, 1)));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(runtime_with_threads("cpu", None).map(|r| r.threads()).ok(), Some(cores));
+        assert!(runtime_with_threads("tpu", Some(1)).is_err());
+    }
+
+    #[test]
     fn runtime_names() {
         assert_eq!(runtime_by_name("cpu").map(|r| r.name()).ok(), Some("cpu"));
         let err = runtime_by_name("tpu").err().map(|e| e.to_string());
