@@ -73,11 +73,49 @@ fn sizes_and_workspace_flags_reach_the_plan() {
         "--workspace-bytes",
         "0",
     ]);
+    // No workspace bytes: the matmul has no workspace buffer at all (a zero-byte one would
+    // still reserve 256 bytes of the slab).
     let buffers = v["buffers"].as_array().unwrap();
     assert_eq!(buffers[0]["bytes"], 8 * 16 * 4);
-    assert_eq!(buffers[3]["id"], "workspace");
-    assert_eq!(buffers[3]["bytes"], 0);
-    assert_eq!(buffers[3]["reserved"], 256);
+    let ids: Vec<&str> = buffers.iter().map(|b| b["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["x", "w", "b", "y"]);
+    assert!(v["nodes"].as_array().unwrap().iter().all(|n| n.get("workspace").is_none()));
+    assert_eq!(v["options"]["workspace_bytes"], 0);
+    // --workspace-bytes overrides the target's.
+    let v =
+        json(&["compile", "linear-relu", "--target", "cpu", "--workspace-bytes", "4096", "--json"]);
+    assert_eq!(v["target"], "cpu");
+    assert_eq!(v["buffers"][3]["id"], "workspace");
+    assert_eq!(v["buffers"][3]["bytes"], 4096);
+}
+
+/// `--target cpu` compiles for the CPU runtime: no cuBLASLt workspace, the same LLIR
+/// otherwise; the default (and `--target cuda`) keeps the 1 MiB workspace of every golden plan.
+#[test]
+fn target_sets_the_workspace() {
+    let cuda = json(&["compile", "linear-relu", "--json"]);
+    assert_eq!(cuda["target"], "cuda");
+    assert_eq!(cuda["slab_bytes"], 1_196_288);
+    assert_eq!(cuda["options"]["workspace_bytes"], 1 << 20);
+    assert_eq!(json(&["compile", "linear-relu", "--target", "cuda", "--json"]), cuda);
+    let cpu = json(&["compile", "linear-relu", "--target", "cpu", "--json"]);
+    assert_eq!(cpu["target"], "cpu");
+    assert_eq!(cpu["options"]["workspace_bytes"], 0);
+    assert_eq!(cpu["options"]["alignment"], 256);
+    // x [64, 256], w [256, 64], b [64], y [64, 64]: 65536 + 65536 + 256 + 16384 bytes.
+    assert_eq!(cpu["slab_bytes"], 147_712);
+    assert_eq!(cpu["launches"], cuda["launches"]);
+    assert_eq!(cpu["flops"], cuda["flops"]);
+    // The digits-sized MLP: 1 MiB per matmul is gone.
+    let mlp = |t: &str| json(&["compile", "mlp", "--target", t, "--json"])["slab_bytes"].clone();
+    assert!(mlp("cpu").as_u64().unwrap() < 100_000, "{}", mlp("cpu"));
+    assert!(mlp("cuda").as_u64().unwrap() > 1 << 20, "{}", mlp("cuda"));
+    // An unknown target is a usage error naming the choices.
+    let out = lumen(&["compile", "mlp", "--target", "tpu"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("invalid value 'tpu' for '--target <TARGET>'"), "{err}");
+    assert!(err.contains("[possible values: cpu, cuda]"), "{err}");
 }
 
 #[test]
@@ -438,6 +476,7 @@ fn nodes_is_a_list_in_compile_json_and_a_count_elsewhere() {
         "flops",
         "node_count",
         "options",
+        "target",
     ];
     keys.sort_unstable();
     expected.sort_unstable();

@@ -185,8 +185,9 @@ fn limits_and_budget() {
         );
     }
 
-    // Without in-place reuse the unfused slab (1,693,696 B) is over 1.5 MB; the fused ones
-    // (1,463,296 B) fit. (In place, unfused also plans 1,463,296 B.)
+    // Compiled for the CPU (no cuBLASLt workspace, weights resident), without in-place reuse
+    // the unfused slab (645,120 B) is over 500 kB; the fused one (414,720 B) fits. (In place,
+    // unfused also plans 414,720 B.)
     let v = json(&[
         "run",
         DIGITS,
@@ -197,13 +198,13 @@ fn limits_and_budget() {
         "1",
         "--no-in-place",
         "--memory-budget",
-        "1500000",
+        "500000",
     ]);
     let list = check_candidates(&v);
     assert_eq!(list[0]["status"], "over budget");
     assert_eq!(
         list[0]["detail"],
-        "skipped: slab 1,693,696 bytes over the memory budget of 1,500,000 bytes"
+        "skipped: slab 645,120 bytes over the memory budget of 500,000 bytes"
     );
     assert_eq!(list[0]["median_ms"], Value::Null);
     assert_ne!(list[0]["selected"], true);
@@ -214,7 +215,7 @@ fn limits_and_budget() {
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
         "error: every candidate's slab exceeds the memory budget of 1,000 bytes (smallest: \
-         1,463,296 bytes)\n"
+         414,720 bytes)\n"
     );
     let v =
         json(&["run", DIGITS, "--json", "--runs", "1", "--trials", "1", "--search-time-ms", "0"]);
@@ -303,10 +304,15 @@ fn dump_dir_holds_the_selected_candidate() {
 fn compare_profile_adds_measured_times() {
     let out = ok(&["compare", "linear-relu", "--profile", "--trials", "2"], &[]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains(
-        "measured on cpu with random inputs and weights (seeded), medians of interleaved \
-             rounds:"
-    ));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = if cores == 1 { "1 thread".to_string() } else { format!("{cores} threads") };
+    assert!(
+        text.contains(&format!(
+            "measured on cpu ({threads}) with random inputs and weights (seeded), medians of \
+             interleaved rounds:"
+        )),
+        "{text}"
+    );
     assert!(text.lines().any(|l| l.starts_with("search selects: ")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("choice     ")), "{text}");
     assert!(text.lines().any(|l| l.starts_with("break-even: ")), "{text}");
@@ -485,4 +491,39 @@ fn a_default_run_searches_only_when_it_can_pay_for_itself() {
         );
         assert!(check_candidates(&v).iter().all(|c| c["status"] == "measured"), "{flag:?}");
     }
+}
+
+/// `compare` compiles for CUDA (the golden plans) unless it measures: `--profile` on the CPU
+/// compiles for the CPU (no cuBLASLt workspace), and `--target` overrides either default.
+/// `--threads` reaches the measuring runtime and the JSON; without `--profile` it is a usage
+/// error, as is 0.
+#[test]
+fn compare_profile_compiles_for_the_cpu_and_takes_threads() {
+    let slabs = |v: &Value| -> Vec<u64> {
+        v["candidates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["slab_bytes"].as_u64().unwrap())
+            .collect()
+    };
+    let plain = json(&["compare", "linear-relu", "--json"]);
+    assert_eq!(slabs(&plain), [1_196_288; 3]);
+    let args = ["compare", "linear-relu", "--json", "--profile", "--trials", "1", "--threads", "1"];
+    let profiled = json(&args);
+    assert_eq!(slabs(&profiled), [147_712; 3]);
+    assert_eq!(profiled["threads"], 1);
+    let cuda = json(&[&args[..], &["--target", "cuda"]].concat());
+    assert_eq!(slabs(&cuda), [1_196_288; 3]);
+    let cpu = json(&["compare", "linear-relu", "--json", "--target", "cpu"]);
+    assert_eq!(slabs(&cpu), [147_712; 3]);
+
+    let out = lumen_env(&["compare", "linear-relu", "--threads", "2"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--profile"), "{err}");
+    let out = lumen_env(&["compare", "linear-relu", "--profile", "--threads", "0"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("0 threads cannot run anything"), "{err}");
 }

@@ -15,14 +15,14 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use lumen_compiler::fusion::{self, Exploration, FusionConfig, report};
-use lumen_compiler::{BufferRole, CompileError, CompileOptions, dump};
+use lumen_compiler::{BufferRole, CompileError, CompileOptions, Target, dump};
 use lumen_planner::PlanError;
 use lumen_planner::svg::group;
+use lumen_runtime::RUNTIME_NAMES;
 use lumen_runtime::search::{self, Progress, SearchOptions, SearchReport, random_tensors};
 use lumen_runtime::tuning::{self, Tuned};
-use lumen_runtime::{RUNTIME_NAMES, runtime_by_name};
 
-use super::program_args::ProgramArgs;
+use super::program_args::{ProgramArgs, TargetArgs};
 use super::{errors, out};
 
 /// Arguments of `lumen compare`.
@@ -30,12 +30,8 @@ use super::{errors, out};
 pub struct Args {
     #[command(flatten)]
     program: ProgramArgs,
-    /// cuBLASLt workspace per matmul, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    workspace_bytes: usize,
-    /// Slab alignment in bytes.
-    #[arg(long, default_value_t = 256)]
-    alignment: usize,
+    #[command(flatten)]
+    target: TargetArgs,
     /// Largest slab in bytes; a candidate whose plan does not fit is listed as refused.
     #[arg(long, value_name = "BYTES")]
     capacity: Option<usize>,
@@ -67,6 +63,10 @@ pub struct Args {
     #[arg(long, default_value = "cpu", requires = "profile",
           value_parser = clap::builder::PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
+    /// With --profile: the CPU runtime's worker threads (a whole number from 1 to 1024;
+    /// default: every core).
+    #[arg(long, value_name = "N", requires = "profile", value_parser = super::run::parse_threads)]
+    threads: Option<usize>,
     /// With --profile: how far a candidate's outputs may be from the reference candidate's,
     /// `ABS` or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4).
     #[arg(long, value_name = "ABS[,REL]", requires = "profile")]
@@ -76,6 +76,12 @@ pub struct Args {
     /// $LUMEN_TUNING_CACHE with --profile; none when unset).
     #[arg(long, value_name = "FILE", requires = "profile")]
     tuning_cache: Option<PathBuf>,
+}
+
+/// The target `compare` compiles for without `--target`: the measuring runtime's with
+/// `--profile` (the CPU's reserves no workspace), else CUDA's, the default of every golden plan.
+fn default_target(args: &Args) -> Target {
+    if args.profile { Target::for_runtime(&args.runtime) } else { Target::default() }
 }
 
 /// Seeds of the random weights and inputs of `--profile` (splitmix64), fixed so two runs
@@ -92,18 +98,14 @@ const INPUT_SEED: u64 = 0x5EED_0002;
 pub fn run(args: Args) -> anyhow::Result<()> {
     let graph = args.program.graph()?;
     let name = args.program.label();
-    // Every field is set today; the update keeps this compiling when CompileOptions grows one.
-    #[allow(clippy::needless_update)]
     let options = CompileOptions {
         fuse: true,
-        workspace_bytes: args.workspace_bytes,
-        alignment: args.alignment,
         algorithm: args.algorithm,
         capacity: args.capacity,
         name: name.clone(),
         dump_dir: args.dump_dir.clone(),
         in_place: args.in_place,
-        ..CompileOptions::default()
+        ..args.target.options(default_target(&args))
     };
     let hlir = graph.hlir();
     let config = FusionConfig::default();
@@ -119,10 +121,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         dump::write_dumps_all(&dir, &programs)?;
     }
     // Nothing to measure when every candidate was refused: the report says so, then the error.
-    let measured = if args.profile && !exploration.candidates.is_empty() {
-        Some(profile(&args, &exploration)?)
+    let (measured, threads) = if args.profile && !exploration.candidates.is_empty() {
+        let (tuned, threads) = profile(&args, &exploration)?;
+        (Some(tuned), threads)
     } else {
-        None
+        (None, 0)
     };
     let in_place = if args.in_place { in_place_savings(&exploration)? } else { Vec::new() };
     if args.json {
@@ -143,6 +146,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 None => add_cached(&mut value, m, &exploration),
             }
             if let Some(obj) = value.as_object_mut() {
+                obj.insert("threads".into(), serde_json::json!(threads));
                 obj.insert(
                     "tuning_cache".into(),
                     m.cache.as_ref().map_or(serde_json::Value::Null, super::run::cache_json),
@@ -182,9 +186,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if let Some(r) = &m.report {
                 let _ = writeln!(
                     text,
-                    "\nmeasured on {} with random inputs and weights (seeded), medians of \
-                     interleaved rounds:\n{r}",
-                    r.runtime
+                    "\nmeasured on {} ({} thread{}) with random inputs and weights (seeded), \
+                     medians of interleaved rounds:\n{r}",
+                    r.runtime,
+                    threads,
+                    if threads == 1 { "" } else { "s" }
                 );
             } else {
                 text.push('\n');
@@ -260,8 +266,8 @@ fn refused_for_capacity(e: &Exploration) -> bool {
 
 /// Searches the candidates on `--runtime` (no dumps: compare writes its own), through the
 /// tuning cache when one is given; its warnings go to stderr.
-fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<Tuned> {
-    let runtime = runtime_by_name(&args.runtime)?;
+fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<(Tuned, usize)> {
+    let runtime = super::run::runtime_with_threads(&args.runtime, args.threads)?;
     let Some(first) = e.candidates.first() else {
         anyhow::bail!("no candidate to profile: every candidate was refused");
     };
@@ -284,7 +290,7 @@ fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<Tuned> {
         super::run::tuning_cache_path(args.tuning_cache.as_deref()).as_deref(),
     )?;
     super::run::warn(&tuned.warnings);
-    Ok(tuned)
+    Ok((tuned, runtime.threads()))
 }
 
 /// On a tuning-cache hit: `selected` on each candidate of the compare JSON and `measured`

@@ -3,10 +3,10 @@
 
 use std::path::PathBuf;
 
-use lumen_compiler::{CompileOptions, dump};
+use lumen_compiler::{CompileOptions, Target, dump};
 
 use super::out;
-use super::program_args::ProgramArgs;
+use super::program_args::{ProgramArgs, TargetArgs};
 
 /// Arguments of `lumen compile`.
 #[derive(Debug, clap::Args)]
@@ -19,13 +19,8 @@ pub struct Args {
     /// Lower every op to its own launch.
     #[arg(long = "no-fuse", overrides_with = "fuse")]
     no_fuse: bool,
-    /// cuBLASLt workspace per matmul, in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    workspace_bytes: usize,
-    /// Slab alignment in bytes: a power of two of at least 4 (whole f32 elements); 256 is
-    /// cuBLASLt's pointer alignment, which the CUDA runtime needs.
-    #[arg(long, default_value_t = 256)]
-    alignment: usize,
+    #[command(flatten)]
+    target: TargetArgs,
     /// Write {label}.llir.txt, .llir.dot, .plan.txt, .plan.svg here (overrides LLIR_DUMP_DIR).
     #[arg(long)]
     dump_dir: Option<PathBuf>,
@@ -53,14 +48,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let graph = args.program.graph()?;
     let options = CompileOptions {
         fuse: !args.no_fuse,
-        workspace_bytes: args.workspace_bytes,
-        alignment: args.alignment,
         algorithm: args.algorithm,
         name: args.program.label(),
         dump_dir: args.dump_dir,
         resident_weights: args.resident_weights,
         in_place: args.in_place,
-        ..CompileOptions::default()
+        ..args.target.options(Target::default())
     };
     let program = graph.compile(&options)?;
     // The planner's independent checker: no two buffers whose lifetimes conflict (parallel
@@ -76,6 +69,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.json {
         let mut json = dump::compiled_json(&program);
         json["verified"] = serde_json::Value::Bool(true);
+        json["target"] = serde_json::Value::from(args.target.target(Target::default()).name());
         out::print_json(&json)
     } else {
         let text = format!(

@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use anyhow::Context;
-use lumen_compiler::Graph;
+use clap::builder::TypedValueParser as _;
 use lumen_compiler::programs::{self, BuiltinArgs};
+use lumen_compiler::{Graph, Target};
 
 use super::usage::UsageError;
 
@@ -209,5 +210,46 @@ impl ProgramArgs {
             return Err(err.into());
         }
         Ok(graph)
+    }
+}
+
+/// The compile target and the slab options it sets, shared by `lumen compile` and
+/// `lumen compare`: `--target cpu|cuda` picks the cuBLASLt workspace and the alignment
+/// ([`Target`]); `--workspace-bytes` and `--alignment` override them one by one. Without
+/// `--target` the command's default applies: `cuda` for `compile` and `compare` (so every
+/// golden plan holds), the measuring runtime's for `compare --profile`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TargetArgs {
+    /// The runtime to compile for: `cuda` reserves a cuBLASLt workspace per matmul (1 MiB),
+    /// `cpu` none [default: cuda; with compare --profile, the --runtime's].
+    #[arg(long, value_name = "TARGET",
+          value_parser = clap::builder::PossibleValuesParser::new(Target::NAMES)
+              .map(|name| Target::from_name(&name).unwrap_or_default()))]
+    pub target: Option<Target>,
+    /// cuBLASLt workspace per matmul, in bytes [default: the target's, 1048576 for cuda, 0
+    /// for cpu; 0 gives a matmul no workspace buffer].
+    #[arg(long, value_name = "BYTES")]
+    pub workspace_bytes: Option<usize>,
+    /// Slab alignment in bytes: a power of two of at least 4 (whole f32 elements); 256 (both
+    /// targets' default) is cuBLASLt's pointer alignment, which the CUDA runtime needs.
+    #[arg(long, value_name = "BYTES")]
+    pub alignment: Option<usize>,
+}
+
+impl TargetArgs {
+    /// `--target`, else `default`.
+    pub fn target(&self, default: Target) -> Target {
+        self.target.unwrap_or(default)
+    }
+
+    /// The target's [`CompileOptions`](lumen_compiler::CompileOptions) (`--target`, else
+    /// `default`) with the `--workspace-bytes` and `--alignment` given.
+    pub fn options(&self, default: Target) -> lumen_compiler::CompileOptions {
+        let base = self.target(default).options();
+        lumen_compiler::CompileOptions {
+            workspace_bytes: self.workspace_bytes.unwrap_or(base.workspace_bytes),
+            alignment: self.alignment.unwrap_or(base.alignment),
+            ..base
+        }
     }
 }

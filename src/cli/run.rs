@@ -21,6 +21,12 @@
 //! `chosen_by` (`search`, `tuning_cache`, `cost_model`, `--fuse`, `--no-fuse`) say which of
 //! these it was.
 //!
+//! The program is compiled for the runtime's target (`Runtime::target`: on the CPU no cuBLASLt
+//! workspace) and, on the CPU, with resident weights unless `--no-resident-weights` or the
+//! resident slab passes the memory limit (`--memory-budget`, else half of `MemAvailable`); the
+//! report gives the upload bytes per execute, the threads (`--threads N`, default every core)
+//! and the achieved FLOP/s from the median execute against the runtime's derived peak.
+//!
 //! The report is printed in full first; then, when a check failed (NaN or infinity in the
 //! outputs, a max abs error over `--tolerance`, an accuracy other than the file's reference),
 //! `run` returns an error, so the command prints one `error: check failed: ...` line and exits
@@ -32,11 +38,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use lumen::model::{self, CheckStatus, Model, OutputCheck};
 use lumen_compiler::fusion::{self, FusionConfig};
-use lumen_compiler::{CompileOptions, CompiledProgram};
+use lumen_compiler::{CompileOptions, CompiledProgram, Target};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
 use lumen_runtime::search::{self, Progress, RunPlan, SearchOptions, SearchReport};
 use lumen_runtime::tuning::{self, CacheStatus, CacheUse};
-use lumen_runtime::{Peak, RUNTIME_NAMES, Tensors, runtime_by_name};
+use lumen_runtime::{Peak, RUNTIME_NAMES, Tensors};
 use serde_json::json;
 
 use super::out;
@@ -107,9 +113,18 @@ pub struct Args {
     #[arg(long, value_name = "FILE", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     tuning_cache: Option<PathBuf>,
     /// How many times to execute (the execute phase's time is their total; throughput uses
-    /// their mean).
+    /// their median).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
+    /// CPU runtime: worker threads for the GEMM, elementwise ops and reductions (a whole
+    /// number from 1 to 1024; default: every core).
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    threads: Option<usize>,
+    /// Let the plan reuse a weight's bytes after its last reader (Luminal's lifetimes), so
+    /// such a weight is uploaded again on every execute. Default on the CPU: weights stay
+    /// resident (uploaded once at prepare) unless the resident slab passes the memory limit.
+    #[arg(long = "no-resident-weights")]
+    no_resident_weights: bool,
     /// Slab placement algorithm (first-fit is Luminal's plan_slab; `best` the tightest lumen has).
     #[arg(long, value_name = "NAME", default_value = "first-fit", value_parser = super::plan_slab::algorithm_parser())]
     algorithm: lumen_planner::SlabAlgorithm,
@@ -121,6 +136,65 @@ pub struct Args {
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
+}
+
+/// The most threads `--threads` takes: far more than any machine lumen runs on has cores, and
+/// few enough that spawning them cannot exhaust the process.
+pub(super) const MAX_THREADS: usize = 1024;
+
+/// `--threads N`: a whole number from 1 to [`MAX_THREADS`].
+pub(super) fn parse_threads(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("0 threads cannot run anything: give at least 1 (or leave --threads out \
+                       for every core)"
+            .to_string()),
+        Ok(n) if n > MAX_THREADS => Err(format!("at most {MAX_THREADS} threads")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a whole number of threads")),
+    }
+}
+
+/// The runtime called `name` with `--threads`: the CPU runtime's worker threads. Only the CPU
+/// runtime has threads of its own, so `--threads` with another runtime is a usage error.
+pub(super) fn runtime_with_threads(
+    name: &str,
+    threads: Option<usize>,
+) -> anyhow::Result<Box<dyn lumen_runtime::Runtime>> {
+    if threads.is_some() && name != "cpu" {
+        return Err(super::usage::UsageError::new(format!(
+            "--threads applies to the cpu runtime, not {name}"
+        ))
+        .into());
+    }
+    Ok(lumen_runtime::runtime_with_threads(name, threads)?)
+}
+
+/// The slab a resident-weights plan may take, bytes, and where that limit comes from:
+/// `--memory-budget` when given, else half of the memory the kernel says is available
+/// (`MemAvailable` of `/proc/meminfo`), else no limit; the words name the limit for the report.
+fn memory_limit(budget: Option<usize>) -> (Option<usize>, String) {
+    if let Some(b) = budget {
+        return (Some(b), format!("--memory-budget {b} B"));
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    match mem_available(&meminfo) {
+        Some(bytes) => (Some(bytes / 2), format!("half of MemAvailable, {} B", bytes / 2)),
+        None => (None, "none, /proc/meminfo gives no MemAvailable".to_string()),
+    }
+}
+
+/// `MemAvailable` of a `/proc/meminfo` text, bytes (the file says kB, meaning KiB).
+fn mem_available(meminfo: &str) -> Option<usize> {
+    meminfo.lines().find_map(|l| {
+        let rest = l.strip_prefix("MemAvailable:")?;
+        let kib: usize = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        kib.checked_mul(1024)
+    })
+}
+
+/// Whether a plan whose slab is `slab` bytes keeps its weights resident under `limit`.
+fn resident_fits(slab: usize, limit: Option<usize>) -> bool {
+    limit.is_none_or(|l| slab <= l)
 }
 
 /// A finite, non-negative error budget.
@@ -188,6 +262,15 @@ struct Outcome {
     model: Model,
     program: CompiledProgram,
     runtime: &'static str,
+    /// The target the program was compiled for (the runtime's).
+    target: Target,
+    /// Host threads an execute ran on.
+    threads: usize,
+    /// Whether every weight stayed resident, and why (or why not), in words.
+    resident: (bool, String),
+    /// Host-to-slab bytes of the last execute: all, and the weights' part.
+    upload_bytes: usize,
+    weight_upload_bytes: usize,
     /// Every output of the first execute, by the program's output names.
     outputs: Tensors,
     repeat_identical: bool,
@@ -235,7 +318,8 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     let model = load(args)?;
     let load_seconds = start.elapsed().as_secs_f64();
     // The runtime first: `--runtime cuda` without a device fails before any work.
-    let runtime = runtime_by_name(&args.runtime)?;
+    let runtime = runtime_with_threads(&args.runtime, args.threads)?;
+    let target = runtime.target();
 
     let mut times = PhaseTimes::new();
     // The stem labels dump files; any file name must still make a valid program name.
@@ -246,12 +330,38 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         .filter(|s| !s.is_empty())
         .map(|s| lumen_compiler::compile::sanitize_program_name(&s))
         .unwrap_or_else(|| "model".to_string());
+    // Compiled for the runtime that runs it (the CPU reserves no cuBLASLt workspace). On
+    // the CPU weights stay resident unless asked otherwise or the slab passes the limit.
+    let want_resident = target == Target::Cpu && !args.no_resident_weights;
+    let (limit, limit_words) = memory_limit(args.memory_budget);
     let options = CompileOptions {
         fuse,
         name,
         algorithm: args.algorithm,
         in_place: !args.no_in_place,
-        ..CompileOptions::default()
+        resident_weights: want_resident,
+        ..target.options()
+    };
+    let not_resident = CompileOptions { resident_weights: false, ..options.clone() };
+    let mut resident = if want_resident {
+        (
+            true,
+            format!(
+                "resident: every weight is uploaded once, at prepare (slab within the limit: {limit_words})"
+            ),
+        )
+    } else if target == Target::Cpu {
+        (false, "not resident (--no-resident-weights): weights the plan reuses are uploaded every execute".to_string())
+    } else {
+        (false, format!("not resident: the {} runtime keeps Luminal's lifetimes", runtime.name()))
+    };
+    let too_large = |slab: usize| {
+        (
+            false,
+            format!(
+                "not resident: the resident plan's slab, {slab} B, passes the limit ({limit_words}); weights the plan reuses are uploaded every execute"
+            ),
+        )
     };
     let weights = model.weights();
     let inputs: Tensors = model.inputs();
@@ -266,7 +376,17 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             if let Some(err) = graph.recorded_error() {
                 return Err(err.into());
             }
-            Ok(fusion::explore(&graph.hlir(), &options.name, &options, &FusionConfig::default())?)
+            let hlir = graph.hlir();
+            let config = FusionConfig::default();
+            let e = fusion::explore(&hlir, &options.name, &options, &config)?;
+            // Resident only when the cost model's pick fits; else every candidate is planned
+            // again with Luminal's lifetimes.
+            let slab = e.picked().map_or(0, |c| c.program.figures.slab_bytes);
+            if options.resident_weights && !resident_fits(slab, limit) {
+                resident = too_large(slab);
+                return Ok(fusion::explore(&hlir, &options.name, &not_resident, &config)?);
+            }
+            Ok(e)
         })?;
         // The share rule: without an explicit budget the search must pay for itself within
         // this run (its --runs executes, after what loading and compiling took).
@@ -313,7 +433,14 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         winner.program
     } else {
         times.time(Phase::GraphCompile, || -> anyhow::Result<CompiledProgram> {
-            Ok(model.graph()?.compile(&options)?)
+            let graph = model.graph()?;
+            let program = graph.compile(&options)?;
+            let slab = program.figures.slab_bytes;
+            if options.resident_weights && !resident_fits(slab, limit) {
+                resident = too_large(slab);
+                return Ok(graph.compile(&not_resident)?);
+            }
+            Ok(program)
         })?
     };
     let mut prepared = match prepared {
@@ -332,12 +459,19 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         }
     }
     let outputs = first.context("the program was not executed")?;
+    let upload_bytes = prepared.last_profile().map_or(0, |p| p.upload_bytes);
+    let input_bytes: usize = inputs.values().map(|t| t.bytes()).sum();
     let peak = runtime.peak();
     let report = times.report(program.figures.flops, &peak);
     Ok(Outcome {
         model,
         program,
         runtime: runtime.name(),
+        target,
+        threads: runtime.threads(),
+        resident,
+        upload_bytes,
+        weight_upload_bytes: upload_bytes.saturating_sub(input_bytes),
         outputs,
         repeat_identical,
         report,
@@ -564,6 +698,14 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
         ratio(plan.slab_bytes, plan.lower_bound)
     );
     let _ = writeln!(s, "in place   {}", in_place_text(args, &o.program));
+    let _ = writeln!(s, "weights    {}", o.resident.1);
+    let _ = writeln!(
+        s,
+        "uploads    {} B per execute: inputs {} B, weights {} B",
+        o.upload_bytes,
+        o.upload_bytes - o.weight_upload_bytes,
+        o.weight_upload_bytes
+    );
     let _ = writeln!(
         s,
         "repeats    {}, outputs {}; {} in {:.3} ms",
@@ -574,6 +716,16 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
             _ => "file read",
         },
         o.load_seconds * 1e3
+    );
+    let _ = writeln!(
+        s,
+        "threads    {} ({})",
+        o.threads,
+        match (o.runtime, args.threads) {
+            ("cpu", Some(_)) => "--threads",
+            ("cpu", None) => "every core; --threads N to change",
+            _ => "the host thread that launches the device's work",
+        }
     );
     s.push('\n');
     let _ = writeln!(s, "{}", o.report);
@@ -774,12 +926,23 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "load_seconds": o.load_seconds,
         "phases": phases,
         "total_seconds": o.report.total_seconds,
-        "execute_seconds_mean": achieved.map(|a| a.seconds),
+        "execute_seconds_mean": achieved.map(|a| a.mean_seconds),
+        "execute_seconds_median": achieved.map(|a| a.seconds),
         "achieved_flops": achieved.map(|a| a.flops_per_s),
         "gflops": achieved.map(|a| a.flops_per_s / 1e9),
         "peak_flops": o.peak.flops,
         "peak_basis": o.peak.basis,
         "fraction_of_peak": achieved.map(|a| a.fraction_of_peak),
+    });
+    // The runtime's keys in a fourth object, for the same reason.
+    let runtime = json!({
+        "target": o.target.name(),
+        "threads": o.threads,
+        "workspace_bytes": o.program.options.workspace_bytes,
+        "resident_weights": o.resident.0,
+        "resident_weights_detail": o.resident.1,
+        "upload_bytes_per_execute": o.upload_bytes,
+        "weight_upload_bytes_per_execute": o.weight_upload_bytes,
     });
     // The search's keys in a third object, for the same reason.
     let searched = json!({
@@ -810,7 +973,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "passed": check.passed(),
         "failures": check.failures(),
     });
-    for part in [searched, verdict] {
+    for part in [searched, verdict, runtime] {
         if let (Some(obj), serde_json::Value::Object(more)) = (value.as_object_mut(), part) {
             obj.extend(more);
         }
@@ -845,4 +1008,33 @@ pub(super) fn candidates_json(report: &SearchReport) -> serde_json::Value {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn threads_parse() {
+        assert_eq!(parse_threads("1"), Ok(1));
+        assert_eq!(parse_threads(" 16 "), Ok(16));
+        assert_eq!(parse_threads("1024"), Ok(1024));
+        assert!(parse_threads("0").unwrap_err().starts_with("0 threads cannot run anything"));
+        assert_eq!(parse_threads("1025").unwrap_err(), "at most 1024 threads");
+        assert_eq!(parse_threads("1.5").unwrap_err(), "`1.5` is not a whole number of threads");
+    }
+
+    #[test]
+    fn memory_limit_rule() {
+        let meminfo = "MemTotal:       16000000 kB\nMemFree:  1 kB\nMemAvailable:    8000000 kB\n";
+        assert_eq!(mem_available(meminfo), Some(8_000_000 * 1024));
+        assert_eq!(mem_available("MemTotal: 5 kB\n"), None);
+        assert_eq!(mem_available("MemAvailable: lots\n"), None);
+        // --memory-budget wins over the machine's memory.
+        assert_eq!(memory_limit(Some(1000)), (Some(1000), "--memory-budget 1000 B".to_string()));
+        // Resident when the slab is within the limit (or there is none).
+        assert!(resident_fits(1000, Some(1000)));
+        assert!(!resident_fits(1001, Some(1000)));
+        assert!(resident_fits(usize::MAX, None));
+    }
 }

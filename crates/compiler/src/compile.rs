@@ -21,7 +21,9 @@ pub struct CompileOptions {
     /// epilogue) and lower the cost model's pick ([`crate::fusion`]). Default true; false
     /// lowers every op as its own launch.
     pub fuse: bool,
-    /// cuBLASLt workspace per `lt_matmul`, in bytes (default 1,048,576 = 1 MiB).
+    /// cuBLASLt workspace per `lt_matmul`, in bytes (default 1,048,576 = 1 MiB, the CUDA
+    /// target's, [`crate::Target::workspace_bytes`]). 0 gives a matmul no workspace buffer
+    /// at all (what the CPU target compiles with: its matmuls use none).
     pub workspace_bytes: usize,
     /// Slab alignment in bytes: every buffer's offset and reserved size is a multiple of it.
     /// Default 256, cuBLASLt's pointer alignment, which the CUDA runtime requires of every
@@ -67,8 +69,8 @@ impl Default for CompileOptions {
     fn default() -> Self {
         Self {
             fuse: true,
-            workspace_bytes: 1 << 20,
-            alignment: 256,
+            workspace_bytes: crate::target::CUDA_WORKSPACE_BYTES,
+            alignment: crate::target::SLAB_ALIGNMENT,
             capacity: None,
             algorithm: SlabAlgorithm::FirstFit,
             name: "program".to_string(),

@@ -10,7 +10,8 @@
 //!   CLI's built-in programs;
 //! - [`hlir`], [`lower`], [`llir`]: the two IRs and the lowering between them;
 //! - [`fusion`]: egg rewrites into cuBLASLt epilogues; [`dump`]: canonical text;
-//! - [`interpret`]: an f64 interpreter of the HLIR, the oracle of lowering.
+//! - [`interpret`]: an f64 interpreter of the HLIR, the oracle of lowering;
+//! - [`target`]: what a program compiled for the CPU or the CUDA runtime reserves.
 
 #![warn(missing_docs)]
 
@@ -30,6 +31,7 @@ pub mod ops;
 pub mod program;
 pub mod programs;
 mod refine;
+pub mod target;
 pub mod view;
 
 pub use compile::{CompileOptions, LLIR_DUMP_DIR, compile_hlir, plan_hlir};
@@ -43,4 +45,5 @@ pub use llir::{
 };
 pub use ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
 pub use program::{CompiledProgram, Figures, ProgramOptions};
+pub use target::Target;
 pub use view::View;

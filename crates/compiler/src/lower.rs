@@ -21,7 +21,7 @@
 //! - One `readback` node (the last) reads every output, in buffer order.
 //!
 //! Buffers, in planner request order: the uploaded buffers in upload order, then for each
-//! compute node in LLIR order its workspace (if a matmul), then its output. The workspace is
+//! compute node in LLIR order its workspace (if a matmul given workspace bytes), then its output. The workspace is
 //! named `workspace` when the program has exactly one matmul, else `workspace0`, `workspace1`,
 //! ... in LLIR order; intermediates are `t0`, `t1`, ... in LLIR order unless the user named the
 //! tensor ([`crate::Tensor::name`]); inputs, weights and outputs keep the user's names; a
@@ -64,7 +64,8 @@ enum Kind {
     Node,
 }
 
-/// Lowers a validated HLIR to the LLIR, with `workspace_bytes` of cuBLASLt workspace per matmul.
+/// Lowers a validated HLIR to the LLIR, with `workspace_bytes` of cuBLASLt workspace per matmul
+/// (0: no workspace buffer, as the CPU target compiles).
 ///
 /// # Errors
 /// Every error of [`Hlir::infer`] (shapes, names, arity, outputs, cycles);
@@ -277,7 +278,9 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             }
             op => return Err(malformed(format!("{} cannot be lowered", op.name()))),
         };
-        let workspace = if matches!(op, LlirOp::LtMatmul { .. }) {
+        // A matmul given no workspace bytes (the CPU target) gets no workspace buffer: a
+        // zero-byte buffer would still reserve one alignment unit of the slab.
+        let workspace = if matches!(op, LlirOp::LtMatmul { .. }) && workspace_bytes > 0 {
             let name =
                 if matmuls == 1 { "workspace".to_string() } else { format!("workspace{next_ws}") };
             next_ws += 1;

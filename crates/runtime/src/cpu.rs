@@ -32,13 +32,6 @@ use crate::phases::Peak;
 use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
 use crate::{HostTensor, RuntimeEnv, RuntimeError, Tensors};
 
-/// The CPU's stated peak, FLOP/s: 1 core (matrixmultiply runs single-threaded) x 4.0 GHz x
-/// 32 f32 FLOP/cycle (two 256-bit FMA pipes: 2 x 8 lanes x 2 FLOP) = 128 GFLOP/s. A nominal
-/// figure for the report's "% of peak", set above what a bare sgemm reaches on current x86
-/// cores (about 95 GFLOP/s on the Zen 4 core the benchmarks ran on); not a measurement.
-/// Override it with [`CpuOptions::peak`].
-pub const CPU_NOMINAL_PEAK_FLOPS: f64 = 128e9;
-
 /// Options of the CPU runtime.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CpuOptions {
@@ -51,7 +44,8 @@ pub struct CpuOptions {
     pub memory_debug: bool,
     /// Print one `CPU_EXEC_PROFILE` line on stderr per execute.
     pub profile_recapture: bool,
-    /// The peak to report against; `None` = [`CPU_NOMINAL_PEAK_FLOPS`].
+    /// The peak to report against; `None` = derived from this machine's instruction set,
+    /// clock and the threads used ([`crate::cpu_peak::detect`]).
     pub peak: Option<Peak>,
     /// Worker threads for the GEMM, elementwise ops and reductions; `None` (default) = every
     /// core `std::thread::available_parallelism` reports, `Some(1)` = the calling thread only.
@@ -59,6 +53,14 @@ pub struct CpuOptions {
 }
 
 impl CpuOptions {
+    /// The threads an execute runs on: [`CpuOptions::threads`], else every core
+    /// `std::thread::available_parallelism` reports (1 when it cannot tell); at least 1.
+    pub fn thread_count(&self) -> usize {
+        self.threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
+    }
+
     /// Planned placement, switches from `LUMINAL_CUDA_MEMORY_DEBUG` and
     /// `LUMINAL_CUDA_PROFILE_RECAPTURE` (see [`RuntimeEnv`]).
     pub fn from_env() -> Self {
@@ -111,21 +113,31 @@ impl Runtime for CpuRuntime {
         "cpu"
     }
 
-    /// `cpu placement=Planned memory_debug=false profile_recapture=false`: the options that
-    /// change an execute's time (the peak only labels the report).
+    /// `cpu placement=Planned memory_debug=false profile_recapture=false threads=2`: the
+    /// options that change an execute's time, the thread count resolved (the peak only labels
+    /// the report).
     fn tuning_identity(&self) -> String {
         let o = &self.options;
         format!(
-            "cpu placement={:?} memory_debug={} profile_recapture={}",
-            o.placement, o.memory_debug, o.profile_recapture
+            "cpu placement={:?} memory_debug={} profile_recapture={} threads={}",
+            o.placement,
+            o.memory_debug,
+            o.profile_recapture,
+            o.thread_count()
         )
     }
 
+    /// [`CpuOptions::peak`], else derived from the instruction set, the clock and
+    /// [`CpuOptions::thread_count`] ([`crate::cpu_peak::detect`]).
     fn peak(&self) -> Peak {
-        self.options.peak.clone().unwrap_or_else(|| Peak {
-            flops: CPU_NOMINAL_PEAK_FLOPS,
-            basis: "1 core x 4.0 GHz x 32 f32 FLOP/cycle (nominal)".to_string(),
-        })
+        self.options
+            .peak
+            .clone()
+            .unwrap_or_else(|| crate::cpu_peak::detect(self.options.thread_count()))
+    }
+
+    fn threads(&self) -> usize {
+        self.options.thread_count()
     }
 
     fn prepare(

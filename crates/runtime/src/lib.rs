@@ -6,6 +6,7 @@
 //!   every buffer is the range at its planned offset; matmul from `matrixmultiply` with the
 //!   cuBLASLt-style epilogue fused; memory-debug (plan verification, NaN poisoning) and
 //!   no-reuse modes.
+//! - [`cpu_peak`]: the CPU's peak FLOP/s from its instruction set, clock and threads.
 //! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
@@ -24,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod cpu;
+pub mod cpu_peak;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod env;
@@ -37,7 +39,7 @@ pub mod search;
 pub mod tensor;
 pub mod tuning;
 
-pub use cpu::{CPU_NOMINAL_PEAK_FLOPS, CpuOptions, CpuProgram, CpuRuntime};
+pub use cpu::{CpuOptions, CpuProgram, CpuRuntime};
 pub use env::RuntimeEnv;
 pub use error::{RuntimeError, TensorKind};
 pub use layout::{Placement, SlabLayout};
@@ -66,6 +68,22 @@ pub fn runtime_by_name(name: &str) -> Result<Box<dyn Runtime>, RuntimeError> {
     }
 }
 
+/// [`runtime_by_name`] with the CPU runtime's worker threads set to `threads`
+/// ([`CpuOptions::threads`]; `None` = every core). The CUDA runtime has no such option:
+/// `threads` is ignored there (the CLI refuses `--threads` with it).
+///
+/// # Errors
+/// As [`runtime_by_name`].
+pub fn runtime_with_threads(
+    name: &str,
+    threads: Option<usize>,
+) -> Result<Box<dyn Runtime>, RuntimeError> {
+    match name {
+        "cpu" => Ok(Box::new(CpuRuntime::new(CpuOptions { threads, ..CpuOptions::from_env() }))),
+        other => runtime_by_name(other),
+    }
+}
+
 #[cfg(not(feature = "cuda"))]
 fn cuda_runtime() -> Result<Box<dyn Runtime>, RuntimeError> {
     Err(RuntimeError::NoCudaDevice {
@@ -83,6 +101,17 @@ fn cuda_runtime() -> Result<Box<dyn Runtime>, RuntimeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtimes_compile_for_their_target_and_report_threads() {
+        use lumen_compiler::Target;
+        assert_eq!(CpuRuntime::default().target(), Target::Cpu);
+        let one = runtime_with_threads("cpu", Some(1)).map(|r| (r.target(), r.threads()));
+        assert_eq!(one.ok(), Some((Target::Cpu, 1)));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(runtime_with_threads("cpu", None).map(|r| r.threads()).ok(), Some(cores));
+        assert!(runtime_with_threads("tpu", Some(1)).is_err());
+    }
 
     #[test]
     fn runtime_names() {

@@ -6,7 +6,7 @@
 //! are object-safe so a caller can pick a backend at run time (`--runtime cpu|cuda`) and a
 //! search can prepare several candidates side by side.
 
-use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer};
+use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, Target};
 use serde::Serialize;
 
 use crate::error::TensorKind;
@@ -20,6 +20,19 @@ pub trait Runtime {
 
     /// The peak throughput the phase report compares against, in FLOP/s, with its basis.
     fn peak(&self) -> Peak;
+
+    /// The compile target of the programs this runtime runs ([`Target::for_runtime`] of its
+    /// name): what a program compiled for it reserves (the CPU's matmuls need no cuBLASLt
+    /// workspace).
+    fn target(&self) -> Target {
+        Target::for_runtime(self.name())
+    }
+
+    /// Host threads an execute runs on (the CPU runtime's worker threads; 1 by default, the
+    /// thread that launches a GPU's kernels).
+    fn threads(&self) -> usize {
+        1
+    }
 
     /// What a measured timing depends on besides the program and the host machine
     /// ([`crate::tuning::machine`]): the runtime's name, its options that change how fast a

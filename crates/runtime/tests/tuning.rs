@@ -58,9 +58,11 @@ fn a_stored_choice_is_found_again() {
     assert_eq!(entries.keys().collect::<Vec<_>>(), [&cache.key]);
     let entry = &entries[&cache.key];
     assert_eq!(entry["machine"], tuning::machine());
+    // The thread count is part of the runtime's identity: timings depend on it.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(
         entry["runtime"],
-        "cpu placement=Planned memory_debug=false profile_recapture=false"
+        format!("cpu placement=Planned memory_debug=false profile_recapture=false threads={cores}")
     );
     assert_eq!(entry["selected"], report.candidates[report.selected].label);
     assert_eq!(entry["decision"], report.decision.to_string());
@@ -123,6 +125,13 @@ fn other_keys_entries_are_kept_and_the_key_follows_the_question() {
     let no_reuse =
         CpuRuntime::new(CpuOptions { placement: Placement::NoReuse, ..CpuOptions::default() });
     assert_ne!(key(&cpu, &o, "m"), key(&no_reuse, &o, "m"));
+    // Timings depend on the thread count: 1 and 2 threads are other keys (and `None`, every
+    // core, is the key of that many threads given explicitly).
+    let threads =
+        |n: Option<usize>| CpuRuntime::new(CpuOptions { threads: n, ..CpuOptions::default() });
+    assert_ne!(key(&threads(Some(1)), &o, "m"), key(&threads(Some(2)), &o, "m"));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(key(&cpu, &o, "m"), key(&threads(Some(cores)), &o, "m"));
     let loose = SearchOptions { min_speedup: 0.1, ..o.clone() };
     assert_ne!(key(&cpu, &o, "m"), key(&cpu, &loose, "m"));
     let budget = SearchOptions { memory_budget: Some(1 << 20), ..o.clone() };
