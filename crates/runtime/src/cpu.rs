@@ -30,6 +30,7 @@ use crate::kernels::{self, Activation, epilogue_parts};
 use crate::layout::{Placement, SLAB_ALIGNMENT, SlabLayout, memory_plan_lines};
 use crate::phases::Peak;
 use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
+use crate::threads::Threads;
 use crate::{HostTensor, RuntimeEnv, RuntimeError, Tensors};
 
 /// The CPU's stated peak, FLOP/s: 1 core (matrixmultiply runs single-threaded) x 4.0 GHz x
@@ -237,6 +238,8 @@ pub struct CpuProgram {
     prepare_seconds: f64,
     memory_plan: Vec<String>,
     profile: Option<ExecProfile>,
+    // The worker team of `options.threads`, built at prepare.
+    threads: Threads,
 }
 
 impl CpuProgram {
@@ -246,6 +249,7 @@ impl CpuProgram {
         options: CpuOptions,
     ) -> Result<Self, RuntimeError> {
         let start = Instant::now();
+        let threads = Threads::new(options.threads)?;
         let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
@@ -376,6 +380,7 @@ impl CpuProgram {
             prepare_seconds: start.elapsed().as_secs_f64(),
             memory_plan,
             profile: None,
+            threads,
         })
     }
 
@@ -406,6 +411,7 @@ impl CpuProgram {
         let Some(step) = self.steps.get(i) else { return Ok(()) };
         let t = Instant::now();
         let slab = self.slab.elems_mut();
+        let threads = &self.threads;
         match step {
             Step::Upload { inputs: ins, weights } => {
                 for (name, r) in ins {
@@ -445,7 +451,8 @@ impl CpuProgram {
                         .collect();
                 let (dst, ins) = split(slab, o, &reads, &self.label)?;
                 let bias = bias.as_ref().and_then(|x| ins.get(2).map(|buf| (*buf, &x.1)));
-                kernels::lt_matmul_strided((ins[0], &a.1), (ins[1], &b.1), bias, dst, *dims, *act)?;
+                let (a, b) = ((ins[0], &a.1), (ins[1], &b.1));
+                kernels::lt_matmul_strided(a, b, bias, dst, *dims, *act, threads)?;
             }
             // In place: an operand occupying exactly the output's bytes (the planner put a
             // marked output at its dying operand's offset) is read from the output itself.
@@ -464,18 +471,18 @@ impl CpuProgram {
                     .iter()
                     .map(|x| if x.0 == *o { None } else { others.next().map(|b| (b, &x.1)) })
                     .collect();
-                kernels::map_in_place(*op, &args, dst)?;
+                kernels::map_in_place(*op, &args, dst, threads)?;
             }
             Step::Map { op, ins, out: o } => {
                 let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
                 let (dst, bufs) = split(slab, o, &reads, &self.label)?;
                 let args: Vec<kernels::Input<'_>> =
                     bufs.iter().zip(ins).map(|(buf, x)| (*buf, &x.1)).collect();
-                kernels::map(*op, &args, dst)?;
+                kernels::map(*op, &args, dst, threads)?;
             }
             Step::Reduce { op, input, axis, out: o } => {
                 let (dst, bufs) = split(slab, o, &[&input.0], &self.label)?;
-                kernels::reduce(*op, bufs[0], &input.1, *axis, dst)?;
+                kernels::reduce(*op, bufs[0], &input.1, *axis, dst, threads)?;
             }
             Step::Gather { table, ids, wide, ids_name, out: o } => {
                 let (dst, bufs) = split(slab, o, &[&table.0, &ids.0], &self.label)?;

@@ -28,6 +28,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod env;
 pub mod error;
+pub mod gemm;
 pub mod kernels;
 pub mod layout;
 pub mod phases;
@@ -35,6 +36,7 @@ pub mod reference;
 pub mod runtime;
 pub mod search;
 pub mod tensor;
+pub mod threads;
 pub mod tuning;
 
 pub use cpu::{CPU_NOMINAL_PEAK_FLOPS, CpuOptions, CpuProgram, CpuRuntime};
@@ -48,6 +50,7 @@ pub use search::{
     SearchReport, search,
 };
 pub use tensor::{HostTensor, Tensors};
+pub use threads::Threads;
 
 /// Runtime names [`runtime_by_name`] accepts, in `--help` order.
 pub const RUNTIME_NAMES: &[&str] = &["cpu", "cuda"];
