@@ -5,12 +5,10 @@
 //! strides, offset in elements), checks that the view stays inside the buffer, and writes its
 //! output contiguous, so movement costs no copy. The scalar meaning of each op comes from the
 //! compiler's op table ([`ElemOp::eval_f32`], [`ReduceOp::combine_f32`]); nothing here
-//! restates it. The matmul is `matrixmultiply::sgemm` (bluss's packed BLIS-style GEMM: small,
-//! well kept, pure Rust with AVX/FMA/AVX-512 micro-kernels), which takes any row and column
-//! stride, so a transposed operand is just a view. The epilogue is cuBLASLt's idea
-//! (`CUBLASLT_EPILOGUE_RELU_BIAS` and friends): bias and activation are applied to each block
-//! of output rows right after the GEMM writes it, while it is still in cache. Every kernel
-//! returns [`RuntimeError::Kernel`] rather than panicking on inconsistent sizes.
+//! restates it. The matmul is [`crate::gemm`] (the `gemm` crate, which takes any row and column
+//! stride, so a transposed operand is just a view; the fused epilogue; the GEMV path). The
+//! matmul, maps and reductions split their output over a [`Threads`] team when large enough.
+//! Every kernel returns [`RuntimeError::Kernel`] rather than panicking on inconsistent sizes.
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -96,7 +94,7 @@ fn check_view(
 /// row-major order; the others are `(buffer, view)` pairs as for [`map`], outside `inout`.
 /// Element `i` is read (from every operand) before `inout[i]` is written, so the result is the
 /// one [`map`] gives into a separate buffer (in-place reuse: the planner placed the output at
-/// its dying operand's offset).
+/// its dying operand's offset). Threads as for [`map`].
 ///
 /// # Errors
 /// As [`map`]: an arity other than the op's, views of another shape or reaching outside their
@@ -202,7 +200,9 @@ fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f
 }
 
 /// `out[i] = op(operands at row-major index i)`: `ins` are `(buffer, view)` pairs whose views
-/// all have one shape of `out.len()` elements. Contiguous operands take a plain loop.
+/// all have one shape of `out.len()` elements. Contiguous operands take a plain loop. At least
+/// [`PAR_MIN_ELEMS`] outputs are split over `threads` along the first axis longer than 1 (an
+/// element's value never depends on the split, so outputs are the same on any thread count).
 ///
 /// # Errors
 /// [`RuntimeError::Kernel`] for an arity other than the op's, views of different shapes or
@@ -398,7 +398,8 @@ fn map_with(ins: &[(&[f32], &View)], out: &mut [f32], f: impl Fn([f32; 3]) -> f3
 /// for any axis shorter than about 2^29 elements, where plain f32 accumulation drifts by up to
 /// `n` ulps (0.96% for a million 0.1s; compensated f32 summation still lost 6e-5 there, its
 /// carry drifting). Infinities and NaN follow IEEE 754 as in f32 (`MAX + MAX` rounds to
-/// `inf`).
+/// `inf`). An input of at least [`PAR_MIN_ELEMS`] elements is split over `threads` by output
+/// rows, never along `axis`, so each output is the same on any thread count.
 ///
 /// # Errors
 /// [`RuntimeError::Kernel`] when `axis` is out of range, the view leaves the buffer, or `out`
@@ -917,6 +918,116 @@ mod tests {
                     let want: f32 =
                         (0..3).map(|p| a[bt * 6 + i * 3 + p] * b[bt * 6 + j * 3 + p]).sum();
                     assert_eq!(out[bt * 4 + i * 2 + j], want);
+                }
+            }
+        }
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Maps (fresh and in place) and reductions large enough to split give the bits of one
+    /// thread on two and three: broadcast, transposed and leading-1 shapes.
+    #[test]
+    fn threaded_maps_and_reductions_match_one_thread() {
+        let teams =
+            [Threads::single(), Threads::new(Some(2)).unwrap(), Threads::new(Some(3)).unwrap()];
+        let shape = [1usize, 301, 257];
+        let len = 301 * 257;
+        let x: Vec<f32> = (0..len).map(|i| ((i * 37 % 1001) as f32 - 500.0) * 0.013).collect();
+        let bias: Vec<f32> = (0..257).map(|i| i as f32 * 0.1 - 12.0).collect();
+        let whole = View::contiguous(&shape);
+        let row = View::contiguous(&[257]).expand(&shape).unwrap();
+        let transposed = View::contiguous(&[257, 301]).permute(&[1, 0]).reshape(&shape).unwrap();
+        let add = ElemOp::Binary(BinaryOp::Add);
+        let mut first: Option<Vec<Vec<u32>>> = None;
+        for t in &teams {
+            let mut got = Vec::new();
+            let mut out = vec![0.0f32; len];
+            map(add, &[(&x, &whole), (&bias, &row)], &mut out, t).unwrap();
+            got.push(bits(&out));
+            map(ElemOp::Unary(UnaryOp::Gelu), &[(&x, &transposed)], &mut out, t).unwrap();
+            got.push(bits(&out));
+            let mut inout = x.clone();
+            map_in_place(add, &[None, Some((&bias, &row))], &mut inout, t).unwrap();
+            got.push(bits(&inout));
+            map_in_place(ElemOp::Unary(UnaryOp::Exp), &[None], &mut inout, t).unwrap();
+            got.push(bits(&inout));
+            for (axis, rows) in [(2, 301), (1, 257)] {
+                let mut red = vec![0.0f32; rows];
+                reduce(ReduceOp::Sum, &x, &whole, axis, &mut red, t).unwrap();
+                got.push(bits(&red));
+                reduce(ReduceOp::Max, &x, &transposed, axis, &mut red, t).unwrap();
+                got.push(bits(&red));
+            }
+            match &first {
+                None => first = Some(got),
+                Some(want) => assert_eq!(&got, want, "{} threads", t.count()),
+            }
+        }
+        // The values themselves: the bias add and a row's sum.
+        let want = first.unwrap();
+        assert_eq!(want[0][257 + 3], (x[257 + 3] + bias[3]).to_bits());
+        let row0: f64 = x[..257].iter().map(|&v| f64::from(v)).sum();
+        assert_eq!(want[4][0], (row0 as f32).to_bits());
+    }
+
+    /// Batched products read through transposed, broadcast (stride-0 batch) and offset views at
+    /// odd sizes (m, k, n of 1, 2, 3 and off every tile multiple), with bias and each
+    /// activation, against the f64 reference; two threads give one thread's bits.
+    #[test]
+    fn strided_batched_matmul_at_odd_shapes() {
+        let two = Threads::new(Some(2)).unwrap();
+        for &(m, k, n) in &[(1, 1, 1), (2, 3, 1), (3, 1, 5), (5, 7, 9), (300, 5, 3), (520, 33, 70)]
+        {
+            for act in [Activation::Identity, Activation::Relu, Activation::Gelu] {
+                // a: [2, m, k] stored after 3 unused elements; b: one [n, k] matrix read
+                // transposed and broadcast over the batch; bias read with stride 2.
+                let a: Vec<f32> =
+                    (0..3 + 2 * m * k).map(|i| ((i * 13 % 29) as f32 - 14.0) * 0.07).collect();
+                let b: Vec<f32> = (0..n * k).map(|i| ((i * 7 % 17) as f32 - 8.0) * 0.11).collect();
+                let bias: Vec<f32> = (0..2 * n).map(|i| i as f32 * 0.3 - 1.0).collect();
+                let va = View { shape: vec![2, m, k], strides: vec![m * k, k, 1], offset: 3 };
+                let vb = View { shape: vec![2, k, n], strides: vec![0, 1, k], offset: 0 };
+                let vbias = View { shape: vec![n], strides: vec![2], offset: 0 };
+                let mut one = vec![f32::NAN; 2 * m * n];
+                let mut par = vec![f32::NAN; 2 * m * n];
+                for (out, t) in [(&mut one, &*ONE), (&mut par, &two)] {
+                    lt_matmul_strided(
+                        (&a, &va),
+                        (&b, &vb),
+                        Some((&bias, &vbias)),
+                        out,
+                        (2, m, k, n),
+                        act,
+                        t,
+                    )
+                    .unwrap();
+                }
+                assert_eq!(bits(&par), bits(&one), "{m}x{k}x{n} {act:?}: threads");
+                for bt in 0..2 {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let dot: f64 = (0..k)
+                                .map(|p| {
+                                    f64::from(a[3 + bt * m * k + i * k + p])
+                                        * f64::from(b[j * k + p])
+                                })
+                                .sum();
+                            let x = dot + f64::from(bias[2 * j]);
+                            let want = match act {
+                                Activation::Identity => x,
+                                Activation::Relu => x.max(0.0),
+                                Activation::Gelu => lumen_compiler::ops::gelu_f64(x),
+                            };
+                            let got = f64::from(one[bt * m * n + i * n + j]);
+                            assert!(
+                                (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                                "{m}x{k}x{n} {act:?}: {got} vs {want}"
+                            );
+                        }
+                    }
                 }
             }
         }

@@ -3,9 +3,10 @@
 //! - [`Runtime`] / [`PreparedProgram`]: prepare once (slab, kernels, weights), execute many
 //!   times (inputs in, outputs out). Object-safe; pick a backend with [`runtime_by_name`].
 //! - [`CpuRuntime`]: the default backend. ONE 256-byte-aligned allocation of `slab_bytes`;
-//!   every buffer is the range at its planned offset; matmul from `matrixmultiply` with the
-//!   cuBLASLt-style epilogue fused; memory-debug (plan verification, NaN poisoning) and
-//!   no-reuse modes.
+//!   every buffer is the range at its planned offset; matmul from the `gemm` crate with the
+//!   cuBLASLt-style epilogue fused and a GEMV path for a few rows ([`mod@gemm`]); the matmul,
+//!   maps and reductions split over [`CpuOptions::threads`] ([`mod@threads`]); memory-debug
+//!   (plan verification, NaN poisoning) and no-reuse modes.
 //! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
