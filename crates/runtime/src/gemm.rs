@@ -224,13 +224,23 @@ widest_isa! {
 #[inline(always)]
 fn gemv_body(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
     let n = b.cols;
+    let w = |p: usize| &b.buf[b.offset + p * b.rs..b.offset + p * b.rs + n];
     for (i, row) in out.chunks_exact_mut(n).enumerate() {
         row.fill(0.0);
-        for p in 0..a.cols {
+        // Four weight rows per pass over the output row (one load and store of it instead of
+        // four); the additions stay in order of `p`, so the bits are those of one row a pass.
+        let mut p = 0;
+        while p + 4 <= a.cols {
+            let (x0, x1, x2, x3) = (a.at(i, p), a.at(i, p + 1), a.at(i, p + 2), a.at(i, p + 3));
+            let (w0, w1, w2, w3) = (w(p), w(p + 1), w(p + 2), w(p + 3));
+            for ((((o, &v0), &v1), &v2), &v3) in row.iter_mut().zip(w0).zip(w1).zip(w2).zip(w3) {
+                *o = (((*o + x0 * v0) + x1 * v1) + x2 * v2) + x3 * v3;
+            }
+            p += 4;
+        }
+        for p in p..a.cols {
             let x = a.at(i, p);
-            let start = b.offset + p * b.rs;
-            let w = &b.buf[start..start + n];
-            for (o, &wv) in row.iter_mut().zip(w) {
+            for (o, &wv) in row.iter_mut().zip(w(p)) {
                 *o += x * wv;
             }
         }

@@ -4,9 +4,13 @@
 //! A kernel with enough work (see [`PAR_MIN_ELEMS`] and [`PAR_MIN_FLOPS`]) hands
 //! [`Threads::for_parts`] its output as `rows` rows of `row_len` elements; the rows are cut
 //! into at most [`Threads::count`] contiguous ranges (boundaries at multiples of a kernel-chosen
-//! `align`), the calling thread runs the last range and the pool's `count - 1` workers the
-//! others (rayon's `in_place_scope`, so a team of N costs N - 1 pool threads and no hop onto the
-//! pool). Every output element is written by exactly one part, computed from the same inputs
+//! `align`) and run on a rayon pool of `count` workers: the kernel hops onto one worker, which
+//! offers the other ranges to the pool, runs the last one and then takes back any range no
+//! other worker has started (rayon's work stealing). So on a machine whose other cores are busy
+//! a split kernel costs one hop, not a wait for a worker the OS has not scheduled (handing the
+//! ranges from the calling thread, outside the pool, waited for one: two threads ran the
+//! digits MLP at half the speed of one while other processes held the second core). Every
+//! output element is written by exactly one part, computed from the same inputs
 //! in the same order whichever part holds it, so for a fixed thread count an output is
 //! bit-identical run to run (no reduction is split over its reduced axis, no atomics).
 //! Whether it is also bit-identical across thread counts is up to each kernel (see
@@ -18,20 +22,22 @@ use std::sync::Arc;
 
 use crate::RuntimeError;
 
-/// Output elements below which an elementwise map or reduction stays on the calling thread:
-/// 32 Ki f32 (128 KiB) is tens of microseconds of memory traffic, well above the few
-/// microseconds it costs to wake a worker.
-pub const PAR_MIN_ELEMS: usize = 1 << 15;
+/// Elements (a map's outputs, a reduction's inputs) below which an elementwise map or
+/// reduction stays on the calling thread: 256 Ki f32 (1 MiB) is tens of microseconds of memory
+/// traffic, well above the 5 to 20 microseconds it can take to wake a worker on a busy
+/// machine. At 32 Ki the digits MLP's unfused maps (57.6 Ki elements) ran slower on two threads
+/// than on one.
+pub const PAR_MIN_ELEMS: usize = 1 << 18;
 
 /// GEMM work (FLOP, `2·m·n·k`) below which a product stays on the calling thread: about
-/// 10 microseconds at 100 GFLOP/s.
-pub const PAR_MIN_FLOPS: usize = 1 << 20;
+/// 40 microseconds at 100 GFLOP/s.
+pub const PAR_MIN_FLOPS: usize = 1 << 22;
 
 /// A team of worker threads (see the module docs). Cloning shares the pool.
 #[derive(Debug, Clone)]
 pub struct Threads {
     count: usize,
-    // count - 1 workers; None when count is 1 (everything runs on the calling thread).
+    // `count` workers; None when count is 1 (everything runs on the calling thread).
     pool: Option<Arc<rayon::ThreadPool>>,
 }
 
@@ -49,7 +55,7 @@ impl Threads {
     }
 
     /// A team of `requested` threads (`None` = every core `std::thread::available_parallelism`
-    /// reports, 1 if it reports nothing): the calling thread plus a pool of `requested - 1`.
+    /// reports, 1 if it reports nothing): a pool of that many workers, none for 1.
     ///
     /// # Errors
     /// [`RuntimeError::Threads`] for `Some(0)` or when the pool's threads cannot be spawned.
@@ -63,7 +69,7 @@ impl Threads {
             return Ok(Self::single());
         }
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(count - 1)
+            .num_threads(count)
             .thread_name(|i| format!("lumen-cpu-{i}"))
             .build()
             .map_err(|e| RuntimeError::Threads(e.to_string()))?;
@@ -124,12 +130,15 @@ impl Threads {
         let (last_result, first_results) = results.split_last_mut().expect("two or more parts");
         let (last, first) = slices.split_last_mut().expect("two or more parts");
         let f = &f;
-        pool.in_place_scope(|s| {
-            for ((r, slice), result) in first.iter_mut().zip(first_results.iter_mut()) {
-                let r = r.clone();
-                s.spawn(move |_| *result = Some(f(r, slice)));
-            }
-            *last_result = Some(f(last.0.clone(), last.1));
+        // On a worker, the scope's wait runs (or takes back) the parts no other worker took.
+        pool.install(|| {
+            rayon::in_place_scope(|s| {
+                for ((r, slice), result) in first.iter_mut().zip(first_results.iter_mut()) {
+                    let r = r.clone();
+                    s.spawn(move |_| *result = Some(f(r, slice)));
+                }
+                *last_result = Some(f(last.0.clone(), last.1));
+            })
         });
         results.into_iter().flatten().collect()
     }
