@@ -116,8 +116,13 @@ fn bench_shape(c: &mut Criterion, (m, k, n): (usize, usize, usize)) {
 }
 
 fn benches(c: &mut Criterion) {
-    bench_shape(c, (64, 256, 64));
-    bench_shape(c, (512, 2048, 512));
+    // The shapes of issue 19: batch 1, 450 and 4096 of the digits MLP's first layer, and two
+    // square-ish linear layers.
+    for shape in
+        [(1, 64, 128), (450, 64, 128), (4096, 64, 128), (512, 2048, 512), (2048, 2048, 2048)]
+    {
+        bench_shape(c, shape);
+    }
 }
 
 criterion_group!(execute, benches);

@@ -9,7 +9,8 @@
 //! - `gemm`: the `gemm` crate's own call, `Parallelism::None` at 1 thread and
 //!   `Parallelism::Rayon(t)` inside a rayon pool of `t` threads otherwise.
 //! - `lumen`: `lumen_runtime::gemm::matmul_epilogue` (the `gemm` crate on each thread's part of
-//!   the rows, the GEMV path for up to 4 rows), what the CPU runtime runs.
+//!   the rows, the GEMV path for up to 4 rows), what the CPU runtime runs; `lumen+bias+relu`
+//!   the same with the fused RELU_BIAS epilogue (still counted as `2·M·N·K` FLOP).
 //!
 //! Rounds are interleaved (every candidate, thread count and shape once per round, each in a
 //! fresh process) and the table shows the median over rounds, so a busy machine slows every
@@ -26,7 +27,7 @@ use lumen_runtime::kernels::Activation;
 
 const SHAPES: [(usize, usize, usize); 5] =
     [(1, 64, 128), (450, 64, 128), (4096, 64, 128), (512, 2048, 512), (2048, 2048, 2048)];
-const LIBS: [&str; 3] = ["matrixmultiply", "gemm", "lumen"];
+const LIBS: [&str; 4] = ["matrixmultiply", "gemm", "lumen", "lumen+bias+relu"];
 const THREADS: [usize; 2] = [1, 2];
 
 fn data(len: usize, seed: u32) -> Vec<f32> {
@@ -120,7 +121,12 @@ fn cell(lib: &str, threads: usize, (m, k, n): (usize, usize, usize)) -> f64 {
             let team = Threads::new(Some(threads)).expect("threads");
             let am = Matrix::new(&a, 0, (m, k), (k, 1)).expect("a");
             let bm = Matrix::new(&b, 0, (k, n), (n, 1)).expect("b");
-            seconds_per_call(|| matmul_epilogue(am, bm, None, &mut c, Activation::Identity, &team))
+            let bias = data(n, 3);
+            let (bias, act) = match lib {
+                "lumen" => (None, Activation::Identity),
+                _ => (Some(&bias[..]), Activation::Relu),
+            };
+            seconds_per_call(|| matmul_epilogue(am, bm, bias, &mut c, act, &team))
         }
     };
     std::hint::black_box(&c);
@@ -162,17 +168,21 @@ fn main() {
         v[v.len() / 2]
     };
     println!("bare GEMM, GFLOP/s, median of {rounds} interleaved rounds");
-    println!("{:<16} {:>7} {:>15} {:>8} {:>8}", "M x K x N", "threads", LIBS[0], LIBS[1], LIBS[2]);
+    println!(
+        "{:<16} {:>7} {:>15} {:>8} {:>8} {:>16}",
+        "M x K x N", "threads", LIBS[0], LIBS[1], LIBS[2], LIBS[3]
+    );
     for (s, &(m, k, n)) in SHAPES.iter().enumerate() {
         for (t, &threads) in THREADS.iter().enumerate() {
             let g: Vec<f64> = (0..LIBS.len()).map(|l| median(&results[s][t][l])).collect();
             println!(
-                "{:<16} {:>7} {:>15.1} {:>8.1} {:>8.1}",
+                "{:<16} {:>7} {:>15.1} {:>8.1} {:>8.1} {:>16.1}",
                 format!("{m}x{k}x{n}"),
                 threads,
                 g[0],
                 g[1],
-                g[2]
+                g[2],
+                g[3]
             );
         }
     }

@@ -331,6 +331,9 @@ mod tests {
             (450, 64, 128),
             (1100, 65, 33),
             (2600, 8, 100),
+            // Split over threads (at least PAR_MIN_FLOPS): small weights in row blocks, and
+            // large weights in one call per part.
+            (5000, 33, 70),
             (300, 300, 300),
             (600, 129, 515),
         ] {

@@ -933,13 +933,16 @@ mod tests {
     fn threaded_maps_and_reductions_match_one_thread() {
         let teams =
             [Threads::single(), Threads::new(Some(2)).unwrap(), Threads::new(Some(3)).unwrap()];
-        let shape = [1usize, 301, 257];
-        let len = 301 * 257;
+        // At least PAR_MIN_ELEMS, so two and three threads split it.
+        let (rows, cols) = (1031usize, 1025usize);
+        let shape = [1, rows, cols];
+        let len = rows * cols;
+        assert!(len >= PAR_MIN_ELEMS);
         let x: Vec<f32> = (0..len).map(|i| ((i * 37 % 1001) as f32 - 500.0) * 0.013).collect();
-        let bias: Vec<f32> = (0..257).map(|i| i as f32 * 0.1 - 12.0).collect();
+        let bias: Vec<f32> = (0..cols).map(|i| i as f32 * 0.01 - 5.0).collect();
         let whole = View::contiguous(&shape);
-        let row = View::contiguous(&[257]).expand(&shape).unwrap();
-        let transposed = View::contiguous(&[257, 301]).permute(&[1, 0]).reshape(&shape).unwrap();
+        let row = View::contiguous(&[cols]).expand(&shape).unwrap();
+        let transposed = View::contiguous(&[cols, rows]).permute(&[1, 0]).reshape(&shape).unwrap();
         let add = ElemOp::Binary(BinaryOp::Add);
         let mut first: Option<Vec<Vec<u32>>> = None;
         for t in &teams {
@@ -954,8 +957,8 @@ mod tests {
             got.push(bits(&inout));
             map_in_place(ElemOp::Unary(UnaryOp::Exp), &[None], &mut inout, t).unwrap();
             got.push(bits(&inout));
-            for (axis, rows) in [(2, 301), (1, 257)] {
-                let mut red = vec![0.0f32; rows];
+            for (axis, kept) in [(2, rows), (1, cols)] {
+                let mut red = vec![0.0f32; kept];
                 reduce(ReduceOp::Sum, &x, &whole, axis, &mut red, t).unwrap();
                 got.push(bits(&red));
                 reduce(ReduceOp::Max, &x, &transposed, axis, &mut red, t).unwrap();
@@ -968,8 +971,8 @@ mod tests {
         }
         // The values themselves: the bias add and a row's sum.
         let want = first.unwrap();
-        assert_eq!(want[0][257 + 3], (x[257 + 3] + bias[3]).to_bits());
-        let row0: f64 = x[..257].iter().map(|&v| f64::from(v)).sum();
+        assert_eq!(want[0][cols + 3], (x[cols + 3] + bias[3]).to_bits());
+        let row0: f64 = x[..cols].iter().map(|&v| f64::from(v)).sum();
         assert_eq!(want[4][0], (row0 as f32).to_bits());
     }
 
@@ -979,7 +982,8 @@ mod tests {
     #[test]
     fn strided_batched_matmul_at_odd_shapes() {
         let two = Threads::new(Some(2)).unwrap();
-        for &(m, k, n) in &[(1, 1, 1), (2, 3, 1), (3, 1, 5), (5, 7, 9), (300, 5, 3), (520, 33, 70)]
+        for &(m, k, n) in
+            &[(1, 1, 1), (2, 3, 1), (3, 1, 5), (5, 7, 9), (300, 5, 3), (2600, 33, 100)]
         {
             for act in [Activation::Identity, Activation::Relu, Activation::Gelu] {
                 // a: [2, m, k] stored after 3 unused elements; b: one [n, k] matrix read

@@ -23,15 +23,17 @@ use std::sync::Arc;
 use crate::RuntimeError;
 
 /// Elements (a map's outputs, a reduction's inputs) below which an elementwise map or
-/// reduction stays on the calling thread: 256 Ki f32 (1 MiB) is tens of microseconds of memory
-/// traffic, well above the 5 to 20 microseconds it can take to wake a worker on a busy
-/// machine. At 32 Ki the digits MLP's unfused maps (57.6 Ki elements) ran slower on two threads
-/// than on one.
-pub const PAR_MIN_ELEMS: usize = 1 << 18;
+/// reduction stays on the calling thread: 1 Mi f32 (4 MiB) is hundreds of microseconds of
+/// memory traffic, well above what a split costs (waking the pool's workers took about 50
+/// microseconds per kernel on the 2-core VM the benchmarks ran on; at 32 Ki the digits MLP's
+/// unfused maps, 57.6 Ki elements, ran slower on two threads than on one).
+pub const PAR_MIN_ELEMS: usize = 1 << 20;
 
 /// GEMM work (FLOP, `2·m·n·k`) below which a product stays on the calling thread: about
-/// 40 microseconds at 100 GFLOP/s.
-pub const PAR_MIN_FLOPS: usize = 1 << 22;
+/// 130 microseconds at 130 GFLOP/s. Measured (`examples/gemm_choice.rs`): 450x64x128 (7.4
+/// MFLOP) ran at half its one-thread speed when split over two threads (the wake-up of the
+/// pool, about 50 microseconds, against 55 of work), 4096x64x128 (67 MFLOP) 1.5 times faster.
+pub const PAR_MIN_FLOPS: usize = 1 << 24;
 
 /// A team of worker threads (see the module docs). Cloning shares the pool.
 #[derive(Debug, Clone)]
