@@ -112,12 +112,16 @@ impl Runtime for CpuRuntime {
         "cpu"
     }
 
-    /// `cpu placement=Planned memory_debug=false profile_recapture=false`: the options that
-    /// change an execute's time (the peak only labels the report).
+    /// `cpu placement=Planned memory_debug=false profile_recapture=false threads=2`: the
+    /// options that change an execute's time (the peak only labels the report), the thread
+    /// count resolved (`None` = the cores `std::thread::available_parallelism` reports).
     fn tuning_identity(&self) -> String {
         let o = &self.options;
+        let threads = o
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         format!(
-            "cpu placement={:?} memory_debug={} profile_recapture={}",
+            "cpu placement={:?} memory_debug={} profile_recapture={} threads={threads}",
             o.placement, o.memory_debug, o.profile_recapture
         )
     }

@@ -5,9 +5,11 @@
 //!   with AVX2/FMA and (feature `x86-v4`) AVX-512 micro-kernels chosen at run time, any row and
 //!   column stride. Chosen by measurement over `matrixmultiply` 0.3 with and without its
 //!   `threading` feature (`examples/gemm_choice.rs`; figures in the README's CPU runtime
-//!   section). It has no prepacked-operand API (a packed weight cannot be kept between calls),
-//!   so the weights are not packed at prepare; instead a product packs each weight as few
-//!   times as the epilogue allows (below).
+//!   section). It has no prepacked-operand API: `gemm-common` makes `pack_lhs`/`pack_rhs`
+//!   public, but no GEMM entry point takes a packed operand, so keeping a packed weight would
+//!   mean writing the blocked loop around its micro-kernels here. The weights are therefore
+//!   not packed at prepare; a product packs each weight as few times as the epilogue allows
+//!   (below).
 //! - The epilogue (cuBLASLt's `CUBLASLT_EPILOGUE_RELU_BIAS` and friends: bias over rows, then
 //!   ReLU or GELU) is applied to a block of output rows right after the GEMM writes it, while
 //!   the block is in cache. Every GEMM call packs the weight again, so the blocks are small
@@ -41,8 +43,9 @@ pub const GEMV_MAX_ROWS: usize = 4;
 /// thread's part.
 pub const SMALL_WEIGHT_ELEMS: usize = 1 << 16;
 
-/// Bytes of output per row block when the weight is small: about a core's L2.
-const BLOCK_BYTES: usize = 1 << 20;
+/// Bytes of output per row block when the weight is small: an eighth of this machine's 2 MiB
+/// L2, so the block is still there, beside the packed operands, when the epilogue reads it.
+const BLOCK_BYTES: usize = 1 << 18;
 
 /// Row blocks are at least this many rows (and parts start at multiples of it for large
 /// weights), so a block's GEMM call amortizes its packing of the weight.

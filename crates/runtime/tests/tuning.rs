@@ -58,9 +58,10 @@ fn a_stored_choice_is_found_again() {
     assert_eq!(entries.keys().collect::<Vec<_>>(), [&cache.key]);
     let entry = &entries[&cache.key];
     assert_eq!(entry["machine"], tuning::machine());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert_eq!(
         entry["runtime"],
-        "cpu placement=Planned memory_debug=false profile_recapture=false"
+        format!("cpu placement=Planned memory_debug=false profile_recapture=false threads={cores}")
     );
     assert_eq!(entry["selected"], report.candidates[report.selected].label);
     assert_eq!(entry["decision"], report.decision.to_string());
