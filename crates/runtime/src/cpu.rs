@@ -615,6 +615,56 @@ mod tests {
         HostTensor::new(shape.to_vec(), vec![v; shape.iter().product()]).unwrap()
     }
 
+    /// A linear-relu large enough that the matmul (135 MFLOP) and the maps (1 Mi outputs)
+    /// split: fused and unfused, outputs bit-identical on 1, 2 and 3 threads and on repeats;
+    /// a team of 0 threads is a typed error at prepare.
+    #[test]
+    fn outputs_are_bit_identical_across_thread_counts() {
+        let (m, k, n) = (2048, 64, 515);
+        let data = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len).map(|i| ((i * 2_654_435_761 + seed) % 1000) as f32 / 500.0 - 1.0).collect()
+        };
+        let weights: Tensors = [
+            ("w".into(), HostTensor::new([k, n], data(k * n, 1)).unwrap()),
+            ("b".into(), HostTensor::new([n], data(n, 2)).unwrap()),
+        ]
+        .into();
+        let inputs: Tensors =
+            [("x".into(), HostTensor::new([m, k], data(m * k, 3)).unwrap())].into();
+        for fuse in [false, true] {
+            let mut cx = Graph::new();
+            let x = cx.input("x", [m, k]);
+            let w = cx.weight("w", [k, n]);
+            let b = cx.weight("b", [n]);
+            (x.matmul(w) + b).relu().output("y");
+            let program =
+                cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap();
+            let mut first: Option<Vec<u32>> = None;
+            for threads in [1, 2, 3] {
+                let options = CpuOptions { threads: Some(threads), ..CpuOptions::default() };
+                let mut prepared = CpuProgram::new(&program, &weights, options).unwrap();
+                for _ in 0..2 {
+                    let out = prepared.execute(&inputs).unwrap();
+                    let bits: Vec<u32> = out["y"].data().iter().map(|v| v.to_bits()).collect();
+                    match &first {
+                        None => first = Some(bits),
+                        Some(want) => assert!(bits == *want, "fuse {fuse}, {threads} threads"),
+                    }
+                }
+            }
+            // One value against the f64 product.
+            let y0: f64 = (0..k)
+                .map(|p| f64::from(data(m * k, 3)[p]) * f64::from(data(k * n, 1)[p * n]))
+                .sum::<f64>()
+                + f64::from(data(n, 2)[0]);
+            let got = f64::from(f32::from_bits(first.unwrap()[0]));
+            assert!((got - y0.max(0.0)).abs() < 1e-4, "y[0, 0] = {got}, want {}", y0.max(0.0));
+            let none = CpuOptions { threads: Some(0), ..CpuOptions::default() };
+            let err = CpuProgram::new(&program, &weights, none).unwrap_err();
+            assert!(matches!(err, RuntimeError::Threads(_)), "{err}");
+        }
+    }
+
     #[test]
     fn memory_debug_poisons_every_buffer_after_its_last_use() {
         // Memory debug refuses overlapping plans at prepare, so poisoning can no longer be
