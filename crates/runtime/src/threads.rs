@@ -17,8 +17,9 @@
 //! [`crate::gemm`]); the elementwise maps and reductions are, because an element's value
 //! never depends on which part computes it.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::RuntimeError;
 
@@ -57,7 +58,8 @@ impl Threads {
     }
 
     /// A team of `requested` threads (`None` = every core `std::thread::available_parallelism`
-    /// reports, 1 if it reports nothing): a pool of that many workers, none for 1.
+    /// reports, 1 if it reports nothing): a pool of that many workers (none for 1), shared by
+    /// every team of that size in the process and kept until it exits.
     ///
     /// # Errors
     /// [`RuntimeError::Threads`] for `Some(0)` or when the pool's threads cannot be spawned.
@@ -70,12 +72,21 @@ impl Threads {
         if count == 1 {
             return Ok(Self::single());
         }
+        // One pool per team size for the whole process (like rayon's global pool): preparing
+        // a program (the search prepares every candidate) spawns no threads after the first.
+        static POOLS: Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>> = Mutex::new(BTreeMap::new());
+        let mut pools = POOLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(pool) = pools.get(&count) {
+            return Ok(Self { count, pool: Some(Arc::clone(pool)) });
+        }
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(count)
             .thread_name(|i| format!("lumen-cpu-{i}"))
             .build()
             .map_err(|e| RuntimeError::Threads(e.to_string()))?;
-        Ok(Self { count, pool: Some(Arc::new(pool)) })
+        let pool = Arc::new(pool);
+        pools.insert(count, Arc::clone(&pool));
+        Ok(Self { count, pool: Some(pool) })
     }
 
     /// Threads in the team, the caller included (at least 1).
