@@ -26,7 +26,10 @@
 //!   procedure on its rows with part boundaries at multiples of the row block, so every GEMM
 //!   call a part makes is one the single-thread run makes too (small weights) or differs only
 //!   in its row count (large weights, whose depth blocking the `gemm` crate derives from `k`
-//!   and the cache sizes alone). The `threads` tests check that outputs are bit-identical
+//!   and the cache sizes alone). A product too short for two row parts (a large weight and
+//!   fewer than 512 rows) is split over columns by the `gemm` crate itself
+//!   (`Parallelism::Rayon` on the team's pool), which fixes its depth blocking before it
+//!   splits. The `threads` tests check that outputs are bit-identical
 //!   across thread counts on the shapes they cover; that is a property of this blocking and
 //!   of `gemm` 0.19, not a guarantee of the library.
 
@@ -135,20 +138,30 @@ pub fn matmul_epilogue(
     };
     let align = if block < m { block } else { MIN_BLOCK_ROWS };
     let parallel = m.saturating_mul(n).saturating_mul(k).saturating_mul(2) >= PAR_MIN_FLOPS;
+    if parallel && threads.count() > 1 && threads.parts(m, align).len() < 2 {
+        // Too few rows for a row split (a large weight, fewer than two row blocks): the `gemm`
+        // crate splits the output's columns over the team instead, with the depth blocking it
+        // uses on one thread (it derives `kc` before splitting), then the epilogue.
+        let team = gemm::Parallelism::Rayon(threads.count());
+        threads.install(|| sgemm(a, b, out, team));
+        epilogue(out, bias, n, act);
+        return;
+    }
     let _ = threads.for_parts::<()>(out, (m, n), align, parallel, |rows, part| {
         let a = a.rows(rows);
         for (i, out_blk) in part.chunks_mut(block * n).enumerate() {
             let start = i * block;
             let blk = a.rows(start..start + out_blk.len() / n);
-            sgemm(blk, b, out_blk);
+            sgemm(blk, b, out_blk, gemm::Parallelism::None);
             epilogue(out_blk, bias, n, act);
         }
         Ok(())
     });
 }
 
-/// `out = a · b` through the `gemm` crate on the calling thread (`out` row-major `[m, n]`).
-fn sgemm(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
+/// `out = a · b` through the `gemm` crate (`out` row-major `[m, n]`), on the calling thread
+/// with `Parallelism::None`, on the current rayon pool with `Parallelism::Rayon`.
+fn sgemm(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32], parallelism: gemm::Parallelism) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     if m == 0 || n == 0 || k == 0 || out.len() != m * n || b.rows != k {
         return;
@@ -159,7 +172,7 @@ fn sgemm(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
     // and of `b` (p < k, j < n) lies inside its buffer; `out` is a unique borrow of exactly
     // m·n elements written with row stride n and column stride 1, so it cannot alias `a` or
     // `b`. With read_dst = false the library overwrites `out` (dst = beta·a·b) and never
-    // reads it; Parallelism::None keeps the call on this thread.
+    // reads it.
     unsafe {
         gemm::gemm(
             m,
@@ -180,7 +193,7 @@ fn sgemm(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            parallelism,
         );
     }
 }
@@ -339,6 +352,8 @@ mod tests {
             (5000, 33, 70),
             (300, 300, 300),
             (600, 129, 515),
+            // Too few rows for a row split: the gemm crate's column split.
+            (100, 300, 600),
         ] {
             let (a, b, bias) = (data(m * k, 1), data(k * n, 2), data(n, 3));
             let want = naive(&a, &b, &bias, (m, k, n));

@@ -94,6 +94,15 @@ impl Threads {
         self.count
     }
 
+    /// Runs `f` on one of the pool's workers (on the calling thread for a team of 1), so that
+    /// rayon work `f` starts (the `gemm` crate's `Parallelism::Rayon`) runs on this team.
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(pool) => pool.install(f),
+            None => f(),
+        }
+    }
+
     /// The team's parts of `rows` rows when each part must start at a multiple of `align`
     /// rows (the last part takes the remainder): at most [`Self::count`] contiguous ranges
     /// covering `0..rows` in order, as even as `align` allows, none empty (none at all when
