@@ -1,8 +1,8 @@
 //! Execute throughput of linear-relu `y = relu(x [M,K] · w [K,N] + b [N])` on the CPU runtime,
 //! unfused (lt_matmul, add of the broadcast bias, relu: three launches and two intermediates)
-//! and fused (one lt_matmul with the RELU_BIAS epilogue), beside a bare
-//! `matrixmultiply::sgemm` of the same shape (the ceiling: no bias, no relu, no slab, no
-//! upload or readback).
+//! and fused (one lt_matmul with the RELU_BIAS epilogue), on one thread, beside a bare call of
+//! the `gemm` crate (the CPU runtime's GEMM) of the same shape on one thread (the ceiling: no
+//! bias, no relu, no slab, no upload or readback).
 //!
 //! Throughput is reported in elements/s where one element is one FLOP of the GEMM
 //! (2·M·N·K), so criterion's "Gelem/s" reads as GFLOP/s of useful matmul work.
@@ -16,7 +16,7 @@ use lumen_compiler::{
     CompileOptions, CompiledProgram, DType, Epilogue, Graph, Hlir, HlirOp, SourceLocation,
     compile_hlir,
 };
-use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+use lumen_runtime::{CpuOptions, CpuRuntime, HostTensor, Runtime, Tensors};
 
 fn unfused(m: usize, k: usize, n: usize) -> CompiledProgram {
     let mut cx = Graph::new();
@@ -74,32 +74,39 @@ fn bench_shape(c: &mut Criterion, (m, k, n): (usize, usize, usize)) {
         .into_iter()
         .collect();
     for (name, program) in [("unfused", unfused(m, k, n)), ("fused", fused(m, k, n))] {
-        let mut prepared = CpuRuntime::default().prepare(&program, &weights).expect("prepare");
+        let runtime = CpuRuntime::new(CpuOptions { threads: Some(1), ..CpuOptions::default() });
+        let mut prepared = runtime.prepare(&program, &weights).expect("prepare");
         group.bench_function(name, |bench| {
             bench.iter(|| black_box(prepared.execute(black_box(&inputs)).expect("execute")))
         });
     }
     let (a, b) = (data(m * k, 3), data(k * n, 1));
     let mut out = vec![0.0f32; m * n];
-    group.bench_function("sgemm", |bench| {
+    group.bench_function("gemm", |bench| {
         bench.iter(|| {
-            // SAFETY: a is m·k, b is k·n, out is m·n, all row-major with unit column stride.
+            // SAFETY: a is m·k, b is k·n, out is m·n, all row-major with unit column stride;
+            // dst = 1·a·b (read_dst false), on this thread.
             unsafe {
-                matrixmultiply::sgemm(
+                gemm::gemm(
                     m,
-                    k,
                     n,
-                    1.0,
-                    a.as_ptr(),
-                    k as isize,
-                    1,
-                    b.as_ptr(),
-                    n as isize,
-                    1,
-                    0.0,
+                    k,
                     out.as_mut_ptr(),
-                    n as isize,
                     1,
+                    n as isize,
+                    false,
+                    a.as_ptr(),
+                    1,
+                    k as isize,
+                    b.as_ptr(),
+                    1,
+                    n as isize,
+                    0.0f32,
+                    1.0f32,
+                    false,
+                    false,
+                    false,
+                    gemm::Parallelism::None,
                 );
             }
             black_box(&out);
@@ -109,8 +116,13 @@ fn bench_shape(c: &mut Criterion, (m, k, n): (usize, usize, usize)) {
 }
 
 fn benches(c: &mut Criterion) {
-    bench_shape(c, (64, 256, 64));
-    bench_shape(c, (512, 2048, 512));
+    // The shapes of issue 19: batch 1, 450 and 4096 of the digits MLP's first layer, and two
+    // square-ish linear layers.
+    for shape in
+        [(1, 64, 128), (450, 64, 128), (4096, 64, 128), (512, 2048, 512), (2048, 2048, 2048)]
+    {
+        bench_shape(c, shape);
+    }
 }
 
 criterion_group!(execute, benches);

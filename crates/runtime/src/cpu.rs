@@ -30,6 +30,7 @@ use crate::kernels::{self, Activation, epilogue_parts};
 use crate::layout::{Placement, SLAB_ALIGNMENT, SlabLayout, memory_plan_lines};
 use crate::phases::Peak;
 use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
+use crate::threads::Threads;
 use crate::{HostTensor, RuntimeEnv, RuntimeError, Tensors};
 
 /// Options of the CPU runtime.
@@ -249,6 +250,8 @@ pub struct CpuProgram {
     prepare_seconds: f64,
     memory_plan: Vec<String>,
     profile: Option<ExecProfile>,
+    // The worker team of `options.threads`, built at prepare.
+    threads: Threads,
 }
 
 impl CpuProgram {
@@ -258,6 +261,7 @@ impl CpuProgram {
         options: CpuOptions,
     ) -> Result<Self, RuntimeError> {
         let start = Instant::now();
+        let threads = Threads::new(options.threads)?;
         let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
@@ -388,6 +392,7 @@ impl CpuProgram {
             prepare_seconds: start.elapsed().as_secs_f64(),
             memory_plan,
             profile: None,
+            threads,
         })
     }
 
@@ -418,6 +423,7 @@ impl CpuProgram {
         let Some(step) = self.steps.get(i) else { return Ok(()) };
         let t = Instant::now();
         let slab = self.slab.elems_mut();
+        let threads = &self.threads;
         match step {
             Step::Upload { inputs: ins, weights } => {
                 for (name, r) in ins {
@@ -457,7 +463,8 @@ impl CpuProgram {
                         .collect();
                 let (dst, ins) = split(slab, o, &reads, &self.label)?;
                 let bias = bias.as_ref().and_then(|x| ins.get(2).map(|buf| (*buf, &x.1)));
-                kernels::lt_matmul_strided((ins[0], &a.1), (ins[1], &b.1), bias, dst, *dims, *act)?;
+                let (a, b) = ((ins[0], &a.1), (ins[1], &b.1));
+                kernels::lt_matmul_strided(a, b, bias, dst, *dims, *act, threads)?;
             }
             // In place: an operand occupying exactly the output's bytes (the planner put a
             // marked output at its dying operand's offset) is read from the output itself.
@@ -476,18 +483,18 @@ impl CpuProgram {
                     .iter()
                     .map(|x| if x.0 == *o { None } else { others.next().map(|b| (b, &x.1)) })
                     .collect();
-                kernels::map_in_place(*op, &args, dst)?;
+                kernels::map_in_place(*op, &args, dst, threads)?;
             }
             Step::Map { op, ins, out: o } => {
                 let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
                 let (dst, bufs) = split(slab, o, &reads, &self.label)?;
                 let args: Vec<kernels::Input<'_>> =
                     bufs.iter().zip(ins).map(|(buf, x)| (*buf, &x.1)).collect();
-                kernels::map(*op, &args, dst)?;
+                kernels::map(*op, &args, dst, threads)?;
             }
             Step::Reduce { op, input, axis, out: o } => {
                 let (dst, bufs) = split(slab, o, &[&input.0], &self.label)?;
-                kernels::reduce(*op, bufs[0], &input.1, *axis, dst)?;
+                kernels::reduce(*op, bufs[0], &input.1, *axis, dst, threads)?;
             }
             Step::Gather { table, ids, wide, ids_name, out: o } => {
                 let (dst, bufs) = split(slab, o, &[&table.0, &ids.0], &self.label)?;
@@ -614,6 +621,56 @@ mod tests {
 
     fn filled(shape: &[usize], v: f32) -> HostTensor {
         HostTensor::new(shape.to_vec(), vec![v; shape.iter().product()]).unwrap()
+    }
+
+    /// A linear-relu large enough that the matmul (135 MFLOP) and the maps (1 Mi outputs)
+    /// split: fused and unfused, outputs bit-identical on 1, 2 and 3 threads and on repeats;
+    /// a team of 0 threads is a typed error at prepare.
+    #[test]
+    fn outputs_are_bit_identical_across_thread_counts() {
+        let (m, k, n) = (2048, 64, 515);
+        let data = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len).map(|i| ((i * 2_654_435_761 + seed) % 1000) as f32 / 500.0 - 1.0).collect()
+        };
+        let weights: Tensors = [
+            ("w".into(), HostTensor::new([k, n], data(k * n, 1)).unwrap()),
+            ("b".into(), HostTensor::new([n], data(n, 2)).unwrap()),
+        ]
+        .into();
+        let inputs: Tensors =
+            [("x".into(), HostTensor::new([m, k], data(m * k, 3)).unwrap())].into();
+        for fuse in [false, true] {
+            let mut cx = Graph::new();
+            let x = cx.input("x", [m, k]);
+            let w = cx.weight("w", [k, n]);
+            let b = cx.weight("b", [n]);
+            (x.matmul(w) + b).relu().output("y");
+            let program =
+                cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap();
+            let mut first: Option<Vec<u32>> = None;
+            for threads in [1, 2, 3] {
+                let options = CpuOptions { threads: Some(threads), ..CpuOptions::default() };
+                let mut prepared = CpuProgram::new(&program, &weights, options).unwrap();
+                for _ in 0..2 {
+                    let out = prepared.execute(&inputs).unwrap();
+                    let bits: Vec<u32> = out["y"].data().iter().map(|v| v.to_bits()).collect();
+                    match &first {
+                        None => first = Some(bits),
+                        Some(want) => assert!(bits == *want, "fuse {fuse}, {threads} threads"),
+                    }
+                }
+            }
+            // One value against the f64 product.
+            let y0: f64 = (0..k)
+                .map(|p| f64::from(data(m * k, 3)[p]) * f64::from(data(k * n, 1)[p * n]))
+                .sum::<f64>()
+                + f64::from(data(n, 2)[0]);
+            let got = f64::from(f32::from_bits(first.unwrap()[0]));
+            assert!((got - y0.max(0.0)).abs() < 1e-4, "y[0, 0] = {got}, want {}", y0.max(0.0));
+            let none = CpuOptions { threads: Some(0), ..CpuOptions::default() };
+            let err = CpuProgram::new(&program, &weights, none).unwrap_err();
+            assert!(matches!(err, RuntimeError::Threads(_)), "{err}");
+        }
     }
 
     #[test]

@@ -127,6 +127,10 @@ pub enum RuntimeError {
         /// Requested size in bytes.
         bytes: usize,
     },
+    /// The CPU runtime's worker threads could not be set up: a team of 0 threads
+    /// ([`crate::CpuOptions::threads`] = `Some(0)`) or a pool whose threads the OS refused.
+    #[error("cannot start the CPU worker threads: {0}")]
+    Threads(String),
     /// The CUDA runtime is unavailable: no driver, no device, or a build without `cuda`.
     #[error("no CUDA device: {reason}")]
     NoCudaDevice {

@@ -5,17 +5,20 @@
 //! strides, offset in elements), checks that the view stays inside the buffer, and writes its
 //! output contiguous, so movement costs no copy. The scalar meaning of each op comes from the
 //! compiler's op table ([`ElemOp::eval_f32`], [`ReduceOp::combine_f32`]); nothing here
-//! restates it. The matmul is `matrixmultiply::sgemm` (bluss's packed BLIS-style GEMM: small,
-//! well kept, pure Rust with AVX/FMA/AVX-512 micro-kernels), which takes any row and column
-//! stride, so a transposed operand is just a view. The epilogue is cuBLASLt's idea
-//! (`CUBLASLT_EPILOGUE_RELU_BIAS` and friends): bias and activation are applied to each block
-//! of output rows right after the GEMM writes it, while it is still in cache. Every kernel
-//! returns [`RuntimeError::Kernel`] rather than panicking on inconsistent sizes.
+//! restates it. The matmul is [`crate::gemm`] (the `gemm` crate, which takes any row and column
+//! stride, so a transposed operand is just a view; the fused epilogue; the GEMV path). The
+//! matmul, maps and reductions split their output over a [`Threads`] team when large enough.
+//! Every kernel returns [`RuntimeError::Kernel`] rather than panicking on inconsistent sizes.
+
+use std::borrow::Cow;
+use std::ops::Range;
 
 use lumen_compiler::view::{walk, walk_rows};
 use lumen_compiler::{BinaryOp, ElemOp, Epilogue, ReduceOp, UnaryOp, View};
 
 use crate::RuntimeError;
+use crate::gemm::{Matrix, matmul_epilogue};
+use crate::threads::{PAR_MIN_ELEMS, Threads};
 
 pub use lumen_compiler::ops::gelu_f32 as gelu_scalar;
 
@@ -50,16 +53,6 @@ pub fn epilogue_parts(epilogue: Epilogue) -> (bool, Activation) {
         Some(_) => Activation::Relu,
     };
     (epilogue.has_bias(), act)
-}
-
-/// Output rows per GEMM call of a matmul with an epilogue: the block the epilogue then
-/// touches while it is still in cache. About 1 MiB of output (a core's L2) and at least 256
-/// rows, because every GEMM call packs all of `b` again: with fewer rows that repacking costs
-/// more than the epilogue's pass over memory saves (measured by `benches/execute.rs`).
-fn epilogue_rows(n: usize) -> usize {
-    const BLOCK_BYTES: usize = 1 << 20;
-    const MIN_ROWS: usize = 256;
-    (BLOCK_BYTES / (4 * n.max(1))).max(MIN_ROWS)
 }
 
 fn check_len(
@@ -101,7 +94,7 @@ fn check_view(
 /// row-major order; the others are `(buffer, view)` pairs as for [`map`], outside `inout`.
 /// Element `i` is read (from every operand) before `inout[i]` is written, so the result is the
 /// one [`map`] gives into a separate buffer (in-place reuse: the planner placed the output at
-/// its dying operand's offset).
+/// its dying operand's offset). Threads as for [`map`].
 ///
 /// # Errors
 /// As [`map`]: an arity other than the op's, views of another shape or reaching outside their
@@ -110,6 +103,7 @@ pub fn map_in_place(
     op: ElemOp,
     ins: &[Option<Input<'_>>],
     inout: &mut [f32],
+    threads: &Threads,
 ) -> Result<(), RuntimeError> {
     const K: &str = "map";
     if ins.len() != op.arity() || ins.len() > 3 {
@@ -127,13 +121,32 @@ pub fn map_in_place(
             check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
         }
     }
-    struct Run<'a, 'b>(&'a [Option<Input<'b>>], &'a mut [f32]);
+    struct Run<'a, 'b>(&'a [Option<Input<'b>>], &'a mut [f32], &'a Threads);
     impl OpVisitor for Run<'_, '_> {
-        fn visit(self, f: impl Fn([f32; 3]) -> f32) {
-            map_in_place_with(self.0, self.1, f);
+        fn visit(self, f: impl Fn([f32; 3]) -> f32 + Sync) {
+            let Run(ins, inout, threads) = self;
+            // The operands' shape (a flat run when every operand is the output itself).
+            let shape = match ins.iter().flatten().next() {
+                Some((_, v)) => v.shape.clone(),
+                None => vec![inout.len()],
+            };
+            let work = inout.len();
+            split_outer(threads, &shape, inout, work, |part, o| match part {
+                None => map_in_place_with(ins, o, &f),
+                Some((axis, r)) => {
+                    let views: Vec<Option<View>> =
+                        ins.iter().map(|x| x.map(|(_, v)| v.slice(axis, r.start, r.end))).collect();
+                    let sub: Vec<Option<Input<'_>>> = ins
+                        .iter()
+                        .zip(&views)
+                        .map(|(x, v)| x.zip(v.as_ref()).map(|((b, _), v)| (b, v)))
+                        .collect();
+                    map_in_place_with(&sub, o, &f);
+                }
+            });
         }
     }
-    with_op(op, Run(ins, inout));
+    with_op(op, Run(ins, inout, threads));
     Ok(())
 }
 
@@ -187,12 +200,19 @@ fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f
 }
 
 /// `out[i] = op(operands at row-major index i)`: `ins` are `(buffer, view)` pairs whose views
-/// all have one shape of `out.len()` elements. Contiguous operands take a plain loop.
+/// all have one shape of `out.len()` elements. Contiguous operands take a plain loop. At least
+/// [`PAR_MIN_ELEMS`] outputs are split over `threads` along the first axis longer than 1 (an
+/// element's value never depends on the split, so outputs are the same on any thread count).
 ///
 /// # Errors
 /// [`RuntimeError::Kernel`] for an arity other than the op's, views of different shapes or
 /// reaching outside their buffers, or an output of another size.
-pub fn map(op: ElemOp, ins: &[(&[f32], &View)], out: &mut [f32]) -> Result<(), RuntimeError> {
+pub fn map(
+    op: ElemOp,
+    ins: &[(&[f32], &View)],
+    out: &mut [f32],
+    threads: &Threads,
+) -> Result<(), RuntimeError> {
     const K: &str = "map";
     if ins.len() != op.arity() {
         return Err(RuntimeError::kernel(
@@ -208,19 +228,54 @@ pub fn map(op: ElemOp, ins: &[(&[f32], &View)], out: &mut [f32]) -> Result<(), R
         check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
     }
     check_len(K, "out", out.len(), Some(ins[0].1.elements()))?;
-    struct Run<'a, 'b>(&'a [(&'b [f32], &'b View)], &'a mut [f32]);
+    struct Run<'a, 'b>(&'a [(&'b [f32], &'b View)], &'a mut [f32], &'a Threads);
     impl OpVisitor for Run<'_, '_> {
-        fn visit(self, f: impl Fn([f32; 3]) -> f32) {
-            map_with(self.0, self.1, f);
+        fn visit(self, f: impl Fn([f32; 3]) -> f32 + Sync) {
+            let Run(ins, out, threads) = self;
+            let work = out.len();
+            split_outer(threads, &ins[0].1.shape, out, work, |part, o| match part {
+                None => map_with(ins, o, &f),
+                Some((axis, r)) => {
+                    let views: Vec<View> =
+                        ins.iter().map(|(_, v)| v.slice(axis, r.start, r.end)).collect();
+                    let sub: Vec<(&[f32], &View)> =
+                        ins.iter().zip(&views).map(|((b, _), v)| (*b, v)).collect();
+                    map_with(&sub, o, &f);
+                }
+            });
         }
     }
-    with_op(op, Run(ins, out));
+    with_op(op, Run(ins, out, threads));
     Ok(())
+}
+
+/// Runs `f` over `out` (row-major of `shape`) on `threads` when the kernel touches at least
+/// [`PAR_MIN_ELEMS`] elements (`work`): split along the first axis longer than 1 (every axis
+/// before it has length 1, so each range of it is a contiguous run of `out`), `f` getting
+/// `Some((axis, range))` and that run; else `f(None, out)` once on the calling thread.
+fn split_outer(
+    threads: &Threads,
+    shape: &[usize],
+    out: &mut [f32],
+    work: usize,
+    f: impl Fn(Option<(usize, Range<usize>)>, &mut [f32]) + Sync,
+) {
+    let whole = shape.iter().product::<usize>() == out.len();
+    match shape.iter().position(|&d| d > 1) {
+        Some(axis) if whole && work >= PAR_MIN_ELEMS && threads.count() > 1 => {
+            let rows = (shape[axis], shape[axis + 1..].iter().product());
+            let _ = threads.for_parts::<()>(out, rows, 1, true, |r, part| {
+                f(Some((axis, r)), part);
+                Ok(())
+            });
+        }
+        _ => f(None, out),
+    }
 }
 
 /// Something done with an elementwise op's scalar function, monomorphized per op.
 trait OpVisitor {
-    fn visit(self, f: impl Fn([f32; 3]) -> f32);
+    fn visit(self, f: impl Fn([f32; 3]) -> f32 + Sync);
 }
 
 /// Calls `v` with `op`'s scalar function: a constant per op of the table, so each kernel loop
@@ -343,7 +398,8 @@ fn map_with(ins: &[(&[f32], &View)], out: &mut [f32], f: impl Fn([f32; 3]) -> f3
 /// for any axis shorter than about 2^29 elements, where plain f32 accumulation drifts by up to
 /// `n` ulps (0.96% for a million 0.1s; compensated f32 summation still lost 6e-5 there, its
 /// carry drifting). Infinities and NaN follow IEEE 754 as in f32 (`MAX + MAX` rounds to
-/// `inf`).
+/// `inf`). An input of at least [`PAR_MIN_ELEMS`] elements is split over `threads` by output
+/// rows, never along `axis`, so each output is the same on any thread count.
 ///
 /// # Errors
 /// [`RuntimeError::Kernel`] when `axis` is out of range, the view leaves the buffer, or `out`
@@ -354,6 +410,7 @@ pub fn reduce(
     view: &View,
     axis: usize,
     out: &mut [f32],
+    threads: &Threads,
 ) -> Result<(), RuntimeError> {
     const K: &str = "reduce";
     check_view(K, "input", view, input.len(), None)?;
@@ -364,9 +421,25 @@ pub fn reduce(
     let rows = view.shape.iter().enumerate().filter(|&(a, _)| a != axis).map(|(_, &d)| d).product();
     check_len(K, "out", out.len(), Some(rows))?;
     out.fill(op.identity_f32());
-    if extent == 0 {
+    if extent == 0 || rows == 0 {
         return Ok(());
     }
+    // Split over output rows (never over the reduced axis): each part reduces the input's
+    // slice of the same axis, so an output's value does not depend on the split.
+    let out_shape: Vec<usize> =
+        view.shape.iter().enumerate().filter(|&(a, _)| a != axis).map(|(_, &d)| d).collect();
+    split_outer(threads, &out_shape, out, view.elements(), |part, o| match part {
+        None => reduce_rows(op, input, view, axis, o),
+        Some((a, r)) => {
+            let at = if a < axis { a } else { a + 1 };
+            reduce_rows(op, input, &view.slice(at, r.start, r.end), axis, o);
+        }
+    });
+    Ok(())
+}
+
+/// [`reduce`]'s loops, the checks done: `out` (already the identity) gets each row's result.
+fn reduce_rows(op: ReduceOp, input: &[f32], view: &View, axis: usize, out: &mut [f32]) {
     // The reduced axis last: each run of `extent` visits is one output.
     let mut perm: Vec<usize> = (0..view.rank()).filter(|&a| a != axis).collect();
     perm.push(axis);
@@ -382,13 +455,12 @@ pub fn reduce(
             out[i] = wide as f32;
             i += 1;
         });
-        return Ok(());
+        return;
     }
     walk_rows(&moved.shape, [&moved], |[x], len, [s]| {
         out[i] = (0..len).fold(op.identity_f32(), |acc, j| op.combine_f32(acc, input[x + j * s]));
         i += 1;
     });
-    Ok(())
 }
 
 /// `out[m, n] = act(a[m, k] · b[k, n] + bias[n])`, row-major contiguous f32, bias broadcast
@@ -406,6 +478,7 @@ pub fn lt_matmul(
     out: &mut [f32],
     (m, k, n): (usize, usize, usize),
     act: Activation,
+    threads: &Threads,
 ) -> Result<(), RuntimeError> {
     const K: &str = "lt_matmul";
     check_len(K, "a", a.len(), m.checked_mul(k))?;
@@ -415,7 +488,8 @@ pub fn lt_matmul(
     }
     let (va, vb) = (View::contiguous(&[m, k]), View::contiguous(&[k, n]));
     let vbias = View::contiguous(&[n]);
-    lt_matmul_strided((a, &va), (b, &vb), bias.map(|b| (b, &vbias)), out, (1, m, k, n), act)
+    let bias = bias.map(|b| (b, &vbias));
+    lt_matmul_strided((a, &va), (b, &vb), bias, out, (1, m, k, n), act, threads)
 }
 
 /// One operand of a kernel: the whole buffer and the view read from it.
@@ -424,7 +498,9 @@ pub type Input<'a> = (&'a [f32], &'a View);
 /// `batch` products `act(a · b + bias)` read through views: `a` is `[batch axes..., m, k]`,
 /// `b` `[batch axes..., k, n]` (the same batch axes, broadcast ones with stride 0), `bias`
 /// `[n]`; `out` is written row-major `[batch, m, n]`. Any row and column strides work
-/// (a transposed operand is a view with swapped strides), so nothing is copied first.
+/// (a transposed operand is a view with swapped strides), so nothing is copied first. Each
+/// product is [`crate::gemm::matmul_epilogue`] (the GEMM, the GEMV path, the fused epilogue,
+/// the split over `threads`).
 ///
 /// # Errors
 /// [`RuntimeError::Kernel`] when a view does not match the sizes or leaves its buffer, or
@@ -436,6 +512,7 @@ pub fn lt_matmul_strided(
     out: &mut [f32],
     (batch, m, k, n): (usize, usize, usize, usize),
     act: Activation,
+    threads: &Threads,
 ) -> Result<(), RuntimeError> {
     const K: &str = "lt_matmul";
     let rank = va.rank();
@@ -458,12 +535,11 @@ pub fn lt_matmul_strided(
     if mn == 0 || batch == 0 {
         return Ok(());
     }
-    let stride = |s: usize| {
-        isize::try_from(s).map_err(|_| RuntimeError::kernel(K, "stride overflows isize"))
-    };
-    let (rsa, csa) = (stride(va.strides[nb])?, stride(va.strides[nb + 1])?);
-    let (rsb, csb) = (stride(vb.strides[nb])?, stride(vb.strides[nb + 1])?);
-    let rsc = stride(n)?;
+    // The bias as one contiguous row (a copy only when its view is strided).
+    let bias: Option<Cow<'_, [f32]>> = bias.map(|(buf, v)| match v.strides[0] {
+        1 => Cow::Borrowed(&buf[v.offset..v.offset + n]),
+        _ => Cow::Owned((0..n).map(|j| buf[v.index(j)]).collect()),
+    });
     // Batch offsets of each operand, in batch order.
     let batch_shape = &va.shape[..nb];
     let a_batch =
@@ -472,62 +548,14 @@ pub fn lt_matmul_strided(
         View { shape: batch_shape.to_vec(), strides: vb.strides[..nb].to_vec(), offset: vb.offset };
     let mut offsets = Vec::with_capacity(batch);
     walk(batch_shape, [&a_batch, &b_batch], |o| offsets.push(o));
-    let fused = bias.is_some() || act != Activation::Identity;
-    let rows = if fused { epilogue_rows(n).min(m) } else { m };
+    let outside = || RuntimeError::kernel(K, "an operand's matrix leaves its buffer");
     for ([oa, ob], out_mat) in offsets.into_iter().zip(out.chunks_mut(mn)) {
-        if k == 0 {
-            // No product to accumulate: never hand a zero-depth GEMM to the library.
-            out_mat.fill(0.0);
-            apply_epilogue(out_mat, bias, n, act);
-            continue;
-        }
-        for (block, out_blk) in out_mat.chunks_mut(rows * n).enumerate() {
-            let mb = out_blk.len() / n;
-            let a_at = oa + block * rows * va.strides[nb];
-            // SAFETY: check_view proved every element `offset + i·rs + p·cs` of both views
-            // (for every batch index, row i < m and column p < k or n) lies inside `a` and
-            // `b`; this block reads rows `block·rows .. block·rows + mb` of `a`'s matrix at
-            // batch offset `oa`, all of `b`'s matrix at `ob`, and writes exactly the `mb·n`
-            // elements of `out_blk` (row stride n, column stride 1), a unique borrow that
-            // cannot alias `a` or `b`. beta = 0 overwrites (even NaN) rather than scaling.
-            unsafe {
-                matrixmultiply::sgemm(
-                    mb,
-                    k,
-                    n,
-                    1.0,
-                    a.as_ptr().add(a_at),
-                    rsa,
-                    csa,
-                    b.as_ptr().add(ob),
-                    rsb,
-                    csb,
-                    0.0,
-                    out_blk.as_mut_ptr(),
-                    rsc,
-                    1,
-                );
-            }
-            apply_epilogue(out_blk, bias, n, act);
-        }
+        let am = Matrix::new(a, oa, (m, k), (va.strides[nb], va.strides[nb + 1]));
+        let bm = Matrix::new(b, ob, (k, n), (vb.strides[nb], vb.strides[nb + 1]));
+        let (am, bm) = (am.ok_or_else(outside)?, bm.ok_or_else(outside)?);
+        matmul_epilogue(am, bm, bias.as_deref(), out_mat, act, threads);
     }
     Ok(())
-}
-
-/// Bias (over the rows of an `[_, n]` block) and activation, one pass.
-fn apply_epilogue(out: &mut [f32], bias: Option<Input<'_>>, n: usize, act: Activation) {
-    match bias {
-        None if act == Activation::Identity => {}
-        None => out.iter_mut().for_each(|v| *v = act.apply(*v)),
-        Some((buf, view)) => {
-            let bias: Vec<f32> = (0..n).map(|j| buf[view.index(j)]).collect();
-            for row in out.chunks_exact_mut(n) {
-                for (v, &bv) in row.iter_mut().zip(&bias) {
-                    *v = act.apply(*v + bv);
-                }
-            }
-        }
-    }
 }
 
 /// The id at slab word offset `word` of an ids buffer (`i64` as two words, low first; `i32`
@@ -635,6 +663,8 @@ pub fn concat(
 mod tests {
     use super::*;
 
+    static ONE: std::sync::LazyLock<Threads> = std::sync::LazyLock::new(Threads::single);
+
     /// In place gives the bits `map` gives into a separate buffer: every op, the output's own
     /// value at any operand position (twice for `x op x`), the others contiguous, broadcast
     /// (stride 0) or transposed.
@@ -664,12 +694,12 @@ mod tests {
                         .map(|k| if is_own(k) { (&x[..], &whole) } else { (&other[..], ov) })
                         .collect();
                     let mut want = vec![0.0f32; 12];
-                    map(op, &sep, &mut want).unwrap();
+                    map(op, &sep, &mut want, &ONE).unwrap();
                     let ins: Vec<Option<Input<'_>>> = (0..n)
                         .map(|k| if is_own(k) { None } else { Some((&other[..], ov)) })
                         .collect();
                     let mut got = x.clone();
-                    map_in_place(op, &ins, &mut got).unwrap();
+                    map_in_place(op, &ins, &mut got, &ONE).unwrap();
                     let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&got), bits(&want), "{} own {own} twice {twice}", op.name());
                 }
@@ -690,7 +720,7 @@ mod tests {
     #[test]
     fn k_zero_gives_act_of_bias() {
         let mut out = vec![f32::NAN; 6];
-        lt_matmul(&[], &[], Some(&[1.0, -2.0, 3.0]), &mut out, (2, 0, 3), Activation::Relu)
+        lt_matmul(&[], &[], Some(&[1.0, -2.0, 3.0]), &mut out, (2, 0, 3), Activation::Relu, &ONE)
             .unwrap();
         assert_eq!(out, vec![1.0, 0.0, 3.0, 1.0, 0.0, 3.0]);
     }
@@ -700,7 +730,7 @@ mod tests {
         let a = [1.0, 2.0, 3.0, 4.0];
         let eye = [1.0, 0.0, 0.0, 1.0];
         let mut out = [0.0; 4];
-        lt_matmul(&a, &eye, Some(&[10.0, 20.0]), &mut out, (2, 2, 2), Activation::Identity)
+        lt_matmul(&a, &eye, Some(&[10.0, 20.0]), &mut out, (2, 2, 2), Activation::Identity, &ONE)
             .unwrap();
         assert_eq!(out, [11.0, 22.0, 13.0, 24.0]);
     }
@@ -712,7 +742,7 @@ mod tests {
         let a: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
         let b = [0.5, -1.0, 2.0];
         let mut out = vec![f32::NAN; m];
-        lt_matmul(&a, &b, Some(&[0.25]), &mut out, (m, k, n), Activation::Relu).unwrap();
+        lt_matmul(&a, &b, Some(&[0.25]), &mut out, (m, k, n), Activation::Relu, &ONE).unwrap();
         let want = naive(&a, &b, m, k, n);
         for (o, w) in out.iter().zip(&want) {
             assert_eq!(*o as f64, (w + 0.25).max(0.0));
@@ -786,7 +816,8 @@ mod tests {
         assert!(gelu_scalar(f32::NAN).is_nan());
         // The fused epilogue applies the same scalar: 1 * 1 + (-6) = -5.
         let mut out = [0.0f32; 3];
-        lt_matmul(&[1.0; 3], &[1.0], Some(&[-6.0]), &mut out, (3, 1, 1), Activation::Gelu).unwrap();
+        lt_matmul(&[1.0; 3], &[1.0], Some(&[-6.0]), &mut out, (3, 1, 1), Activation::Gelu, &ONE)
+            .unwrap();
         let exact = GELU_EXACT[8].1;
         assert_eq!(GELU_EXACT[8].0, -5.0);
         for v in out {
@@ -799,7 +830,8 @@ mod tests {
     fn relu_keeps_nan() {
         let mut out = [0.0; 3];
         let x = [-1.0, f32::NAN, 2.0];
-        map(ElemOp::Unary(UnaryOp::Relu), &[(&x, &View::contiguous(&[3]))], &mut out).unwrap();
+        map(ElemOp::Unary(UnaryOp::Relu), &[(&x, &View::contiguous(&[3]))], &mut out, &ONE)
+            .unwrap();
         assert_eq!(out[0], 0.0);
         assert!(out[1].is_nan());
         assert_eq!(out[2], 2.0);
@@ -813,14 +845,15 @@ mod tests {
         let vb = View::contiguous(&[3]).expand(&[2, 3]).unwrap();
         let mut out = [0.0; 6];
         let add = ElemOp::Binary(BinaryOp::Add);
-        map(add, &[(&x, &View::contiguous(&[2, 3])), (&b, &vb)], &mut out).unwrap();
+        map(add, &[(&x, &View::contiguous(&[2, 3])), (&b, &vb)], &mut out, &ONE).unwrap();
         assert_eq!(out, [11.0, 22.0, 33.0, 14.0, 25.0, 36.0]);
         let t = View::contiguous(&[3, 2]).permute(&[1, 0]);
-        map(ElemOp::Unary(UnaryOp::Contiguous), &[(&x, &t)], &mut out).unwrap();
+        map(ElemOp::Unary(UnaryOp::Contiguous), &[(&x, &t)], &mut out, &ONE).unwrap();
         assert_eq!(out, [1.0, 3.0, 5.0, 2.0, 4.0, 6.0]);
         // A view past the buffer is refused, not read.
         let past = View { shape: vec![4], strides: vec![2], offset: 0 };
-        let err = map(ElemOp::Unary(UnaryOp::Neg), &[(&x, &past)], &mut [0.0; 4]).unwrap_err();
+        let err =
+            map(ElemOp::Unary(UnaryOp::Neg), &[(&x, &past)], &mut [0.0; 4], &ONE).unwrap_err();
         assert!(err.to_string().contains("reaches past"), "{err}");
     }
 
@@ -829,13 +862,13 @@ mod tests {
         let x: Vec<f32> = (0..24).map(|v| v as f32).collect();
         let v = View::contiguous(&[2, 3, 4]);
         let mut out = vec![0.0; 8];
-        reduce(ReduceOp::Sum, &x, &v, 1, &mut out).unwrap();
+        reduce(ReduceOp::Sum, &x, &v, 1, &mut out, &ONE).unwrap();
         assert_eq!(out, [12.0, 15.0, 18.0, 21.0, 48.0, 51.0, 54.0, 57.0]);
         let mut out = vec![0.0; 6];
-        reduce(ReduceOp::Max, &x, &v, 2, &mut out).unwrap();
+        reduce(ReduceOp::Max, &x, &v, 2, &mut out, &ONE).unwrap();
         assert_eq!(out, [3.0, 7.0, 11.0, 15.0, 19.0, 23.0]);
         let mut empty = vec![1.0; 2];
-        reduce(ReduceOp::Max, &[], &View::contiguous(&[2, 0]), 1, &mut empty).unwrap();
+        reduce(ReduceOp::Max, &[], &View::contiguous(&[2, 0]), 1, &mut empty, &ONE).unwrap();
         assert_eq!(empty, [f32::NEG_INFINITY; 2]);
     }
 
@@ -844,7 +877,7 @@ mod tests {
         let n = 1_000_000;
         let x = vec![0.1f32; n];
         let mut out = [0.0f32];
-        reduce(ReduceOp::Sum, &x, &View::contiguous(&[n]), 0, &mut out).unwrap();
+        reduce(ReduceOp::Sum, &x, &View::contiguous(&[n]), 0, &mut out, &ONE).unwrap();
         let exact = 0.1f32 as f64 * n as f64;
         assert!(((out[0] as f64) - exact).abs() / exact < 1e-7, "{} vs {exact}", out[0]);
         for (vals, want) in [
@@ -855,7 +888,8 @@ mod tests {
             (vec![1e8, 1.0, -1e8], 1.0),
         ] {
             let mut out = [0.0f32];
-            reduce(ReduceOp::Sum, &vals, &View::contiguous(&[vals.len()]), 0, &mut out).unwrap();
+            reduce(ReduceOp::Sum, &vals, &View::contiguous(&[vals.len()]), 0, &mut out, &ONE)
+                .unwrap();
             assert!(out[0] == want || (want.is_nan() && out[0].is_nan()), "{vals:?}: {}", out[0]);
         }
     }
@@ -868,14 +902,136 @@ mod tests {
         let va = View::contiguous(&[2, 2, 3]);
         let vb = View::contiguous(&[2, 2, 3]).permute(&[0, 2, 1]);
         let mut out = vec![0.0; 8];
-        lt_matmul_strided((&a, &va), (&b, &vb), None, &mut out, (2, 2, 3, 2), Activation::Identity)
-            .unwrap();
+        lt_matmul_strided(
+            (&a, &va),
+            (&b, &vb),
+            None,
+            &mut out,
+            (2, 2, 3, 2),
+            Activation::Identity,
+            &ONE,
+        )
+        .unwrap();
         for bt in 0..2 {
             for i in 0..2 {
                 for j in 0..2 {
                     let want: f32 =
                         (0..3).map(|p| a[bt * 6 + i * 3 + p] * b[bt * 6 + j * 3 + p]).sum();
                     assert_eq!(out[bt * 4 + i * 2 + j], want);
+                }
+            }
+        }
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Maps (fresh and in place) and reductions large enough to split give the bits of one
+    /// thread on two and three: broadcast, transposed and leading-1 shapes.
+    #[test]
+    fn threaded_maps_and_reductions_match_one_thread() {
+        let teams =
+            [Threads::single(), Threads::new(Some(2)).unwrap(), Threads::new(Some(3)).unwrap()];
+        // At least PAR_MIN_ELEMS, so two and three threads split it.
+        let (rows, cols) = (1031usize, 1025usize);
+        let shape = [1, rows, cols];
+        let len = rows * cols;
+        assert!(len >= PAR_MIN_ELEMS);
+        let x: Vec<f32> = (0..len).map(|i| ((i * 37 % 1001) as f32 - 500.0) * 0.013).collect();
+        let bias: Vec<f32> = (0..cols).map(|i| i as f32 * 0.01 - 5.0).collect();
+        let whole = View::contiguous(&shape);
+        let row = View::contiguous(&[cols]).expand(&shape).unwrap();
+        let transposed = View::contiguous(&[cols, rows]).permute(&[1, 0]).reshape(&shape).unwrap();
+        let add = ElemOp::Binary(BinaryOp::Add);
+        let mut first: Option<Vec<Vec<u32>>> = None;
+        for t in &teams {
+            let mut got = Vec::new();
+            let mut out = vec![0.0f32; len];
+            map(add, &[(&x, &whole), (&bias, &row)], &mut out, t).unwrap();
+            got.push(bits(&out));
+            map(ElemOp::Unary(UnaryOp::Gelu), &[(&x, &transposed)], &mut out, t).unwrap();
+            got.push(bits(&out));
+            let mut inout = x.clone();
+            map_in_place(add, &[None, Some((&bias, &row))], &mut inout, t).unwrap();
+            got.push(bits(&inout));
+            map_in_place(ElemOp::Unary(UnaryOp::Exp), &[None], &mut inout, t).unwrap();
+            got.push(bits(&inout));
+            for (axis, kept) in [(2, rows), (1, cols)] {
+                let mut red = vec![0.0f32; kept];
+                reduce(ReduceOp::Sum, &x, &whole, axis, &mut red, t).unwrap();
+                got.push(bits(&red));
+                reduce(ReduceOp::Max, &x, &transposed, axis, &mut red, t).unwrap();
+                got.push(bits(&red));
+            }
+            match &first {
+                None => first = Some(got),
+                Some(want) => assert_eq!(&got, want, "{} threads", t.count()),
+            }
+        }
+        // The values themselves: the bias add and a row's sum.
+        let want = first.unwrap();
+        assert_eq!(want[0][cols + 3], (x[cols + 3] + bias[3]).to_bits());
+        let row0: f64 = x[..cols].iter().map(|&v| f64::from(v)).sum();
+        assert_eq!(want[4][0], (row0 as f32).to_bits());
+    }
+
+    /// Batched products read through transposed, broadcast (stride-0 batch) and offset views at
+    /// odd sizes (m, k, n of 1, 2, 3 and off every tile multiple), with bias and each
+    /// activation, against the f64 reference; two threads give one thread's bits.
+    #[test]
+    fn strided_batched_matmul_at_odd_shapes() {
+        let two = Threads::new(Some(2)).unwrap();
+        for &(m, k, n) in
+            &[(1, 1, 1), (2, 3, 1), (3, 1, 5), (5, 7, 9), (300, 5, 3), (2600, 33, 100)]
+        {
+            for act in [Activation::Identity, Activation::Relu, Activation::Gelu] {
+                // a: [2, m, k] stored after 3 unused elements; b: one [n, k] matrix read
+                // transposed and broadcast over the batch; bias read with stride 2.
+                let a: Vec<f32> =
+                    (0..3 + 2 * m * k).map(|i| ((i * 13 % 29) as f32 - 14.0) * 0.07).collect();
+                let b: Vec<f32> = (0..n * k).map(|i| ((i * 7 % 17) as f32 - 8.0) * 0.11).collect();
+                let bias: Vec<f32> = (0..2 * n).map(|i| i as f32 * 0.3 - 1.0).collect();
+                let va = View { shape: vec![2, m, k], strides: vec![m * k, k, 1], offset: 3 };
+                let vb = View { shape: vec![2, k, n], strides: vec![0, 1, k], offset: 0 };
+                let vbias = View { shape: vec![n], strides: vec![2], offset: 0 };
+                let mut one = vec![f32::NAN; 2 * m * n];
+                let mut par = vec![f32::NAN; 2 * m * n];
+                for (out, t) in [(&mut one, &*ONE), (&mut par, &two)] {
+                    lt_matmul_strided(
+                        (&a, &va),
+                        (&b, &vb),
+                        Some((&bias, &vbias)),
+                        out,
+                        (2, m, k, n),
+                        act,
+                        t,
+                    )
+                    .unwrap();
+                }
+                assert_eq!(bits(&par), bits(&one), "{m}x{k}x{n} {act:?}: threads");
+                for bt in 0..2 {
+                    for i in 0..m {
+                        for j in 0..n {
+                            let dot: f64 = (0..k)
+                                .map(|p| {
+                                    f64::from(a[3 + bt * m * k + i * k + p])
+                                        * f64::from(b[j * k + p])
+                                })
+                                .sum();
+                            let x = dot + f64::from(bias[2 * j]);
+                            let want = match act {
+                                Activation::Identity => x,
+                                Activation::Relu => x.max(0.0),
+                                Activation::Gelu => lumen_compiler::ops::gelu_f64(x),
+                            };
+                            let got = f64::from(one[bt * m * n + i * n + j]);
+                            assert!(
+                                (got - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                                "{m}x{k}x{n} {act:?}: {got} vs {want}"
+                            );
+                        }
+                    }
                 }
             }
         }
@@ -919,14 +1075,16 @@ mod tests {
     #[test]
     fn length_errors() {
         let mut out = [0.0; 4];
-        let err = lt_matmul(&[0.0; 3], &[0.0; 4], None, &mut out, (2, 2, 2), Activation::Identity)
-            .unwrap_err();
+        let err =
+            lt_matmul(&[0.0; 3], &[0.0; 4], None, &mut out, (2, 2, 2), Activation::Identity, &ONE)
+                .unwrap_err();
         assert_eq!(err.to_string(), "kernel lt_matmul: a has 3 elements, expected 4");
-        let err = lt_matmul(&[], &[], None, &mut [], (usize::MAX, 2, 0), Activation::Identity)
-            .unwrap_err();
+        let err =
+            lt_matmul(&[], &[], None, &mut [], (usize::MAX, 2, 0), Activation::Identity, &ONE)
+                .unwrap_err();
         assert_eq!(err.to_string(), "kernel lt_matmul: a size overflows");
         let three = View::contiguous(&[3]);
-        assert!(map(ElemOp::Unary(UnaryOp::Relu), &[(&[0.0; 3], &three)], &mut out).is_err());
-        assert!(map(ElemOp::Unary(UnaryOp::Gelu), &[], &mut out).is_err());
+        assert!(map(ElemOp::Unary(UnaryOp::Relu), &[(&[0.0; 3], &three)], &mut out, &ONE).is_err());
+        assert!(map(ElemOp::Unary(UnaryOp::Gelu), &[], &mut out, &ONE).is_err());
     }
 }

@@ -3,9 +3,10 @@
 //! - [`Runtime`] / [`PreparedProgram`]: prepare once (slab, kernels, weights), execute many
 //!   times (inputs in, outputs out). Object-safe; pick a backend with [`runtime_by_name`].
 //! - [`CpuRuntime`]: the default backend. ONE 256-byte-aligned allocation of `slab_bytes`;
-//!   every buffer is the range at its planned offset; matmul from `matrixmultiply` with the
-//!   cuBLASLt-style epilogue fused; memory-debug (plan verification, NaN poisoning) and
-//!   no-reuse modes.
+//!   every buffer is the range at its planned offset; matmul from the `gemm` crate with the
+//!   cuBLASLt-style epilogue fused and a GEMV path for a few rows ([`mod@gemm`]); the matmul,
+//!   maps and reductions split over [`CpuOptions::threads`] ([`mod@threads`]); memory-debug
+//!   (plan verification, NaN poisoning) and no-reuse modes.
 //! - [`cpu_peak`]: the CPU's peak FLOP/s from its instruction set, clock and threads.
 //! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
@@ -30,6 +31,7 @@ pub mod cpu_peak;
 pub mod cuda;
 pub mod env;
 pub mod error;
+pub mod gemm;
 pub mod kernels;
 pub mod layout;
 pub mod phases;
@@ -37,6 +39,7 @@ pub mod reference;
 pub mod runtime;
 pub mod search;
 pub mod tensor;
+pub mod threads;
 pub mod tuning;
 
 pub use cpu::{CpuOptions, CpuProgram, CpuRuntime};
@@ -50,6 +53,7 @@ pub use search::{
     SearchReport, search,
 };
 pub use tensor::{HostTensor, Tensors};
+pub use threads::Threads;
 
 /// Runtime names [`runtime_by_name`] accepts, in `--help` order.
 pub const RUNTIME_NAMES: &[&str] = &["cpu", "cuda"];

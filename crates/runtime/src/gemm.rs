@@ -1,0 +1,382 @@
+//! The CPU matmul: which GEMM, how its output rows are blocked and shared among threads, the
+//! fused epilogue, and the GEMV path for a few rows.
+//!
+//! - The GEMM is sarah-ek's `gemm` crate (the kernels behind faer): packed BLIS-style loops
+//!   with AVX2/FMA and (feature `x86-v4`) AVX-512 micro-kernels chosen at run time, any row and
+//!   column stride. Chosen by measurement over `matrixmultiply` 0.3 with and without its
+//!   `threading` feature (`examples/gemm_choice.rs`; figures in the README's CPU runtime
+//!   section). It has no prepacked-operand API: `gemm-common` makes `pack_lhs`/`pack_rhs`
+//!   public, but no GEMM entry point takes a packed operand, so keeping a packed weight would
+//!   mean writing the blocked loop around its micro-kernels here. The weights are therefore
+//!   not packed at prepare; a product packs each weight as few times as the epilogue allows
+//!   (below).
+//! - The epilogue (cuBLASLt's `CUBLASLT_EPILOGUE_RELU_BIAS` and friends: bias over rows, then
+//!   ReLU or GELU) is applied to a block of output rows right after the GEMM writes it, while
+//!   the block is in cache. Every GEMM call packs the weight again, so the blocks are small
+//!   only when the weight is (at most [`SMALL_WEIGHT_ELEMS`] elements, where repacking costs
+//!   little and the output block stays in L2); a larger weight gets one GEMM call over all the
+//!   rows of a thread's part and the epilogue as one pass after it (at 2048^3 that pass costs
+//!   about 1% of the GEMM, where eight 256-row calls cost about 20%).
+//! - A product of at most [`GEMV_MAX_ROWS`] rows whose weight has unit column stride (lumen's
+//!   `[in, out]` row-major weights) skips the GEMM and its packing: each output row is the sum
+//!   over `p` of `a[i, p]` times row `p` of the weight (an axpy per weight row, the
+//!   cache-friendly order for a row-major weight), compiled for the widest vector ISA present.
+//! - Threads: a product of at least [`PAR_MIN_FLOPS`] is split over output rows into
+//!   contiguous parts, one per thread ([`Threads::for_parts`]), each running the single-thread
+//!   procedure on its rows with part boundaries at multiples of the row block, so every GEMM
+//!   call a part makes is one the single-thread run makes too (small weights) or differs only
+//!   in its row count (large weights, whose depth blocking the `gemm` crate derives from `k`
+//!   and the cache sizes alone). A product too short for two row parts (a large weight and
+//!   fewer than 512 rows) is split over columns by the `gemm` crate itself
+//!   (`Parallelism::Rayon` on the team's pool), which fixes its depth blocking before it
+//!   splits. The `threads` tests check that outputs are bit-identical
+//!   across thread counts on the shapes they cover; that is a property of this blocking and
+//!   of `gemm` 0.19, not a guarantee of the library.
+
+use std::ops::Range;
+
+use crate::kernels::Activation;
+use crate::threads::{PAR_MIN_FLOPS, Threads};
+
+/// Products of at most this many rows (with a unit-column-stride weight) take the GEMV path.
+pub const GEMV_MAX_ROWS: usize = 4;
+
+/// Weights of at most this many elements (256 KiB of f32) are packed once per block of
+/// output rows, so the epilogue runs on each block while it is in cache; larger ones once per
+/// thread's part.
+pub const SMALL_WEIGHT_ELEMS: usize = 1 << 16;
+
+/// Bytes of output per row block when the weight is small: an eighth of this machine's 2 MiB
+/// L2, so the block is still there, beside the packed operands, when the epilogue reads it.
+const BLOCK_BYTES: usize = 1 << 18;
+
+/// Row blocks are at least this many rows (and parts start at multiples of it for large
+/// weights), so a block's GEMM call amortizes its packing of the weight.
+const MIN_BLOCK_ROWS: usize = 256;
+
+/// A matrix of `rows x cols` f32 read from a buffer at `offset` with row stride `rs` and
+/// column stride `cs` (elements; 0 broadcasts). Constructed only through [`Matrix::new`],
+/// which proves every element lies inside the buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Matrix<'a> {
+    buf: &'a [f32],
+    offset: usize,
+    rows: usize,
+    cols: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a> Matrix<'a> {
+    /// The matrix, or `None` when an element would fall outside `buf` (or its index
+    /// overflows) or a stride does not fit `isize`.
+    pub fn new(
+        buf: &'a [f32],
+        offset: usize,
+        (rows, cols): (usize, usize),
+        (rs, cs): (usize, usize),
+    ) -> Option<Self> {
+        isize::try_from(rs).ok()?;
+        isize::try_from(cs).ok()?;
+        if rows > 0 && cols > 0 {
+            let last = offset
+                .checked_add((rows - 1).checked_mul(rs)?)?
+                .checked_add((cols - 1).checked_mul(cs)?)?;
+            if last >= buf.len() {
+                return None;
+            }
+        }
+        Some(Self { buf, offset, rows, cols, rs, cs })
+    }
+
+    /// Rows `r` of this matrix.
+    fn rows(&self, r: Range<usize>) -> Self {
+        Self { offset: self.offset + r.start * self.rs, rows: r.end - r.start, ..*self }
+    }
+
+    fn at(&self, i: usize, j: usize) -> f32 {
+        self.buf[self.offset + i * self.rs + j * self.cs]
+    }
+}
+
+/// `out = act(a · b + bias)`: `a` is `[m, k]`, `b` `[k, n]`, `bias` `[n]` broadcast over rows
+/// (contiguous), `out` `[m, n]` row-major contiguous and overwritten (NaN in it is never read).
+/// With `k = 0` the product is zeros, so `out = act(bias)`. See the module docs for the
+/// blocking, the GEMV path and the threads.
+///
+/// # Panics
+/// Never on valid [`Matrix`] values; the sizes (`a` is `m x k`, `b` is `k x n`, `out` holds
+/// `m·n`, `bias` `n`) are the caller's contract, checked by [`crate::kernels`], and are
+/// asserted here in debug builds only.
+pub fn matmul_epilogue(
+    a: Matrix<'_>,
+    b: Matrix<'_>,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    act: Activation,
+    threads: &Threads,
+) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    debug_assert!(b.rows == k && out.len() == m * n && bias.is_none_or(|b| b.len() == n));
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        out.fill(0.0);
+        epilogue(out, bias, n, act);
+        return;
+    }
+    if m <= GEMV_MAX_ROWS && b.cs == 1 {
+        gemv(a, b, out);
+        epilogue(out, bias, n, act);
+        return;
+    }
+    let block = if k.saturating_mul(n) <= SMALL_WEIGHT_ELEMS {
+        (BLOCK_BYTES / (4 * n)).max(MIN_BLOCK_ROWS).min(m)
+    } else {
+        m
+    };
+    let align = if block < m { block } else { MIN_BLOCK_ROWS };
+    let parallel = m.saturating_mul(n).saturating_mul(k).saturating_mul(2) >= PAR_MIN_FLOPS;
+    if parallel && threads.count() > 1 && threads.parts(m, align).len() < 2 {
+        // Too few rows for a row split (a large weight, fewer than two row blocks): the `gemm`
+        // crate splits the output's columns over the team instead, with the depth blocking it
+        // uses on one thread (it derives `kc` before splitting), then the epilogue.
+        let team = gemm::Parallelism::Rayon(threads.count());
+        threads.install(|| sgemm(a, b, out, team));
+        epilogue(out, bias, n, act);
+        return;
+    }
+    let _ = threads.for_parts::<()>(out, (m, n), align, parallel, |rows, part| {
+        let a = a.rows(rows);
+        for (i, out_blk) in part.chunks_mut(block * n).enumerate() {
+            let start = i * block;
+            let blk = a.rows(start..start + out_blk.len() / n);
+            sgemm(blk, b, out_blk, gemm::Parallelism::None);
+            epilogue(out_blk, bias, n, act);
+        }
+        Ok(())
+    });
+}
+
+/// `out = a · b` through the `gemm` crate (`out` row-major `[m, n]`), on the calling thread
+/// with `Parallelism::None`, on the current rayon pool with `Parallelism::Rayon`.
+fn sgemm(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32], parallelism: gemm::Parallelism) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    if m == 0 || n == 0 || k == 0 || out.len() != m * n || b.rows != k {
+        return;
+    }
+    // `Matrix::new` proved the strides fit isize; n fits because out holds m·n elements.
+    let s = |x: usize| x as isize;
+    // SAFETY: `Matrix::new` proved every element `offset + i·rs + p·cs` of `a` (i < m, p < k)
+    // and of `b` (p < k, j < n) lies inside its buffer; `out` is a unique borrow of exactly
+    // m·n elements written with row stride n and column stride 1, so it cannot alias `a` or
+    // `b`. With read_dst = false the library overwrites `out` (dst = beta·a·b) and never
+    // reads it.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            s(n),
+            false,
+            a.buf.as_ptr().add(a.offset),
+            s(a.cs),
+            s(a.rs),
+            b.buf.as_ptr().add(b.offset),
+            s(b.cs),
+            s(b.rs),
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// Declares `$name`, a safe function that runs `$body` (an `#[inline(always)]` function of
+/// the same arguments) compiled for AVX-512F, else AVX2 + FMA, else the build's baseline,
+/// whichever the CPU has (checked at run time, cached by std). Plain `*` and `+` are never
+/// contracted into FMA, so every version gives the same bits.
+macro_rules! widest_isa {
+    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident) => {
+        $(#[$meta])*
+        fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F, checked just now.
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU supports AVX2 and FMA, checked just now.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+
+widest_isa! {
+    /// `out[i, :] = sum_p a[i, p] · b[p, :]` for a `b` of unit column stride, `p` ascending.
+    fn gemv(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) => gemv_body
+}
+
+#[inline(always)]
+fn gemv_body(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
+    let n = b.cols;
+    let w = |p: usize| &b.buf[b.offset + p * b.rs..b.offset + p * b.rs + n];
+    for (i, row) in out.chunks_exact_mut(n).enumerate() {
+        row.fill(0.0);
+        // Four weight rows per pass over the output row (one load and store of it instead of
+        // four); the additions stay in order of `p`, so the bits are those of one row a pass.
+        let mut p = 0;
+        while p + 4 <= a.cols {
+            let (x0, x1, x2, x3) = (a.at(i, p), a.at(i, p + 1), a.at(i, p + 2), a.at(i, p + 3));
+            let (w0, w1, w2, w3) = (w(p), w(p + 1), w(p + 2), w(p + 3));
+            for ((((o, &v0), &v1), &v2), &v3) in row.iter_mut().zip(w0).zip(w1).zip(w2).zip(w3) {
+                *o = (((*o + x0 * v0) + x1 * v1) + x2 * v2) + x3 * v3;
+            }
+            p += 4;
+        }
+        for p in p..a.cols {
+            let x = a.at(i, p);
+            for (o, &wv) in row.iter_mut().zip(w(p)) {
+                *o += x * wv;
+            }
+        }
+    }
+}
+
+widest_isa! {
+    /// Bias (over the rows of an `[_, n]` block) and activation, one pass over `out`.
+    fn epilogue(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activation) => epilogue_body
+}
+
+#[inline(always)]
+fn epilogue_body(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activation) {
+    #[inline(always)]
+    fn rows(out: &mut [f32], bias: Option<&[f32]>, n: usize, f: impl Fn(f32) -> f32) {
+        match bias {
+            None => out.iter_mut().for_each(|v| *v = f(*v)),
+            Some(bias) => {
+                for row in out.chunks_exact_mut(n) {
+                    for (v, &bv) in row.iter_mut().zip(bias) {
+                        *v = f(*v + bv);
+                    }
+                }
+            }
+        }
+    }
+    match (act, bias) {
+        (Activation::Identity, None) => {}
+        (Activation::Identity, _) => rows(out, bias, n, |x| x),
+        (Activation::Relu, _) => rows(out, bias, n, lumen_compiler::ops::relu_f32),
+        (Activation::Gelu, _) => rows(out, bias, n, crate::kernels::gelu_scalar),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: usize, seed: u32) -> Vec<f32> {
+        (0..len as u32)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    /// The f64 product of row-major `a` [m, k] and `b` [k, n], plus bias, activated.
+    fn naive(a: &[f32], b: &[f32], bias: &[f32], (m, k, n): (usize, usize, usize)) -> Vec<f64> {
+        let mut c = vec![0.0f64; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 =
+                    (0..k).map(|p| f64::from(a[i * k + p]) * f64::from(b[p * n + j])).sum();
+                c[i * n + j] = (dot + f64::from(bias[j])).max(0.0);
+            }
+        }
+        c
+    }
+
+    fn run(
+        (m, k, n): (usize, usize, usize),
+        threads: &Threads,
+        a: &[f32],
+        b: &[f32],
+        bias: &[f32],
+    ) -> Vec<f32> {
+        let am = Matrix::new(a, 0, (m, k), (k, 1)).unwrap();
+        let bm = Matrix::new(b, 0, (k, n), (n, 1)).unwrap();
+        let mut out = vec![f32::NAN; m * n];
+        matmul_epilogue(am, bm, Some(bias), &mut out, Activation::Relu, threads);
+        out
+    }
+
+    /// Every path (GEMV rows, small-weight row blocks, large-weight single calls, k = 1,
+    /// n = 1, sizes off every tile multiple) against the f64 reference, with 1 and 3 threads;
+    /// the 3-thread output is bit-identical to the 1-thread one.
+    #[test]
+    fn every_path_matches_the_reference_on_any_thread_count() {
+        let one = Threads::single();
+        let three = Threads::new(Some(3)).unwrap();
+        for &(m, k, n) in &[
+            (1, 1, 1),
+            (1, 64, 128),
+            (2, 3, 5),
+            (3, 17, 1),
+            (4, 33, 31),
+            (5, 1, 7),
+            (7, 9, 130),
+            (97, 13, 1),
+            (450, 64, 128),
+            (1100, 65, 33),
+            (2600, 8, 100),
+            // Split over threads (at least PAR_MIN_FLOPS): small weights in row blocks, and
+            // large weights in one call per part.
+            (5000, 33, 70),
+            (300, 300, 300),
+            (600, 129, 515),
+            // Too few rows for a row split: the gemm crate's column split.
+            (100, 300, 600),
+        ] {
+            let (a, b, bias) = (data(m * k, 1), data(k * n, 2), data(n, 3));
+            let want = naive(&a, &b, &bias, (m, k, n));
+            let got = run((m, k, n), &one, &a, &b, &bias);
+            for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
+                let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+                assert!((f64::from(*g) - w).abs() <= tol, "{m}x{k}x{n} [{idx}]: {g} vs {w}");
+            }
+            let again = run((m, k, n), &one, &a, &b, &bias);
+            let par = run((m, k, n), &three, &a, &b, &bias);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&again), bits(&got), "{m}x{k}x{n}: repeat");
+            assert_eq!(bits(&par), bits(&got), "{m}x{k}x{n}: 3 threads vs 1");
+        }
+    }
+
+    #[test]
+    fn a_matrix_past_its_buffer_is_refused() {
+        let buf = [0.0f32; 6];
+        assert!(Matrix::new(&buf, 0, (2, 3), (3, 1)).is_some());
+        assert!(Matrix::new(&buf, 1, (2, 3), (3, 1)).is_none());
+        assert!(Matrix::new(&buf, 0, (3, 2), (1, 3)).is_some());
+        assert!(Matrix::new(&buf, 0, (usize::MAX, 2), (usize::MAX, 1)).is_none());
+        assert!(Matrix::new(&buf, 0, (0, 5), (100, 1)).is_some());
+    }
+}
