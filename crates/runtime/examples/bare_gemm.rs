@@ -8,40 +8,51 @@
 //! over the runs of the time to do all the shapes once), `runs`, `shapes`, `threads` (the
 //! threads the library ran on) and `library`.
 //!
-//! The library is `matrixmultiply::sgemm`, the GEMM the CPU runtime calls; it runs on the
-//! calling thread only (its `threading` feature is off), so `--threads` above 1 is refused
-//! rather than silently ignored. When the runtime's GEMM changes, [`gemm`] is the one place
-//! to change here.
+//! The library is the `gemm` crate's `gemm::gemm`, the GEMM the CPU runtime calls
+//! (`Parallelism::None` on one thread, `Parallelism::Rayon(t)` inside a rayon pool of `t`
+//! threads otherwise). When the runtime's GEMM changes, [`gemm`] is the one place to change
+//! here.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 /// The library's name, for the report.
-const LIBRARY: &str = "matrixmultiply 0.3 sgemm";
+const LIBRARY: &str = "gemm 0.19 (gemm::gemm)";
 
-/// The most threads [`gemm`] can use.
-const MAX_THREADS: usize = 1;
+/// The most threads [`gemm`] is asked to use.
+const MAX_THREADS: usize = 1024;
 
-/// `c = a · b` for row-major `a [m,k]`, `b [k,n]`, `c [m,n]`.
-fn gemm(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+/// `c = a · b` for row-major `a [m,k]`, `b [k,n]`, `c [m,n]`, split over `threads` (the
+/// calling rayon pool's workers when above 1).
+fn gemm(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32], threads: usize) {
+    let par = match threads {
+        1 => gemm::Parallelism::None,
+        t => gemm::Parallelism::Rayon(t),
+    };
     // SAFETY: the slices hold m*k, k*n and m*n elements (checked by the caller), the strides
-    // are row-major for those shapes, and `c` does not alias `a` or `b` (distinct Vecs).
+    // are row-major for those shapes, `c` does not alias `a` or `b` (distinct Vecs), and
+    // read_dst is false, so `c = 1 * a * b`.
     unsafe {
-        matrixmultiply::sgemm(
+        gemm::gemm(
             m,
-            k,
             n,
-            1.0,
-            a.as_ptr(),
-            k as isize,
-            1,
-            b.as_ptr(),
-            n as isize,
-            1,
-            0.0,
+            k,
             c.as_mut_ptr(),
-            n as isize,
             1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            k as isize,
+            b.as_ptr(),
+            1,
+            n as isize,
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            par,
         );
     }
 }
@@ -93,16 +104,22 @@ fn run() -> Result<(), String> {
         .iter()
         .map(|&(m, k, n)| (data(m * k, 1), data(k * n, 2), vec![0.0; m * n]))
         .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| format!("cannot start {threads} threads: {e}"))?;
     let mut once = || {
         let t = Instant::now();
         for (&(m, k, n), (a, b, c)) in shapes.iter().zip(buffers.iter_mut()) {
-            gemm(m, k, n, black_box(a), black_box(b), c);
+            gemm(m, k, n, black_box(a), black_box(b), c, threads);
             black_box(&c);
         }
         t.elapsed().as_secs_f64() * 1e3
     };
-    once();
-    let mut times: Vec<f64> = (0..runs).map(|_| once()).collect();
+    let mut times: Vec<f64> = pool.install(|| {
+        once();
+        (0..runs).map(|_| once()).collect()
+    });
     times.sort_by(f64::total_cmp);
     let median =
         if runs % 2 == 1 { times[runs / 2] } else { (times[runs / 2 - 1] + times[runs / 2]) / 2.0 };
