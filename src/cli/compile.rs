@@ -57,27 +57,40 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let program = graph.compile(&options)?;
     // The planner's independent checker: no two buffers whose lifetimes conflict (parallel
-    // branches included) share a byte; a failure is a planner bug, reported as an error.
+    // branches included) share a byte; a failure is a planner bug, reported as an error. It
+    // only reads the program, so it runs beside the text's formatting.
     let slab = lumen_planner::SlabOptions {
         alignment: program.options.alignment,
         capacity: program.options.capacity,
         algorithm: program.options.algorithm,
         ..Default::default()
     };
-    lumen_planner::verify(&program.dag, &program.llir.slab_buffers(), &program.plan, &slab)
-        .map_err(|e| anyhow::anyhow!("the plan fails verification: {e}"))?;
+    let verify = || {
+        lumen_planner::verify(&program.dag, &program.llir.slab_buffers(), &program.plan, &slab)
+            .map_err(|e| anyhow::anyhow!("the plan fails verification: {e}"))
+    };
+    let format = || {
+        (!args.json).then(|| {
+            format!(
+                "{}\n{}verified     yes (lumen_planner::verify: no two buffers whose lifetimes \
+                 conflict share a byte)\n",
+                dump::llir_text(&program),
+                dump::plan_text(&program)
+            )
+        })
+    };
+    let (verified, text) = std::thread::scope(|s| {
+        let text = s.spawn(format);
+        let verified = verify();
+        (verified, text.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+    });
+    verified?;
     if args.json {
         let mut json = dump::compiled_json(&program);
         json["verified"] = serde_json::Value::Bool(true);
         json["target"] = serde_json::Value::from(args.target.target(Target::default()).name());
         out::print_json(&json)
     } else {
-        let text = format!(
-            "{}\n{}verified     yes (lumen_planner::verify: no two buffers whose lifetimes \
-             conflict share a byte)\n",
-            dump::llir_text(&program),
-            dump::plan_text(&program)
-        );
-        Ok(out::print(&text)?)
+        Ok(out::print(&text.unwrap_or_default())?)
     }
 }
