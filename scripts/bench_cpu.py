@@ -17,7 +17,7 @@ optimisations, `intra_op_num_threads` = the thread count) in this process. The w
 Per round, for each workload and each thread count (1, then every core), in turn: lumen fused
 (`--fuse`), lumen unfused (`--no-fuse`), ONNX Runtime, and the bare GEMM (the runtime's GEMM
 library called on the workload's matmul shapes with nothing else: `cargo run --example
-bare_gemm`; where the library cannot use that many threads, `-`). Rounds interleave so machine
+bare_gemm`, on as many threads as lumen). Rounds interleave so machine
 noise hits every engine alike; each cell is the median of the per-round medians, and each ratio
 the median of the per-round ratios (below 1: lumen is faster). Weights are random where the
 workload has no file (timing does not depend on them). Before timing, lumen's outputs are checked
@@ -243,7 +243,7 @@ def bare_ms(bare, shapes, threads, runs):
     cmd += [f"{m}x{k}x{n}" for m, k, n in shapes]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        return None  # e.g. more threads than the library runs on
+        sys.exit(f"error: {' '.join(cmd)} failed:\n{done.stderr.strip()}")
     return json.loads(done.stdout)["median_ms"]
 
 
@@ -260,16 +260,22 @@ def main():
     parser.add_argument("--bare", default=os.path.join(ROOT, "target", "release", "examples",
                                                       "bare_gemm"))
     args = parser.parse_args()
+    if args.rounds < 1:
+        sys.exit(f"error: --rounds must be at least 1, got {args.rounds}")
     for path, how in [(args.lumen, "cargo build --release"),
                       (args.bare, "cargo build --release --workspace --bins --examples")]:
         if not os.path.exists(path):
             sys.exit(f"error: {path} not found: run `{how}` first")
-    cores = os.cpu_count() or 1
+    # The cores this process may use (taskset, cgroups' cpusets), as lumen's default counts them.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     thread_counts = [1] if cores == 1 else [1, cores]
     print(f"onnxruntime {ort.__version__}, numpy {np.__version__}, onnx {onnx.__version__}; "
           f"{cores} cores; {args.rounds} interleaved rounds", flush=True)
 
     chosen = [w for w in workloads(args.quick) if args.only in w[0]]
+    if not chosen:
+        names = ", ".join(w[0] for w in workloads(args.quick))
+        sys.exit(f"error: --only {args.only!r} matches no workload (they are: {names})")
     cells = {}  # (workload, threads) -> {engine: [per-round ms]}
     with tempfile.TemporaryDirectory() as tmp:
         prepared = []
@@ -329,8 +335,7 @@ def main():
                   f"{fmt(med['ort']):>9} {fmt(med['bare']):>9} {fmt(ratio('fused', 'ort')):>9} "
                   f"{fmt(ratio('fused', 'unfused')):>9} {fmt(ratio('fused', 'bare')):>10}")
     print("\nms: median execute; ratios: median of per-round ratios (below 1: lumen is faster); "
-          "bare GEMM: the workload's matmuls alone, '-' where the library cannot use that many "
-          "threads.")
+          "bare GEMM: the workload's matmuls alone, one gemm crate call each.")
     return 0
 
 

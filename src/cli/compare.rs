@@ -130,6 +130,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let in_place = if args.in_place { in_place_savings(&exploration)? } else { Vec::new() };
     if args.json {
         let mut value = report::compare_json(&exploration);
+        if let Some(obj) = value.as_object_mut() {
+            // Which target's facts the candidates were compiled with, as `compile --json` says.
+            obj.insert("target".into(), args.target.target(default_target(&args)).name().into());
+            obj.insert("workspace_bytes".into(), options.workspace_bytes.into());
+        }
         if args.in_place
             && let Some(obj) = value.as_object_mut()
         {

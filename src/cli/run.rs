@@ -150,6 +150,10 @@ pub(super) fn parse_threads(s: &str) -> Result<usize, String> {
             .to_string()),
         Ok(n) if n > MAX_THREADS => Err(format!("at most {MAX_THREADS} threads")),
         Ok(n) => Ok(n),
+        // All digits but too large for a usize: a whole number, just far too many.
+        Err(_) if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit()) => {
+            Err(format!("at most {MAX_THREADS} threads"))
+        }
         Err(_) => Err(format!("`{s}` is not a whole number of threads")),
     }
 }
@@ -165,6 +169,15 @@ pub(super) fn runtime_with_threads(
             "--threads applies to the cpu runtime, not {name}"
         ))
         .into());
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(n) = threads.filter(|&n| n > cores) {
+        // Honoured (a user may measure oversubscription on purpose), but said: more workers
+        // than cores only wait for each other, and an execute can be many times slower.
+        warn(&[format!(
+            "--threads {n} is more than the {cores} core(s) this process may use; the workers \
+             will share them and an execute can be much slower"
+        )]);
     }
     Ok(lumen_runtime::runtime_with_threads(name, threads)?)
 }
@@ -710,7 +723,11 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
         s,
         "repeats    {}, outputs {}; {} in {:.3} ms",
         count(args.runs as usize, "execute", "executes"),
-        if o.repeat_identical { "bit-identical" } else { "DIFFER between executes" },
+        match (args.runs, o.repeat_identical) {
+            (0 | 1, _) => "not compared (one execute)",
+            (_, true) => "bit-identical",
+            (_, false) => "DIFFER between executes",
+        },
         match o.model {
             Model::Onnx(_) => "model read and imported",
             _ => "file read",
@@ -1021,6 +1038,7 @@ mod tests {
         assert_eq!(parse_threads("1024"), Ok(1024));
         assert!(parse_threads("0").unwrap_err().starts_with("0 threads cannot run anything"));
         assert_eq!(parse_threads("1025").unwrap_err(), "at most 1024 threads");
+        assert_eq!(parse_threads("99999999999999999999999").unwrap_err(), "at most 1024 threads");
         assert_eq!(parse_threads("1.5").unwrap_err(), "`1.5` is not a whole number of threads");
     }
 
