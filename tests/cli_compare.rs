@@ -30,6 +30,12 @@ fn compare_linear_relu_json_has_the_spec_differences() {
     assert_eq!(d["launches_saved"], 2);
     assert_eq!(d["dram_bytes_saved"], 65_536);
     assert_eq!(v["egraph"]["stop"], "saturated");
+    // The target whose facts the candidates were compiled with, as compile --json says.
+    assert_eq!(v["target"], "cuda");
+    assert_eq!(v["workspace_bytes"], 1_048_576);
+    let cpu = json(&["compare", "linear-relu", "--target", "cpu", "--json"]);
+    assert_eq!(cpu["target"], "cpu");
+    assert_eq!(cpu["workspace_bytes"], 0);
 }
 
 #[test]

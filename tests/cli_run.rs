@@ -800,6 +800,32 @@ fn threads_flag_is_reported_and_checked() {
         String::from_utf8_lossy(&out.stderr),
         "error: --threads applies to the cpu runtime, not cuda\n"
     );
+    // A number too large for any integer type is still "too many", not "not a number".
+    let out = lumen(&["run", DIGITS, "--threads=99999999999999999999999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(": at most 1024 threads"));
+    // More threads than cores: honoured, with one warning line.
+    let over = (cores() + 1).to_string();
+    let out = lumen(&["run", DIGITS, "--threads", &over, "--no-search", "--json", "--runs", "2"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "warning: --threads {over} is more than the {} core(s) this process may use; the \
+             workers will share them and an execute can be much slower\n",
+            cores()
+        )
+    );
+    assert_eq!(json_of(out)["threads"], cores() + 1);
+    // One execute compares nothing with nothing, and says so.
+    let text = String::from_utf8(
+        lumen(&["run", DIGITS, "--threads", "1", "--no-search", "--runs", "1"]).stdout,
+    )
+    .unwrap();
+    assert!(
+        text.contains("\nrepeats    1 execute, outputs not compared (one execute); "),
+        "{text}"
+    );
 }
 
 /// The achieved figure uses the median execute (the mean, which includes the cold first
