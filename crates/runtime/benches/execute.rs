@@ -84,31 +84,7 @@ fn bench_shape(c: &mut Criterion, (m, k, n): (usize, usize, usize)) {
     let mut out = vec![0.0f32; m * n];
     group.bench_function("gemm", |bench| {
         bench.iter(|| {
-            // SAFETY: a is m·k, b is k·n, out is m·n, all row-major with unit column stride;
-            // dst = 1·a·b (read_dst false), on this thread.
-            unsafe {
-                gemm::gemm(
-                    m,
-                    n,
-                    k,
-                    out.as_mut_ptr(),
-                    1,
-                    n as isize,
-                    false,
-                    a.as_ptr(),
-                    1,
-                    k as isize,
-                    b.as_ptr(),
-                    1,
-                    n as isize,
-                    0.0f32,
-                    1.0f32,
-                    false,
-                    false,
-                    false,
-                    gemm::Parallelism::None,
-                );
-            }
+            lumen_runtime::gemm::bare_sgemm((m, k, n), &a, &b, &mut out, 1).expect("gemm");
             black_box(&out);
         })
     });

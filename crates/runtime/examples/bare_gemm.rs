@@ -22,41 +22,6 @@ const LIBRARY: &str = "gemm 0.19 (gemm::gemm)";
 /// The most threads [`gemm`] is asked to use.
 const MAX_THREADS: usize = 1024;
 
-/// `c = a · b` for row-major `a [m,k]`, `b [k,n]`, `c [m,n]`, split over `threads` (the
-/// calling rayon pool's workers when above 1).
-fn gemm(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32], threads: usize) {
-    let par = match threads {
-        1 => gemm::Parallelism::None,
-        t => gemm::Parallelism::Rayon(t),
-    };
-    // SAFETY: the slices hold m*k, k*n and m*n elements (checked by the caller), the strides
-    // are row-major for those shapes, `c` does not alias `a` or `b` (distinct Vecs), and
-    // read_dst is false, so `c = 1 * a * b`.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            1,
-            n as isize,
-            false,
-            a.as_ptr(),
-            1,
-            k as isize,
-            b.as_ptr(),
-            1,
-            n as isize,
-            0.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            par,
-        );
-    }
-}
-
 /// `MxKxN` as three positive whole numbers.
 fn parse_shape(text: &str) -> Result<(usize, usize, usize), String> {
     let dims: Vec<usize> = text
@@ -111,15 +76,16 @@ fn run() -> Result<(), String> {
     let mut once = || {
         let t = Instant::now();
         for (&(m, k, n), (a, b, c)) in shapes.iter().zip(buffers.iter_mut()) {
-            gemm(m, k, n, black_box(a), black_box(b), c, threads);
+            lumen_runtime::gemm::bare_sgemm((m, k, n), black_box(a), black_box(b), c, threads)
+                .map_err(|e| e.to_string())?;
             black_box(&c);
         }
-        t.elapsed().as_secs_f64() * 1e3
+        Ok::<f64, String>(t.elapsed().as_secs_f64() * 1e3)
     };
     let mut times: Vec<f64> = pool.install(|| {
-        once();
-        (0..runs).map(|_| once()).collect()
-    });
+        once()?;
+        (0..runs).map(|_| once()).collect::<Result<_, _>>()
+    })?;
     times.sort_by(f64::total_cmp);
     let median =
         if runs % 2 == 1 { times[runs / 2] } else { (times[runs / 2 - 1] + times[runs / 2]) / 2.0 };

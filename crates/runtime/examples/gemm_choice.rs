@@ -86,34 +86,10 @@ fn cell(lib: &str, threads: usize, (m, k, n): (usize, usize, usize)) -> f64 {
         }),
         "gemm" => {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
-            let par = match threads {
-                1 => gemm::Parallelism::None,
-                t => gemm::Parallelism::Rayon(t),
-            };
-            // SAFETY: as above; dst = 1·a·b (read_dst false).
             pool.install(|| {
-                seconds_per_call(|| unsafe {
-                    gemm::gemm(
-                        m,
-                        n,
-                        k,
-                        c.as_mut_ptr(),
-                        1,
-                        n as isize,
-                        false,
-                        a.as_ptr(),
-                        1,
-                        k as isize,
-                        b.as_ptr(),
-                        1,
-                        n as isize,
-                        0.0f32,
-                        1.0f32,
-                        false,
-                        false,
-                        false,
-                        par,
-                    );
+                seconds_per_call(|| {
+                    lumen_runtime::gemm::bare_sgemm((m, k, n), &a, &b, &mut c, threads)
+                        .expect("gemm");
                 })
             })
         }

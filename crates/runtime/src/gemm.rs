@@ -198,6 +198,44 @@ fn sgemm(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32], parallelism: gemm::Paral
     }
 }
 
+/// `c = a · b` for contiguous row-major `a [m, k]`, `b [k, n]` and `c [m, n]` through the same
+/// library call the runtime makes and nothing else (none of lumen's blocking, epilogue or
+/// threads): the "bare GEMM" lumen is benchmarked against (`benches/execute.rs`,
+/// `examples/bare_gemm.rs`, `examples/gemm_choice.rs`). With `threads` above 1 the library
+/// splits the product itself on the current rayon pool (`Parallelism::Rayon(threads)`); call
+/// it inside a pool of that size.
+///
+/// # Errors
+/// [`crate::RuntimeError::Kernel`] when a slice does not hold `m * k`, `k * n` or `m * n`
+/// elements.
+pub fn bare_sgemm(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    threads: usize,
+) -> Result<(), crate::RuntimeError> {
+    let shape_error = || crate::RuntimeError::Kernel {
+        kernel: "bare_sgemm",
+        reason: format!("slices of {}, {}, {} elements for {m}x{k}x{n}", a.len(), b.len(), c.len()),
+    };
+    let (Some(mk), Some(kn), Some(mn)) = (m.checked_mul(k), k.checked_mul(n), m.checked_mul(n))
+    else {
+        return Err(shape_error());
+    };
+    if a.len() != mk || b.len() != kn || c.len() != mn {
+        return Err(shape_error());
+    }
+    let a = Matrix::new(a, 0, (m, k), (k, 1)).ok_or_else(shape_error)?;
+    let b = Matrix::new(b, 0, (k, n), (n, 1)).ok_or_else(shape_error)?;
+    let parallelism = match threads {
+        0 | 1 => gemm::Parallelism::None,
+        t => gemm::Parallelism::Rayon(t),
+    };
+    sgemm(a, b, c, parallelism);
+    Ok(())
+}
+
 /// Declares `$name`, a safe function that runs `$body` (an `#[inline(always)]` function of
 /// the same arguments) compiled for AVX-512F, else AVX2 + FMA, else the build's baseline,
 /// whichever the CPU has (checked at run time, cached by std). Plain `*` and `+` are never
@@ -326,6 +364,36 @@ mod tests {
         let mut out = vec![f32::NAN; m * n];
         matmul_epilogue(am, bm, Some(bias), &mut out, Activation::Relu, threads);
         out
+    }
+
+    /// The bare library call the benchmarks compare against: the product (no bias, no
+    /// activation) within f32 rounding of the f64 reference, the same bits as the runtime's
+    /// own single-thread call without an epilogue, and a typed error for slices that do not
+    /// hold their shapes.
+    #[test]
+    fn bare_sgemm_is_the_plain_product() {
+        let (m, k, n) = (37, 19, 23);
+        let (a, b) = (data(m * k, 1), data(k * n, 2));
+        let mut c = vec![f32::NAN; m * n];
+        bare_sgemm((m, k, n), &a, &b, &mut c, 1).unwrap();
+        let zero = vec![0.0f32; n];
+        for i in 0..m {
+            for j in 0..n {
+                let want: f64 =
+                    (0..k).map(|p| f64::from(a[i * k + p]) * f64::from(b[p * n + j])).sum();
+                let got = f64::from(c[i * n + j]);
+                assert!((got - want).abs() <= 1e-5 * (1.0 + want.abs()), "{i},{j}");
+            }
+        }
+        let am = Matrix::new(&a, 0, (m, k), (k, 1)).unwrap();
+        let bm = Matrix::new(&b, 0, (k, n), (n, 1)).unwrap();
+        let mut own = vec![f32::NAN; m * n];
+        matmul_epilogue(am, bm, Some(&zero), &mut own, Activation::Identity, &Threads::single());
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&own), bits(&c));
+        let mut short = vec![0.0f32; m * n - 1];
+        assert!(bare_sgemm((m, k, n), &a, &b, &mut short, 1).is_err());
+        assert!(bare_sgemm((usize::MAX, 2, 2), &a, &b, &mut c, 1).is_err());
     }
 
     /// Every path (GEMV rows, small-weight row blocks, large-weight single calls, k = 1,
