@@ -785,6 +785,23 @@ mod tests {
         value
     }
 
+    /// Whether libcublasLt is loadable with lumen's symbols plus `extra` (the ones only a test
+    /// calls, so a partial library skips instead of panicking inside cudarc's lazy loader);
+    /// prints `skipped: why` when not. Under `LUMEN_REQUIRE_CUDA=1` (scripts/gpu-check.sh) a
+    /// skip is a failure.
+    fn cublaslt_or_skip(extra: &[&'static str]) -> bool {
+        use super::super::device::{CUBLASLT, RequiredLibrary};
+        let symbols: Vec<&'static str> =
+            CUBLASLT.symbols.iter().copied().chain(extra.iter().copied()).collect();
+        let lib = RequiredLibrary { symbols: symbols.leak(), ..CUBLASLT };
+        let Some(why) = lib.problem(&lib.probe()) else { return true };
+        if std::env::var_os("LUMEN_REQUIRE_CUDA").is_some_and(|v| v == "1") {
+            panic!("LUMEN_REQUIRE_CUDA=1 but the test would skip: {why}");
+        }
+        eprintln!("skipped: {why}");
+        false
+    }
+
     /// Host-only half of the cuBLASLt path against the real library, no GPU needed: every
     /// descriptor, layout and preference lumen builds is accepted, and reading each attribute
     /// back gives what was set, at the size cuBLASLt's header gives it. Catches a wrong
@@ -792,29 +809,14 @@ mod tests {
     /// layout it rejects, before any GPU time is spent. Skips, saying why, without libcublasLt.
     #[test]
     fn descriptors_layouts_and_preferences_against_the_real_library() {
-        use super::super::device::{CUBLASLT, RequiredLibrary};
         use lt_sys::cublasLtMatmulDescAttributes_t as D;
         use lt_sys::cublasLtMatrixLayoutAttribute_t as L;
-        // lumen's symbols plus the ones only this test calls, so a partial library skips
-        // here instead of panicking inside cudarc's lazy loader.
-        let symbols: Vec<&'static str> = CUBLASLT
-            .symbols
-            .iter()
-            .copied()
-            .chain([
-                "cublasLtGetVersion",
-                "cublasLtMatmulDescGetAttribute",
-                "cublasLtMatrixLayoutGetAttribute",
-                "cublasLtMatmulPreferenceGetAttribute",
-            ])
-            .collect();
-        let lib = RequiredLibrary { symbols: symbols.leak(), ..CUBLASLT };
-        if let Some(why) = lib.problem(&lib.probe()) {
-            // scripts/gpu-check.sh sets LUMEN_REQUIRE_CUDA=1: there a skip is a failure.
-            if std::env::var_os("LUMEN_REQUIRE_CUDA").is_some_and(|v| v == "1") {
-                panic!("LUMEN_REQUIRE_CUDA=1 but the test would skip: {why}");
-            }
-            eprintln!("skipped: {why}");
+        if !cublaslt_or_skip(&[
+            "cublasLtGetVersion",
+            "cublasLtMatmulDescGetAttribute",
+            "cublasLtMatrixLayoutGetAttribute",
+            "cublasLtMatmulPreferenceGetAttribute",
+        ]) {
             return;
         }
         // SAFETY: a plain query of the loaded library.
@@ -895,28 +897,16 @@ mod tests {
     /// real library host-only and read back. Skips, saying why, without libcublasLt.
     #[test]
     fn descriptors_layouts_batched_and_transposed_against_the_real_library() {
-        use super::super::device::{CUBLASLT, RequiredLibrary};
         use lt_sys::cublasLtMatmulDescAttributes_t as D;
         use lt_sys::cublasLtMatmulPreferenceAttributes_t as P;
         use lt_sys::cublasLtMatrixLayoutAttribute_t as L;
         use lumen_compiler::{CompileOptions, Graph};
-        let symbols: Vec<&'static str> = CUBLASLT
-            .symbols
-            .iter()
-            .copied()
-            .chain([
-                "cublasLtMatmulDescGetAttribute",
-                "cublasLtMatrixLayoutGetAttribute",
-                "cublasLtMatrixLayoutSetAttribute",
-                "cublasLtMatmulPreferenceGetAttribute",
-            ])
-            .collect();
-        let lib = RequiredLibrary { symbols: symbols.leak(), ..CUBLASLT };
-        if let Some(why) = lib.problem(&lib.probe()) {
-            if std::env::var_os("LUMEN_REQUIRE_CUDA").is_some_and(|v| v == "1") {
-                panic!("LUMEN_REQUIRE_CUDA=1 but the test would skip: {why}");
-            }
-            eprintln!("skipped: {why}");
+        if !cublaslt_or_skip(&[
+            "cublasLtMatmulDescGetAttribute",
+            "cublasLtMatrixLayoutGetAttribute",
+            "cublasLtMatrixLayoutSetAttribute",
+            "cublasLtMatmulPreferenceGetAttribute",
+        ]) {
             return;
         }
         // Programs whose products are transposed, batched, broadcast and looped.
