@@ -35,8 +35,41 @@
 
 use std::ops::Range;
 
-use crate::kernels::Activation;
 use crate::threads::{PAR_MIN_FLOPS, Threads};
+use lumen_compiler::{Epilogue, UnaryOp};
+
+/// The activation part of an epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// None: the product (plus bias) as is.
+    Identity,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU, tanh form, in its stable sigmoid form (see [`lumen_compiler::ops::gelu_f32`]).
+    Gelu,
+}
+
+impl Activation {
+    /// Applies the activation to one value, with the op table's semantics.
+    #[inline]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::Identity => x,
+            Activation::Relu => lumen_compiler::ops::relu_f32(x),
+            Activation::Gelu => lumen_compiler::ops::gelu_f32(x),
+        }
+    }
+}
+
+/// Splits a cuBLASLt epilogue into (has a bias, activation).
+pub fn epilogue_parts(epilogue: Epilogue) -> (bool, Activation) {
+    let act = match epilogue.activation() {
+        None => Activation::Identity,
+        Some(UnaryOp::Gelu) => Activation::Gelu,
+        Some(_) => Activation::Relu,
+    };
+    (epilogue.has_bias(), act)
+}
 
 /// Products of at most this many rows (with a unit-column-stride weight) take the GEMV path.
 pub const GEMV_MAX_ROWS: usize = 4;
@@ -325,7 +358,7 @@ fn epilogue_body(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activatio
         (Activation::Identity, None) => {}
         (Activation::Identity, _) => rows(out, bias, n, |x| x),
         (Activation::Relu, _) => rows(out, bias, n, lumen_compiler::ops::relu_f32),
-        (Activation::Gelu, _) => rows(out, bias, n, crate::kernels::gelu_scalar),
+        (Activation::Gelu, _) => rows(out, bias, n, lumen_compiler::ops::gelu_f32),
     }
 }
 

@@ -14,46 +14,14 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use lumen_compiler::view::{walk, walk_rows};
-use lumen_compiler::{BinaryOp, ElemOp, Epilogue, ReduceOp, UnaryOp, View};
+use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, UnaryOp, View};
 
 use crate::RuntimeError;
+pub use crate::gemm::{Activation, epilogue_parts};
 use crate::gemm::{Matrix, matmul_epilogue};
 use crate::threads::{PAR_MIN_ELEMS, Threads};
 
 pub use lumen_compiler::ops::gelu_f32 as gelu_scalar;
-
-/// The activation part of an epilogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Activation {
-    /// None: the product (plus bias) as is.
-    Identity,
-    /// `max(x, 0)`.
-    Relu,
-    /// GELU, tanh form, in its stable sigmoid form (see [`gelu_scalar`]).
-    Gelu,
-}
-
-impl Activation {
-    /// Applies the activation to one value, with the op table's semantics.
-    #[inline]
-    pub fn apply(self, x: f32) -> f32 {
-        match self {
-            Activation::Identity => x,
-            Activation::Relu => lumen_compiler::ops::relu_f32(x),
-            Activation::Gelu => gelu_scalar(x),
-        }
-    }
-}
-
-/// Splits a cuBLASLt epilogue into (has a bias, activation).
-pub fn epilogue_parts(epilogue: Epilogue) -> (bool, Activation) {
-    let act = match epilogue.activation() {
-        None => Activation::Identity,
-        Some(UnaryOp::Gelu) => Activation::Gelu,
-        Some(_) => Activation::Relu,
-    };
-    (epilogue.has_bias(), act)
-}
 
 fn check_len(
     kernel: &'static str,
