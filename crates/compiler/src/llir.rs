@@ -36,6 +36,16 @@ pub enum Epilogue {
 }
 
 impl Epilogue {
+    /// Every epilogue, in declaration order (the six cuBLASLt epilogues lumen emits).
+    pub const ALL: [Epilogue; 6] = [
+        Epilogue::Default,
+        Epilogue::Bias,
+        Epilogue::Relu,
+        Epilogue::ReluBias,
+        Epilogue::Gelu,
+        Epilogue::GeluBias,
+    ];
+
     /// cuBLASLt's name: `DEFAULT`, `BIAS`, `RELU`, `RELU_BIAS`, `GELU`, `GELU_BIAS`.
     pub fn name(self) -> &'static str {
         match self {

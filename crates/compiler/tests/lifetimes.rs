@@ -102,14 +102,7 @@ fn dead_ops_are_removed_before_planning() {
 #[test]
 fn every_epilogue_lowers_to_one_lt_matmul() {
     // The fusion issue produces these HLIR nodes; lowering must already handle them.
-    for epilogue in [
-        Epilogue::Default,
-        Epilogue::Bias,
-        Epilogue::Relu,
-        Epilogue::ReluBias,
-        Epilogue::Gelu,
-        Epilogue::GeluBias,
-    ] {
+    for epilogue in Epilogue::ALL {
         let here = SourceLocation::caller();
         let mut h = Hlir::new();
         let x = h.add_op(

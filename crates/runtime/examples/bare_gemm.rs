@@ -82,13 +82,12 @@ fn run() -> Result<(), String> {
         }
         Ok::<f64, String>(t.elapsed().as_secs_f64() * 1e3)
     };
-    let mut times: Vec<f64> = pool.install(|| {
+    let times: Vec<f64> = pool.install(|| {
         once()?;
         (0..runs).map(|_| once()).collect::<Result<_, _>>()
     })?;
-    times.sort_by(f64::total_cmp);
-    let median =
-        if runs % 2 == 1 { times[runs / 2] } else { (times[runs / 2 - 1] + times[runs / 2]) / 2.0 };
+    // runs >= 1 (checked above), so there is a median.
+    let median = lumen_runtime::search::median(&times).unwrap_or(f64::NAN);
     let shapes: Vec<String> = shapes.iter().map(|(m, k, n)| format!("\"{m}x{k}x{n}\"")).collect();
     println!(
         "{{\"median_ms\": {median}, \"runs\": {runs}, \"threads\": {threads}, \"shapes\": [{}], \

@@ -138,11 +138,7 @@ fn main() {
             }
         }
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
+    let median = |v: &[f64]| lumen_runtime::search::median(v).unwrap_or(f64::NAN);
     println!("bare GEMM, GFLOP/s, median of {rounds} interleaved rounds");
     println!(
         "{:<16} {:>7} {:>15} {:>8} {:>8} {:>16}",

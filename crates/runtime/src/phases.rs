@@ -97,7 +97,7 @@ impl PhaseTimes {
     /// The median of the recorded executes, seconds (the mean of the two middle ones for an
     /// even count); `None` before the first.
     pub fn median_execute(&self) -> Option<f64> {
-        median(&self.executes)
+        crate::search::median(&self.executes)
     }
 
     /// The report: each phase's time and share, and the achieved FLOP/s of one execute
@@ -130,19 +130,6 @@ pub struct Peak {
     /// How the figure was obtained (e.g. `2 cores x 2.30 GHz (/proc/cpuinfo cpu MHz, ...) x 2
     /// FMA units (assumed) x 16 f32 lanes (AVX-512F) x 2 FLOP = 64 FLOP/cycle per core`).
     pub basis: String,
-}
-
-/// The median of `samples` (the mean of the two middle values for an even count), `None` for
-/// none. NaN sorts last ([`f64::total_cmp`]).
-pub fn median(samples: &[f64]) -> Option<f64> {
-    let mut v = samples.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
 }
 
 /// Achieved throughput of one execute.
@@ -353,6 +340,7 @@ mod tests {
         assert!((a.seconds - 0.5e-3).abs() < 1e-15);
         assert!((a.mean_seconds - 1e-3).abs() < 1e-15);
         assert!((a.flops_per_s - 6e9).abs() < 1e-3);
+        let median = crate::search::median;
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[3.0, 1.0, 2.0, 10.0]), Some(2.5));
         assert_eq!(median(&[4.0]), Some(4.0));

@@ -260,14 +260,7 @@ fn every_program_the_gpu_tests_run_is_in_the_cuda_op_set() {
         supported(&linear_relu_unfused(m, k, n, "linear-relu"));
         supported(&linear_fused(m, k, n, Epilogue::ReluBias, "linear-relu"));
     }
-    for epilogue in [
-        Epilogue::Default,
-        Epilogue::Bias,
-        Epilogue::Relu,
-        Epilogue::ReluBias,
-        Epilogue::Gelu,
-        Epilogue::GeluBias,
-    ] {
+    for epilogue in Epilogue::ALL {
         supported(&linear_fused(9, 13, 11, epilogue, epilogue.name()));
         supported(&linear_fused(2, 2, 2, epilogue, "col-bias"));
     }
@@ -772,17 +765,7 @@ fn memory_debug_refuses_an_overlapping_plan() {
 fn every_epilogue_matches_the_reference() {
     let Some(rt) = gpu(fp32()) else { return };
     let (m, k, n) = (9, 13, 11);
-    for (i, epilogue) in [
-        Epilogue::Default,
-        Epilogue::Bias,
-        Epilogue::Relu,
-        Epilogue::ReluBias,
-        Epilogue::Gelu,
-        Epilogue::GeluBias,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, epilogue) in Epilogue::ALL.into_iter().enumerate() {
         let program = linear_fused(m, k, n, epilogue, epilogue.name());
         let weights = weights_for(&program, 300 + i as u64);
         let inputs = inputs_for(&program, 400 + i as u64);
@@ -986,9 +969,8 @@ fn a_gather_id_out_of_range_is_reported_by_the_device() {
 // ---------------------------------------------------------------------------------------------
 // Benchmark (run with --ignored; scripts/gpu-check.sh does).
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+fn median(v: Vec<f64>) -> f64 {
+    lumen_runtime::search::median(&v).unwrap_or(f64::NAN)
 }
 
 #[test]

@@ -98,17 +98,7 @@ fn k_zero_gives_relu_of_bias() {
 #[test]
 fn every_epilogue_matches_reference() {
     let (m, k, n) = (9, 13, 11);
-    for (i, epilogue) in [
-        Epilogue::Default,
-        Epilogue::Bias,
-        Epilogue::Relu,
-        Epilogue::ReluBias,
-        Epilogue::Gelu,
-        Epilogue::GeluBias,
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, epilogue) in Epilogue::ALL.into_iter().enumerate() {
         let program = compile_fused(&linear_fused(m, k, n, epilogue).hlir, epilogue.name());
         let weights = weights_for(&program, 300 + i as u64);
         let inputs = inputs_for(&program, 400 + i as u64);

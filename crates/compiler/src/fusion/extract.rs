@@ -48,7 +48,7 @@ pub struct ExtractionTable {
     /// Per e-node slot: its score before children with the penalty for an e-node the program
     /// did not write ([`own_score`] when usable), `None` for an ill-shaped e-node.
     score: Vec<Option<u64>>,
-    /// Per e-node slot: the program wrote it (always allowed), and its epilogue.
+    /// Per e-node slot: the program wrote it (always allowed, whatever the policy).
     written: Vec<bool>,
     /// Per e-node slot: its epilogue if a matmul.
     epilogue: Vec<Option<Epilogue>>,

@@ -826,14 +826,7 @@ mod tests {
             read_back(lt_sys::cublasLtMatmulDescGetAttribute as _, desc.0, attr, zero)
         };
         for mode in [ComputeMode::Fp32, ComputeMode::Tf32] {
-            for epilogue in [
-                Epilogue::Default,
-                Epilogue::Bias,
-                Epilogue::Relu,
-                Epilogue::ReluBias,
-                Epilogue::Gelu,
-                Epilogue::GeluBias,
-            ] {
+            for epilogue in Epilogue::ALL {
                 // A made-up, 256-aligned device address: the descriptor stores it, never reads it.
                 let bias = epilogue.has_bias().then_some(0x7f00_0000_0100u64);
                 let desc = matmul_desc(mode, epilogue, bias, (false, false)).unwrap();
@@ -949,14 +942,7 @@ mod tests {
         let (mut descs, mut layouts, mut prefs) = (0, 0, 0);
         for p in &problems {
             for mode in [ComputeMode::Fp32, ComputeMode::Tf32] {
-                for epilogue in [
-                    Epilogue::Default,
-                    Epilogue::Bias,
-                    Epilogue::Relu,
-                    Epilogue::ReluBias,
-                    Epilogue::Gelu,
-                    Epilogue::GeluBias,
-                ] {
+                for epilogue in Epilogue::ALL {
                     let bias = epilogue.has_bias().then_some(0x7f00_0000_0104u64);
                     let desc = matmul_desc(mode, epilogue, bias, (p.trans_a, p.trans_b)).unwrap();
                     let get32 = |attr: D| -> i32 {
