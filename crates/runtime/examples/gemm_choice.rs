@@ -24,10 +24,12 @@ use std::time::Instant;
 use lumen_runtime::Threads;
 use lumen_runtime::gemm::{Matrix, matmul_epilogue};
 use lumen_runtime::kernels::Activation;
+use lumen_runtime::packed::{PackedWeight, matmul_packed};
 
 const SHAPES: [(usize, usize, usize); 5] =
     [(1, 64, 128), (450, 64, 128), (4096, 64, 128), (512, 2048, 512), (2048, 2048, 2048)];
-const LIBS: [&str; 4] = ["matrixmultiply", "gemm", "lumen", "lumen+bias+relu"];
+const LIBS: [&str; 6] =
+    ["matrixmultiply", "gemm", "lumen", "lumen+bias+relu", "packed", "packed+bias+relu"];
 const THREADS: [usize; 2] = [1, 2];
 
 fn data(len: usize, seed: u32) -> Vec<f32> {
@@ -99,10 +101,17 @@ fn cell(lib: &str, threads: usize, (m, k, n): (usize, usize, usize)) -> f64 {
             let bm = Matrix::new(&b, 0, (k, n), (n, 1)).expect("b");
             let bias = data(n, 3);
             let (bias, act) = match lib {
-                "lumen" => (None, Activation::Identity),
+                "lumen" | "packed" => (None, Activation::Identity),
                 _ => (Some(&bias[..]), Activation::Relu),
             };
-            seconds_per_call(|| matmul_epilogue(am, bm, bias, &mut c, act, &team))
+            if lib.starts_with("packed") {
+                let w = PackedWeight::pack(bm).expect("pack").expect("a micro-kernel family");
+                seconds_per_call(|| {
+                    matmul_packed(am, &w, bias, &mut c, act, &team).expect("packed product")
+                })
+            } else {
+                seconds_per_call(|| matmul_epilogue(am, bm, bias, &mut c, act, &team))
+            }
         }
     };
     std::hint::black_box(&c);
@@ -141,20 +150,22 @@ fn main() {
     let median = |v: &[f64]| lumen_runtime::search::median(v).unwrap_or(f64::NAN);
     println!("bare GEMM, GFLOP/s, median of {rounds} interleaved rounds");
     println!(
-        "{:<16} {:>7} {:>15} {:>8} {:>8} {:>16}",
-        "M x K x N", "threads", LIBS[0], LIBS[1], LIBS[2], LIBS[3]
+        "{:<16} {:>7} {:>15} {:>8} {:>8} {:>16} {:>8} {:>17}",
+        "M x K x N", "threads", LIBS[0], LIBS[1], LIBS[2], LIBS[3], LIBS[4], LIBS[5]
     );
     for (s, &(m, k, n)) in SHAPES.iter().enumerate() {
         for (t, &threads) in THREADS.iter().enumerate() {
             let g: Vec<f64> = (0..LIBS.len()).map(|l| median(&results[s][t][l])).collect();
             println!(
-                "{:<16} {:>7} {:>15.1} {:>8.1} {:>8.1} {:>16.1}",
+                "{:<16} {:>7} {:>15.1} {:>8.1} {:>8.1} {:>16.1} {:>8.1} {:>17.1}",
                 format!("{m}x{k}x{n}"),
                 threads,
                 g[0],
                 g[1],
                 g[2],
-                g[3]
+                g[3],
+                g[4],
+                g[5]
             );
         }
     }

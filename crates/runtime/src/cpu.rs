@@ -18,6 +18,7 @@
 //! bytes after its last reader (or memory debug poisons it): such a weight is uploaded again by
 //! every execute's upload node.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Instant;
 
@@ -26,8 +27,10 @@ use lumen_compiler::{
 };
 
 use crate::error::TensorKind;
+use crate::gemm::Matrix;
 use crate::kernels::{self, Activation, epilogue_parts};
 use crate::layout::{Placement, SLAB_ALIGNMENT, SlabLayout, memory_plan_lines};
+use crate::packed::PackedWeight;
 use crate::phases::Peak;
 use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
 use crate::threads::Threads;
@@ -51,6 +54,10 @@ pub struct CpuOptions {
     /// Worker threads for the GEMM, elementwise ops and reductions; `None` (default) = every
     /// core `std::thread::available_parallelism` reports, `Some(1)` = the calling thread only.
     pub threads: Option<usize>,
+    /// Keep weights unpacked: every product with a weight calls the `gemm` crate on the
+    /// slab's copy (which packs it on each call) instead of the copy packed once at prepare
+    /// ([`crate::packed`]). Off by default; for side-by-side measurements and tests.
+    pub unpacked_weights: bool,
 }
 
 impl CpuOptions {
@@ -196,6 +203,8 @@ enum Step {
     Matmul {
         a: Arg,
         b: Arg,
+        // Index into `CpuProgram::packed`: `b`'s matrix packed at prepare.
+        packed: Option<usize>,
         bias: Option<Arg>,
         out: Range<usize>,
         dims: (usize, usize, usize, usize),
@@ -243,6 +252,8 @@ pub struct CpuProgram {
     poison_after: Vec<Vec<Range<usize>>>,
     // Host copies of weights that are not resident in the slab.
     weights: Vec<Vec<f32>>,
+    // Weights packed for the products that read them (see `crate::packed`).
+    packed: Vec<PackedWeight>,
     // Declared inputs, checked on every execute.
     input_buffers: Vec<LlirBuffer>,
     flops: u64,
@@ -270,6 +281,7 @@ impl CpuProgram {
         let range = |b: usize| layout.spans[b].elems();
         let arg = |o: &lumen_compiler::Operand| -> Arg { (range(o.buffer), o.view.clone()) };
         let mut host_weights = Vec::new();
+        let mut packed = Packer::new(options.unpacked_weights);
         let mut steps = Vec::with_capacity(llir.nodes.len());
         for node in &llir.nodes {
             let out = || -> Result<Range<usize>, RuntimeError> {
@@ -315,6 +327,12 @@ impl CpuProgram {
                     Step::Matmul {
                         a: arg(a),
                         b: arg(b),
+                        packed: packed.weight(
+                            b.buffer,
+                            &llir.buffers[b.buffer],
+                            &b.view,
+                            weights,
+                        )?,
                         bias: rest.first().map(arg),
                         out: out()?,
                         dims: (batch, m, k, n),
@@ -386,6 +404,7 @@ impl CpuProgram {
             steps,
             poison_after,
             weights: host_weights,
+            packed: packed.weights,
             input_buffers,
             flops: llir.nodes.iter().fold(0u64, |acc, n| acc.saturating_add(n.op.flops())),
             launches: llir.nodes.iter().filter(|n| n.op.is_launch()).count(),
@@ -405,6 +424,12 @@ impl CpuProgram {
     /// Options it was prepared with.
     pub fn options(&self) -> &CpuOptions {
         &self.options
+    }
+
+    /// Bytes of the weights packed at prepare for the products that read them (host memory
+    /// besides the slab; see [`crate::packed`]).
+    pub fn packed_weight_bytes(&self) -> usize {
+        self.packed.iter().map(PackedWeight::bytes).sum()
     }
 
     /// How many weights are uploaded again on every execute because the plan reuses their
@@ -455,7 +480,7 @@ impl CpuProgram {
                 }
                 prof.readback_ms += ms(t);
             }
-            Step::Matmul { a, b, bias, out: o, dims, act } => {
+            Step::Matmul { a, b, packed, bias, out: o, dims, act } => {
                 let reads: Vec<&Range<usize>> =
                     [Some(&a.0), Some(&b.0), bias.as_ref().map(|x| &x.0)]
                         .into_iter()
@@ -464,7 +489,8 @@ impl CpuProgram {
                 let (dst, ins) = split(slab, o, &reads, &self.label)?;
                 let bias = bias.as_ref().and_then(|x| ins.get(2).map(|buf| (*buf, &x.1)));
                 let (a, b) = ((ins[0], &a.1), (ins[1], &b.1));
-                kernels::lt_matmul_strided(a, b, bias, dst, *dims, *act, threads)?;
+                let packed = packed.and_then(|p| self.packed.get(p));
+                kernels::lt_matmul_prepacked(a, (b, packed), bias, dst, *dims, *act, threads)?;
             }
             // In place: an operand occupying exactly the output's bytes (the planner put a
             // marked output at its dying operand's offset) is read from the output itself.
@@ -521,6 +547,53 @@ impl CpuProgram {
             prof.poison_ms += ms(t);
         }
         Ok(())
+    }
+}
+
+/// Packs each weight a product reads once at prepare, one copy per (buffer, view).
+struct Packer {
+    off: bool,
+    seen: BTreeMap<(usize, View), Option<usize>>,
+    weights: Vec<PackedWeight>,
+}
+
+impl Packer {
+    fn new(off: bool) -> Self {
+        Self { off, seen: BTreeMap::new(), weights: Vec::new() }
+    }
+
+    /// The packed copy of the `[k, n]` matrix `view` reads from buffer `index` (`buf`), as an
+    /// index into `weights`; `None` when `buf` is not a weight, the view's batch axes do not
+    /// all broadcast one matrix, or this CPU has no packed path.
+    fn weight(
+        &mut self,
+        index: usize,
+        buf: &LlirBuffer,
+        view: &View,
+        weights: &Tensors,
+    ) -> Result<Option<usize>, RuntimeError> {
+        let Some(nb) = view.rank().checked_sub(2) else { return Ok(None) };
+        if self.off || buf.role != BufferRole::Weight || view.strides[..nb].iter().any(|&s| s != 0)
+        {
+            return Ok(None);
+        }
+        let Some(tensor) = weights.get(&buf.id) else { return Ok(None) };
+        let key = (index, view.clone());
+        if let Some(at) = self.seen.get(&key) {
+            return Ok(*at);
+        }
+        let words = tensor.words();
+        let shape = (view.shape[nb], view.shape[nb + 1]);
+        let strides = (view.strides[nb], view.strides[nb + 1]);
+        let at = match Matrix::new(&words, view.offset, shape, strides) {
+            Some(w) => PackedWeight::pack(w)?.map(|p| {
+                self.weights.push(p);
+                self.weights.len() - 1
+            }),
+            None => None,
+        };
+        self.seen.insert(key, at);
+        Ok(at)
     }
 }
 
@@ -682,6 +755,55 @@ mod tests {
             let none = CpuOptions { threads: Some(0), ..CpuOptions::default() };
             let err = CpuProgram::new(&program, &weights, none).unwrap_err();
             assert!(matches!(err, RuntimeError::Threads(_)), "{err}");
+        }
+    }
+
+    /// Weights packed at prepare (a plain one with a fused bias and ReLU, a transposed one read
+    /// through swapped strides, both multiplying a batch of 3 matrices) give the unpacked
+    /// path's outputs within f32 rounding, on 1 and 2 threads, and report their packed bytes;
+    /// `unpacked_weights` packs none.
+    #[test]
+    fn packed_weights_match_the_unpacked_path() {
+        let (batch, m, k, n) = (3, 70, 600, 90);
+        let data = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len).map(|i| ((i * 2_654_435_761 + seed) % 1000) as f32 / 500.0 - 1.0).collect()
+        };
+        let mut cx = Graph::new();
+        let x = cx.input("x", [batch, m, k]);
+        let w1 = cx.weight("w1", [k, n]);
+        let w2 = cx.weight("w2", [k, n]);
+        let b = cx.weight("b", [n]);
+        let h = (x.matmul(w1) + b).relu();
+        h.matmul(w2.transpose(0, 1)).output("y");
+        let program = cx.compile(&CompileOptions::default()).unwrap();
+        let weights: Tensors = [
+            ("w1".into(), HostTensor::new([k, n], data(k * n, 1)).unwrap()),
+            ("w2".into(), HostTensor::new([k, n], data(k * n, 2)).unwrap()),
+            ("b".into(), HostTensor::new([n], data(n, 3)).unwrap()),
+        ]
+        .into();
+        let inputs: Tensors =
+            [("x".into(), HostTensor::new([batch, m, k], data(batch * m * k, 4)).unwrap())].into();
+        let run = |unpacked_weights: bool, threads: usize| {
+            let options =
+                CpuOptions { unpacked_weights, threads: Some(threads), ..CpuOptions::default() };
+            let mut prepared = CpuProgram::new(&program, &weights, options).unwrap();
+            let packed = prepared.packed_weight_bytes();
+            (prepared.execute(&inputs).unwrap().remove("y").unwrap(), packed)
+        };
+        let (want, none) = run(true, 1);
+        assert_eq!(none, 0);
+        for threads in [1, 2] {
+            let (got, packed) = run(false, threads);
+            // Both weights, each padded to whole vectors, when this CPU has a packed path.
+            let one = Matrix::new(&[1.0], 0, (1, 1), (1, 1)).unwrap();
+            if PackedWeight::pack(one).unwrap().is_some() {
+                assert!(packed >= 2 * k * n * 4, "{packed} bytes packed");
+            }
+            assert_eq!(got.shape(), want.shape());
+            for (i, (g, w)) in got.data().iter().zip(want.data()).enumerate() {
+                assert!((g - w).abs() <= 1e-3 * (1.0 + w.abs()), "y[{i}]: {g} vs {w}");
+            }
         }
     }
 

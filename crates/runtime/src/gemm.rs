@@ -122,12 +122,34 @@ impl<'a> Matrix<'a> {
         Some(Self { buf, offset, rows, cols, rs, cs })
     }
 
-    /// Rows `r` of this matrix.
-    fn rows(&self, r: Range<usize>) -> Self {
+    /// `(rows, cols)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// Rows `r` of this matrix (`r` within `0..rows`).
+    pub(crate) fn row_range(&self, r: Range<usize>) -> Self {
         Self { offset: self.offset + r.start * self.rs, rows: r.end - r.start, ..*self }
     }
 
-    fn at(&self, i: usize, j: usize) -> f32 {
+    /// Elements between rows.
+    pub(crate) fn row_stride(&self) -> usize {
+        self.rs
+    }
+
+    /// Elements between columns.
+    pub(crate) fn col_stride(&self) -> usize {
+        self.cs
+    }
+
+    /// A pointer to element `(i, j)` (`i < rows`, `j < cols`; inside the buffer, as
+    /// [`Matrix::new`] proved).
+    pub(crate) fn ptr_at(&self, i: usize, j: usize) -> *const f32 {
+        self.buf[self.offset + i * self.rs + j * self.cs..].as_ptr()
+    }
+
+    /// Element `(i, j)` (`i < rows`, `j < cols`).
+    pub(crate) fn at(&self, i: usize, j: usize) -> f32 {
         self.buf[self.offset + i * self.rs + j * self.cs]
     }
 }
@@ -181,10 +203,10 @@ pub fn matmul_epilogue(
         return;
     }
     let _ = threads.for_parts::<()>(out, (m, n), align, parallel, |rows, part| {
-        let a = a.rows(rows);
+        let a = a.row_range(rows);
         for (i, out_blk) in part.chunks_mut(block * n).enumerate() {
             let start = i * block;
-            let blk = a.rows(start..start + out_blk.len() / n);
+            let blk = a.row_range(start..start + out_blk.len() / n);
             sgemm(blk, b, out_blk, gemm::Parallelism::None);
             epilogue(out_blk, bias, n, act);
         }
@@ -274,9 +296,9 @@ pub fn bare_sgemm(
 /// whichever the CPU has (checked at run time, cached by std). Plain `*` and `+` are never
 /// contracted into FMA, so every version gives the same bits.
 macro_rules! widest_isa {
-    ($(#[$meta:meta])* fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident) => {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident) => {
         $(#[$meta])*
-        fn $name($($arg: $ty),*) {
+        $vis fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f")]
@@ -336,7 +358,7 @@ fn gemv_body(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
 
 widest_isa! {
     /// Bias (over the rows of an `[_, n]` block) and activation, one pass over `out`.
-    fn epilogue(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activation) => epilogue_body
+    pub(crate) fn epilogue(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activation) => epilogue_body
 }
 
 #[inline(always)]

@@ -19,6 +19,7 @@ use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, UnaryOp, View};
 use crate::RuntimeError;
 pub use crate::gemm::{Activation, epilogue_parts};
 use crate::gemm::{Matrix, matmul_epilogue};
+use crate::packed::{PackedWeight, matmul_packed};
 use crate::threads::{PAR_MIN_ELEMS, Threads};
 
 pub use lumen_compiler::ops::gelu_f32 as gelu_scalar;
@@ -474,8 +475,29 @@ pub type Input<'a> = (&'a [f32], &'a View);
 /// [`RuntimeError::Kernel`] when a view does not match the sizes or leaves its buffer, or
 /// `out` has another size.
 pub fn lt_matmul_strided(
+    a: Input<'_>,
+    b: Input<'_>,
+    bias: Option<Input<'_>>,
+    out: &mut [f32],
+    dims: (usize, usize, usize, usize),
+    act: Activation,
+    threads: &Threads,
+) -> Result<(), RuntimeError> {
+    lt_matmul_prepacked(a, (b, None), bias, out, dims, act, threads)
+}
+
+/// [`lt_matmul_strided`], with `b`'s matrix optionally packed at prepare
+/// ([`crate::packed::PackedWeight`], which the product then reads instead of `b`): the same
+/// `[k, n]` matrix for every batch, so `b`'s batch axes must all have stride 0. Without a
+/// packed copy, or on a CPU the packed path does not support, the product is
+/// [`crate::gemm::matmul_epilogue`] as in [`lt_matmul_strided`].
+///
+/// # Errors
+/// As [`lt_matmul_strided`]; also [`RuntimeError::Kernel`] when the packed matrix is not
+/// `[k, n]` or `b` has a batch axis with a nonzero stride.
+pub fn lt_matmul_prepacked(
     (a, va): Input<'_>,
-    (b, vb): Input<'_>,
+    ((b, vb), packed): (Input<'_>, Option<&PackedWeight>),
     bias: Option<Input<'_>>,
     out: &mut [f32],
     (batch, m, k, n): (usize, usize, usize, usize),
@@ -500,6 +522,11 @@ pub fn lt_matmul_strided(
         check_view(K, "bias", v, buf.len(), Some(1))?;
         check_len(K, "bias", v.elements(), Some(n))?;
     }
+    if let Some(w) = packed {
+        if w.shape() != (k, n) || vb.strides[..nb].iter().any(|&s| s != 0) {
+            return Err(RuntimeError::kernel(K, "the packed weight is not b's one [k, n] matrix"));
+        }
+    }
     if mn == 0 || batch == 0 {
         return Ok(());
     }
@@ -521,7 +548,10 @@ pub fn lt_matmul_strided(
         let am = Matrix::new(a, oa, (m, k), (va.strides[nb], va.strides[nb + 1]));
         let bm = Matrix::new(b, ob, (k, n), (vb.strides[nb], vb.strides[nb + 1]));
         let (am, bm) = (am.ok_or_else(outside)?, bm.ok_or_else(outside)?);
-        matmul_epilogue(am, bm, bias.as_deref(), out_mat, act, threads);
+        match packed {
+            Some(w) => matmul_packed(am, w, bias.as_deref(), out_mat, act, threads)?,
+            None => matmul_epilogue(am, bm, bias.as_deref(), out_mat, act, threads),
+        }
     }
     Ok(())
 }

@@ -34,6 +34,7 @@ pub mod error;
 pub mod gemm;
 pub mod kernels;
 pub mod layout;
+pub mod packed;
 pub mod phases;
 pub mod reference;
 pub mod runtime;

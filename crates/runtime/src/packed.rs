@@ -1,0 +1,552 @@
+//! Weights packed once at prepare, and the blocked product that reads them: lumen's own loops
+//! around the `gemm` crate's register micro-kernels (`gemm-f32`'s public `microkernel`
+//! module: AVX-512 tiles of 64 x 6, AVX2 + FMA tiles of 16 x 6).
+//!
+//! The `gemm` crate packs both operands on every call, and has no entry point that takes a
+//! packed one, so a weight used on every execute was packed on every execute (at 512 x 2048 x
+//! 512 the packing of the 4 MiB weight is a tenth of the product). Its micro-kernels are
+//! public, though, and read the packed operand through a pointer and a stride: lumen packs
+//! the weight into that layout once ([`PackedWeight::pack`], at prepare) and runs the BLIS
+//! loops itself ([`matmul_packed`]), the structure of Goto and van de Geijn's "Anatomy of
+//! High-Performance Matrix Multiplication" (2008) with the operands' roles swapped:
+//!
+//! - The micro-kernel computes a tile `dst[MR x NR] (+)= lhs[MR x kc] · rhs[kc x NR]` with
+//!   `lhs` in SIMD registers along `MR` and `rhs` broadcast one scalar at a time, `dst`
+//!   column-major. lumen's row-major `out = a · w` is, read column-major, `outᵀ = wᵀ · aᵀ`:
+//!   the weight is the kernel's `lhs` (vectorised along the output's columns) and a group of
+//!   `NR` rows of `a` its `rhs`.
+//! - Packed layout: the weight's `n` columns cut into strips of `MR` columns (the last one
+//!   narrower, zero-padded to a whole number of vectors); a strip is `k` rows of its padded
+//!   width, contiguous. Any depth block `p0..p0 + kc` of a strip is then one contiguous range
+//!   with stride `MR`, so the depth blocking is chosen per product, not baked into the pack.
+//! - Loops, outermost first: blocks of strips (at most [`B_BLOCK_BYTES`] of packed weight per
+//!   depth block, to stay in L2), depth blocks of at most [`KC_MAX`], groups of `NR` rows of `a`
+//!   (copied into a small `NR x kc` buffer that stays in L1), strips. After a row group's last
+//!   depth block its output rows are hot in L1, and the epilogue (bias, activation) runs on
+//!   them there.
+//! - Threads: the rows of `a` are split into contiguous parts as in [`crate::gemm`]; a product
+//!   with too few rows for that is split over strips instead. Each output element is summed by
+//!   the same micro-kernel over the same depth blocks in the same order whichever tile or part
+//!   holds it (the depth blocking depends on `k` alone; every tile width runs the same
+//!   per-lane fused multiply-add sequence), so outputs are bit-identical across thread counts.
+
+use std::ops::Range;
+
+use crate::RuntimeError;
+use crate::gemm::{Activation, Matrix, epilogue};
+use crate::threads::{PAR_MIN_FLOPS, Threads};
+
+/// Depth (`k`) per block at most: a row group's `NR x kc` copy of `a` (12 KiB at 512) stays in
+/// L1 and a strip's `MR x kc` block (128 KiB with AVX-512) in L2.
+pub const KC_MAX: usize = 512;
+
+/// Bytes of packed weight per (block of strips, depth block) at most: what the row groups of
+/// one depth block read again and again, kept within L2.
+pub const B_BLOCK_BYTES: usize = 1 << 20;
+
+/// The `gemm-f32` micro-kernel signature (`gemm_common::microkernel::MicroKernelFn<f32>`):
+/// `(m, n, k, dst, lhs, rhs, dst_cs, dst_rs, lhs_cs, rhs_rs, rhs_cs, alpha, beta,
+/// alpha_status, conj_dst, conj_lhs, conj_rhs, next_lhs)`; `alpha_status` 0 writes
+/// `dst = beta·acc`, 1 writes `dst += beta·acc`.
+type MicroKernel = unsafe fn(
+    usize,
+    usize,
+    usize,
+    *mut f32,
+    *const f32,
+    *const f32,
+    isize,
+    isize,
+    isize,
+    isize,
+    isize,
+    f32,
+    f32,
+    u8,
+    bool,
+    bool,
+    bool,
+    *const f32,
+);
+
+/// The micro-kernel family this CPU runs: vector width, the largest tile, and the kernels.
+#[derive(Clone, Copy)]
+struct Micro {
+    /// f32 lanes per vector (16 with AVX-512, 8 with AVX2).
+    lanes: usize,
+    /// Vectors per tile column at most (`MR = mr_vectors · lanes`).
+    mr_vectors: usize,
+    /// Rows of `a` per tile at most (`NR`).
+    nr: usize,
+    /// The kernel for a tile of `v` vectors by `r` rows (`1 <= v <= mr_vectors`,
+    /// `1 <= r <= nr`).
+    kernel: fn(usize, usize) -> MicroKernel,
+    name: &'static str,
+}
+
+impl std::fmt::Debug for Micro {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl Micro {
+    fn mr(&self) -> usize {
+        self.lanes * self.mr_vectors
+    }
+
+    /// The widest family this CPU supports, or `None` (no AVX2 + FMA, or not x86-64).
+    fn detect() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use gemm_f32::microkernel as uk;
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Some(Self {
+                    lanes: 16,
+                    mr_vectors: uk::avx512f::f32::MR_DIV_N,
+                    nr: uk::avx512f::f32::NR,
+                    kernel: |v, r| uk::avx512f::f32::UKR[v - 1][r - 1],
+                    name: "avx512f 64x6",
+                });
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                return Some(Self {
+                    lanes: 8,
+                    mr_vectors: uk::fma::f32::MR_DIV_N,
+                    nr: uk::fma::f32::NR,
+                    kernel: |v, r| uk::fma::f32::UKR[v - 1][r - 1],
+                    name: "avx2+fma 16x6",
+                });
+            }
+        }
+        None
+    }
+}
+
+/// One strip of packed weight: output columns `cols`, `vectors` vectors wide (the columns
+/// padded with zeros to `vectors · lanes`), stored `k x width` row-major from `offset`.
+#[derive(Debug, Clone)]
+struct Strip {
+    cols: Range<usize>,
+    vectors: usize,
+    offset: usize,
+}
+
+/// A `[k, n]` weight packed for [`matmul_packed`]: strips of `MR` output columns, each `k`
+/// rows of its zero-padded width, row-major f32 (see the module docs). Made once at prepare;
+/// `k · (n rounded up to a vector)` f32 of host memory besides the weight's own copy in the
+/// slab.
+#[derive(Debug, Clone)]
+pub struct PackedWeight {
+    k: usize,
+    n: usize,
+    micro: Micro,
+    strips: Vec<Strip>,
+    data: Vec<f32>,
+}
+
+impl PackedWeight {
+    /// Packs `w` (`[k, n]`, any strides), or `Ok(None)` when this CPU has no micro-kernel
+    /// family lumen uses (no AVX2 + FMA, or not x86-64: the runtime then calls the `gemm`
+    /// crate as before) or the weight is empty.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Alloc`] when the packed copy cannot be allocated.
+    pub fn pack(w: Matrix<'_>) -> Result<Option<Self>, RuntimeError> {
+        let Some(micro) = Micro::detect() else { return Ok(None) };
+        Self::pack_for(w, micro)
+    }
+
+    fn pack_for(w: Matrix<'_>, micro: Micro) -> Result<Option<Self>, RuntimeError> {
+        let (k, n) = w.shape();
+        if k == 0 || n == 0 {
+            return Ok(None);
+        }
+        let mr = micro.mr();
+        let mut strips = Vec::with_capacity(n.div_ceil(mr));
+        let mut len = 0usize;
+        for c0 in (0..n).step_by(mr) {
+            let cols = c0..(c0 + mr).min(n);
+            let vectors = cols.len().div_ceil(micro.lanes);
+            strips.push(Strip { cols, vectors, offset: len });
+            let bytes_error = || RuntimeError::Alloc { bytes: usize::MAX };
+            len = k
+                .checked_mul(vectors * micro.lanes)
+                .and_then(|s| len.checked_add(s))
+                .ok_or_else(bytes_error)?;
+        }
+        let mut data = Vec::new();
+        data.try_reserve_exact(len)
+            .map_err(|_| RuntimeError::Alloc { bytes: len.saturating_mul(4) })?;
+        data.resize(len, 0.0);
+        for s in &strips {
+            let width = s.vectors * micro.lanes;
+            let block = &mut data[s.offset..s.offset + k * width];
+            for (p, row) in block.chunks_exact_mut(width).enumerate() {
+                for (slot, j) in row.iter_mut().zip(s.cols.clone()) {
+                    *slot = w.at(p, j);
+                }
+            }
+        }
+        Ok(Some(Self { k, n, micro, strips, data }))
+    }
+
+    /// `(k, n)`: the weight's shape.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
+
+    /// Bytes of the packed copy.
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+}
+
+/// The depth blocks of a product of depth `k`: as few as [`KC_MAX`] allows, as even as
+/// possible. Depends on `k` alone, so every part and thread count sums in the same order.
+fn depth_blocks(k: usize) -> Vec<Range<usize>> {
+    let count = k.div_ceil(KC_MAX).max(1);
+    (0..count).map(|b| k * b / count..k * (b + 1) / count).collect()
+}
+
+/// `out = act(a · w + bias)`: `a` is `[m, k]` (any strides), `w` the packed `[k, n]` weight,
+/// `bias` `[n]` broadcast over rows, `out` `[m, n]` row-major contiguous and overwritten. See
+/// the module docs for the blocking and the threads.
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] when `a`'s depth is not `w`'s, `out` does not hold `m · n` or the
+/// bias not `n`; [`RuntimeError::Alloc`] when a thread's `NR x kc` buffer cannot be allocated.
+pub fn matmul_packed(
+    a: Matrix<'_>,
+    w: &PackedWeight,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    act: Activation,
+    threads: &Threads,
+) -> Result<(), RuntimeError> {
+    let (m, k) = a.shape();
+    let n = w.n;
+    let kernel_error = |reason: String| RuntimeError::Kernel { kernel: "matmul_packed", reason };
+    if k != w.k || Some(out.len()) != m.checked_mul(n) || bias.is_some_and(|b| b.len() != n) {
+        return Err(kernel_error(format!(
+            "a [{m}, {k}], packed weight [{}, {n}], out of {}, bias of {:?}",
+            w.k,
+            out.len(),
+            bias.map(<[f32]>::len)
+        )));
+    }
+    if m == 0 {
+        return Ok(());
+    }
+    let nr = w.micro.nr;
+    let all = 0..w.strips.len();
+    let parallel = m.saturating_mul(n).saturating_mul(k).saturating_mul(2) >= PAR_MIN_FLOPS
+        && threads.count() > 1;
+    let out_ptr = OutPtr(out.as_mut_ptr());
+    if !parallel || (m < threads.count() * MIN_PART_ROWS && w.strips.len() < 2) {
+        // SAFETY: `out` is a unique borrow of `m · n` elements, and this is the only writer.
+        return unsafe { product(a, w, all, bias, out_ptr, act) };
+    }
+    if m >= threads.count() * MIN_PART_ROWS {
+        return threads.for_parts(out, (m, n), nr, true, |rows, part| {
+            // SAFETY: `part` is this thread's unique borrow of rows `rows` of `out`, which
+            // `product` on `a`'s rows `rows` fills (its row `i` is the part's row `i`).
+            unsafe {
+                product(a.row_range(rows), w, all.clone(), bias, OutPtr(part.as_mut_ptr()), act)
+            }
+        });
+    }
+    // Too few rows for a part per thread: strips (column ranges) per thread instead.
+    let parts = threads.parts(w.strips.len(), 1);
+    let results: Vec<Result<(), RuntimeError>> = threads.install(|| {
+        let mut results: Vec<Result<(), RuntimeError>> = parts.iter().map(|_| Ok(())).collect();
+        rayon::scope(|scope| {
+            for (strips, result) in parts.iter().zip(results.iter_mut()) {
+                let strips = strips.clone();
+                scope.spawn(move |_| {
+                    // SAFETY: parts are disjoint strip ranges, so each thread writes its own
+                    // columns of `out` (`m · n` elements, borrowed uniquely by this call).
+                    *result = unsafe { product(a, w, strips, bias, out_ptr, act) };
+                });
+            }
+        });
+        results
+    });
+    results.into_iter().collect()
+}
+
+/// Rows per thread below which a product is split over column strips instead of rows.
+const MIN_PART_ROWS: usize = 48;
+
+/// The output's first element, shared by the threads that write disjoint parts of it.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+
+// SAFETY: threads given the same `OutPtr` write disjoint elements (see `matmul_packed`).
+unsafe impl Send for OutPtr {}
+unsafe impl Sync for OutPtr {}
+
+/// The single-thread product of rows `a` with strips `strips` of `w`, into `out` (row-major
+/// `[a's rows, n]`; only the strips' columns are written, bias and activation applied).
+///
+/// # Safety
+/// `out` points at `a`'s rows `x n` writable f32 that no other thread reads or writes in the
+/// strips' columns during the call.
+unsafe fn product(
+    a: Matrix<'_>,
+    w: &PackedWeight,
+    strips: Range<usize>,
+    bias: Option<&[f32]>,
+    out: OutPtr,
+    act: Activation,
+) -> Result<(), RuntimeError> {
+    let (m, k) = a.shape();
+    let (n, micro) = (w.n, w.micro);
+    let nr = micro.nr;
+    let depth = depth_blocks(k);
+    let kc_max = depth.iter().map(|d| d.len()).max().unwrap_or(0);
+    let mut rhs = Vec::new();
+    rhs.try_reserve_exact(nr * kc_max)
+        .map_err(|_| RuntimeError::Alloc { bytes: nr * kc_max * 4 })?;
+    rhs.resize(nr * kc_max, 0.0f32);
+    // Blocks of strips whose packed depth block fits B_BLOCK_BYTES.
+    let strip_bytes = micro.mr() * kc_max * 4;
+    let per_block = (B_BLOCK_BYTES / strip_bytes.max(1)).max(1);
+    let strips = &w.strips[strips];
+    let last_depth = depth.len() - 1;
+    for block in strips.chunks(per_block) {
+        let cols = block[0].cols.start..block[block.len() - 1].cols.end;
+        // Row groups per epilogue pass: about EPILOGUE_BYTES of output, still in L1.
+        let chunk = (EPILOGUE_BYTES / (4 * cols.len())).max(1).div_ceil(nr) * nr;
+        for (d, p) in depth.iter().enumerate() {
+            let kc = p.len();
+            for c0 in (0..m).step_by(chunk) {
+                let chunk_rows = c0..(c0 + chunk).min(m);
+                for r0 in chunk_rows.clone().step_by(nr) {
+                    let rows = nr.min(m - r0);
+                    // The row group's depth block: read in place when `a`'s rows are
+                    // contiguous (one scalar broadcast per element, any row stride), else
+                    // copied depth-major, rhs[q · rows + i] = a[r0 + i, p0 + q].
+                    let (rhs_ptr, rhs_rs, rhs_cs) = if a.col_stride() == 1 {
+                        (a.ptr_at(r0, p.start), 1isize, a.row_stride() as isize)
+                    } else {
+                        for (q, col) in rhs[..kc * rows].chunks_exact_mut(rows).enumerate() {
+                            for (i, v) in col.iter_mut().enumerate() {
+                                *v = a.at(r0 + i, p.start + q);
+                            }
+                        }
+                        (rhs.as_ptr(), rows as isize, 1isize)
+                    };
+                    for s in block {
+                        let width = s.vectors * micro.lanes;
+                        let lhs = &w.data[s.offset + p.start * width..s.offset + p.end * width];
+                        // SAFETY: the kernel reads `kc` depth steps of `width` lanes from
+                        // `lhs` (exactly its length) and `rows` values per step from `rhs`
+                        // (inside `a`, which `Matrix::new` proved, or inside the copy's
+                        // `rows · kc` prefix), and writes `s.cols.len()` values of each of
+                        // `rows` output rows (kernel columns, stride `n`) from column
+                        // `s.cols.start` of row `r0`: inside `out` (the caller's contract).
+                        // `kernel(v, r)` exists for `1 <= v <= mr_vectors`, `1 <= r <= nr`,
+                        // and `micro` was detected on this CPU.
+                        unsafe {
+                            (micro.kernel)(s.vectors, rows)(
+                                s.cols.len(),
+                                rows,
+                                kc,
+                                out.0.add(r0 * n + s.cols.start),
+                                lhs.as_ptr(),
+                                rhs_ptr,
+                                n as isize,
+                                1,
+                                width as isize,
+                                rhs_rs,
+                                rhs_cs,
+                                1.0,
+                                1.0,
+                                u8::from(d > 0),
+                                false,
+                                false,
+                                false,
+                                lhs.as_ptr(),
+                            );
+                        }
+                    }
+                }
+                if d == last_depth {
+                    let bias = bias.map(|b| &b[cols.clone()]);
+                    // Whole rows are one contiguous pass; a column block is one pass per row.
+                    let (rows, len) = match cols.len() == n {
+                        true => (c0..c0 + 1, chunk_rows.len() * n),
+                        false => (chunk_rows, cols.len()),
+                    };
+                    for i in rows {
+                        // SAFETY: `len` elements from row `i`, column `cols.start` lie inside
+                        // `out` and belong to this call (the caller's contract); no other
+                        // reference to them is alive.
+                        let block = unsafe {
+                            std::slice::from_raw_parts_mut(out.0.add(i * n + cols.start), len)
+                        };
+                        epilogue(block, bias, cols.len(), act);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Bytes of output rows per epilogue pass (a chunk of row groups): still in L1 when the
+/// epilogue reads them right after their last depth block.
+const EPILOGUE_BYTES: usize = 1 << 15;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(len: usize, seed: u32) -> Vec<f32> {
+        (0..len as u32)
+            .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Every micro-kernel family this CPU runs (AVX-512 and AVX2 on an AVX-512 machine).
+    fn families() -> Vec<Micro> {
+        let mut out = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        {
+            use gemm_f32::microkernel as uk;
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                out.push(Micro::detect().expect("avx512f"));
+            }
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                out.push(Micro {
+                    lanes: 8,
+                    mr_vectors: uk::fma::f32::MR_DIV_N,
+                    nr: uk::fma::f32::NR,
+                    kernel: |v, r| uk::fma::f32::UKR[v - 1][r - 1],
+                    name: "avx2+fma 16x6",
+                });
+            }
+        }
+        out
+    }
+
+    /// `act(a · w + bias)` in f64, `a` [m, k] and `w` [k, n] read through their strides.
+    fn reference(a: Matrix<'_>, w: Matrix<'_>, bias: &[f32], act: Activation) -> Vec<f64> {
+        let ((m, k), (_, n)) = (a.shape(), w.shape());
+        let mut out = Vec::with_capacity(m * n);
+        for i in 0..m {
+            for j in 0..n {
+                let dot: f64 = (0..k).map(|p| f64::from(a.at(i, p)) * f64::from(w.at(p, j))).sum();
+                let x = dot + f64::from(bias[j]);
+                out.push(match act {
+                    Activation::Relu => x.max(0.0),
+                    _ => x,
+                });
+            }
+        }
+        out
+    }
+
+    /// Shapes off every tile multiple (rows not a multiple of 6, columns not of 16 or 64),
+    /// one and several depth blocks, a single row, strided and transposed operands: within f32
+    /// rounding of the f64 reference on every family, and bit-identical across 1, 2 and 3
+    /// threads (row split, strip split and single thread) and across repeats.
+    #[test]
+    fn packed_products_match_the_reference_on_every_split() {
+        let teams =
+            [Threads::single(), Threads::new(Some(2)).unwrap(), Threads::new(Some(3)).unwrap()];
+        for micro in families() {
+            for &(m, k, n, a_transposed, w_transposed) in &[
+                (1, 1, 1, false, false),
+                (1, 64, 128, false, false),
+                (5, 3, 17, false, false),
+                (7, 9, 130, true, false),
+                (13, 600, 70, false, true),
+                (450, 64, 128, false, false),
+                (97, 1100, 33, true, true),
+                // Split over threads: rows, then (too few rows) strips.
+                (300, 300, 300, false, false),
+                (20, 700, 1500, false, false),
+                (40, 1300, 200, false, true),
+            ] {
+                let (abuf, wbuf, bias) = (data(m * k, 1), data(k * n, 2), data(n, 3));
+                let a = match a_transposed {
+                    false => Matrix::new(&abuf, 0, (m, k), (k, 1)).unwrap(),
+                    true => Matrix::new(&abuf, 0, (m, k), (1, m)).unwrap(),
+                };
+                let wm = match w_transposed {
+                    false => Matrix::new(&wbuf, 0, (k, n), (n, 1)).unwrap(),
+                    true => Matrix::new(&wbuf, 0, (k, n), (1, k)).unwrap(),
+                };
+                let packed = PackedWeight::pack_for(wm, micro).unwrap().unwrap();
+                assert_eq!(packed.shape(), (k, n));
+                let want = reference(a, wm, &bias, Activation::Relu);
+                let mut first: Option<Vec<u32>> = None;
+                for team in &teams {
+                    for _repeat in 0..2 {
+                        let mut out = vec![f32::NAN; m * n];
+                        matmul_packed(a, &packed, Some(&bias), &mut out, Activation::Relu, team)
+                            .unwrap();
+                        for (idx, (g, w)) in out.iter().zip(&want).enumerate() {
+                            let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+                            assert!(
+                                (f64::from(*g) - w).abs() <= tol,
+                                "{micro:?} {m}x{k}x{n} [{idx}]: {g} vs {w}"
+                            );
+                        }
+                        match &first {
+                            None => first = Some(bits(&out)),
+                            Some(f) => assert_eq!(f, &bits(&out), "{micro:?} {m}x{k}x{n}"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// No bias and no activation: the plain product; and a depth of zero is refused at pack
+    /// (the runtime keeps its unpacked path, which writes `act(bias)`).
+    #[test]
+    fn plain_product_and_refusals() {
+        let (m, k, n) = (9, 20, 40);
+        let (abuf, wbuf) = (data(m * k, 4), data(k * n, 5));
+        let a = Matrix::new(&abuf, 0, (m, k), (k, 1)).unwrap();
+        let wm = Matrix::new(&wbuf, 0, (k, n), (n, 1)).unwrap();
+        let Some(packed) = PackedWeight::pack(wm).unwrap() else { return };
+        let mut out = vec![f32::NAN; m * n];
+        matmul_packed(a, &packed, None, &mut out, Activation::Identity, &Threads::single())
+            .unwrap();
+        let want = reference(a, wm, &vec![0.0; n], Activation::Identity);
+        for (g, w) in out.iter().zip(&want) {
+            assert!((f64::from(*g) - w).abs() <= 1e-4, "{g} vs {w}");
+        }
+        let mut short = vec![0.0f32; m * n - 1];
+        let err =
+            matmul_packed(a, &packed, None, &mut short, Activation::Identity, &Threads::single());
+        assert!(matches!(err, Err(RuntimeError::Kernel { .. })));
+        let bad_bias = vec![0.0f32; n + 1];
+        let err = matmul_packed(
+            a,
+            &packed,
+            Some(&bad_bias),
+            &mut out,
+            Activation::Relu,
+            &Threads::single(),
+        );
+        assert!(matches!(err, Err(RuntimeError::Kernel { .. })));
+        let empty: [f32; 0] = [];
+        let zero_depth = Matrix::new(&empty, 0, (0, n), (n, 1)).unwrap();
+        assert!(PackedWeight::pack(zero_depth).unwrap().is_none());
+        assert_eq!(depth_blocks(1100), vec![0..366, 366..733, 733..1100]);
+        assert_eq!(depth_blocks(512), vec![0..512]);
+    }
+}
