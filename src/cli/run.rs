@@ -284,6 +284,8 @@ struct Outcome {
     /// Host-to-slab bytes of the last execute: all, and the weights' part.
     upload_bytes: usize,
     weight_upload_bytes: usize,
+    /// Host bytes of weights packed at prepare for the GEMM (CPU), besides the slab.
+    packed_weight_bytes: usize,
     /// Every output of the first execute, by the program's output names.
     outputs: Tensors,
     repeat_identical: bool,
@@ -485,6 +487,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         resident,
         upload_bytes,
         weight_upload_bytes: upload_bytes.saturating_sub(input_bytes),
+        packed_weight_bytes: prepared.packed_weight_bytes(),
         outputs,
         repeat_identical,
         report,
@@ -719,6 +722,13 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
         o.upload_bytes - o.weight_upload_bytes,
         o.weight_upload_bytes
     );
+    if o.packed_weight_bytes > 0 {
+        let _ = writeln!(
+            s,
+            "packed     {} B of weights packed once at prepare for the GEMM (host memory besides the slab)",
+            o.packed_weight_bytes
+        );
+    }
     let _ = writeln!(
         s,
         "repeats    {}, outputs {}; {} in {:.3} ms",
@@ -960,6 +970,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "resident_weights_detail": o.resident.1,
         "upload_bytes_per_execute": o.upload_bytes,
         "weight_upload_bytes_per_execute": o.weight_upload_bytes,
+        "packed_weight_bytes": o.packed_weight_bytes,
     });
     // The search's keys in a third object, for the same reason.
     let searched = json!({

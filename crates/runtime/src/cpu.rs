@@ -426,12 +426,6 @@ impl CpuProgram {
         &self.options
     }
 
-    /// Bytes of the weights packed at prepare for the products that read them (host memory
-    /// besides the slab; see [`crate::packed`]).
-    pub fn packed_weight_bytes(&self) -> usize {
-        self.packed.iter().map(PackedWeight::bytes).sum()
-    }
-
     /// How many weights are uploaded again on every execute because the plan reuses their
     /// bytes (or memory debug poisons them).
     pub fn reuploaded_weights(&self) -> usize {
@@ -665,6 +659,10 @@ impl PreparedProgram for CpuProgram {
 
     fn prepare_seconds(&self) -> f64 {
         self.prepare_seconds
+    }
+
+    fn packed_weight_bytes(&self) -> usize {
+        self.packed.iter().map(PackedWeight::bytes).sum()
     }
 
     fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {

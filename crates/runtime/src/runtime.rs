@@ -112,6 +112,12 @@ pub trait PreparedProgram {
 
     /// The profile of the latest successful execute; `None` before the first.
     fn last_profile(&self) -> Option<&ExecProfile>;
+
+    /// Bytes of host memory besides the slab that prepare spent on weights packed for the
+    /// GEMM (the CPU runtime's [`crate::packed`]); 0 where nothing is packed.
+    fn packed_weight_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// Timings and counts of one execute. Times in milliseconds.
