@@ -1,15 +1,17 @@
-//! The CPU matmul: which GEMM, how its output rows are blocked and shared among threads, the
-//! fused epilogue, and the GEMV path for a few rows.
+//! The CPU matmul of two activations (attention's `Q · Kᵀ`, `P · V`), and of a weight when it
+//! is not packed (`CpuOptions::unpacked_weights`, or a CPU without AVX2 + FMA): which GEMM, how
+//! its output rows are blocked and shared among threads, the fused epilogue, and the GEMV path
+//! for a few rows. A product whose right operand is a weight packed at prepare runs in
+//! [`crate::packed`] instead, which reuses this module's [`Matrix`], [`Activation`] and
+//! epilogue.
 //!
 //! - The GEMM is sarah-ek's `gemm` crate (the kernels behind faer): packed BLIS-style loops
 //!   with AVX2/FMA and (feature `x86-v4`) AVX-512 micro-kernels chosen at run time, any row and
 //!   column stride. Chosen by measurement over `matrixmultiply` 0.3 with and without its
 //!   `threading` feature (`examples/gemm_choice.rs`; figures in the README's CPU runtime
-//!   section). It has no prepacked-operand API: `gemm-common` makes `pack_lhs`/`pack_rhs`
-//!   public, but no GEMM entry point takes a packed operand, so keeping a packed weight would
-//!   mean writing the blocked loop around its micro-kernels here. The weights are therefore
-//!   not packed at prepare; a product packs each weight as few times as the epilogue allows
-//!   (below).
+//!   section). Each call packs both operands; no entry point takes a packed one (hence
+//!   [`crate::packed`], which calls the crate's micro-kernels itself). A product here packs
+//!   the right operand as few times as the epilogue allows (below).
 //! - The epilogue (cuBLASLt's `CUBLASLT_EPILOGUE_RELU_BIAS` and friends: bias over rows, then
 //!   ReLU or GELU) is applied to a block of output rows right after the GEMM writes it, while
 //!   the block is in cache. Every GEMM call packs the weight again, so the blocks are small
