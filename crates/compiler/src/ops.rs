@@ -617,7 +617,7 @@ pub fn exp_f32(x: f32) -> f32 {
     const SHIFT: f64 = 6_755_399_441_055_744.0;
     // 32 / ln 2, and the cubic approximating 2^(r/32) - 1 on |r| <= 1/2 (coefficients of
     // 2^y on |y| <= 1/64, divided by 32^3, 32^2 and 32).
-    const INV_LN2_N: f64 = 1.442_695_040_888_963_4 * N;
+    const INV_LN2_N: f64 = std::f64::consts::LOG2_E * N;
     let c0 = f64::from_bits(0x3fac_6af8_4b91_2394) / (N * N * N);
     let c1 = f64::from_bits(0x3fce_bfce_50fa_c4f3) / (N * N);
     let c2 = f64::from_bits(0x3fe6_2e42_ff0c_52d6) / N;

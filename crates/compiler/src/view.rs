@@ -454,15 +454,15 @@ mod tests {
         let got = coalesce(&[x.clone(), mean.clone()]);
         assert_eq!((got[0].shape.clone(), got[0].strides.clone()), (vec![32, 64], vec![64, 1]));
         assert_eq!((got[1].strides.clone(), got[1].offset), (vec![1, 0], 3));
-        assert_eq!(coalesce(&[x.clone()])[0].shape, [2048]);
+        assert_eq!(coalesce(std::slice::from_ref(&x))[0].shape, [2048]);
         let t = View::contiguous(&[2, 1, 3, 4]).permute(&[0, 1, 3, 2]);
-        let one = coalesce(&[t.clone()]);
+        let one = coalesce(std::slice::from_ref(&t));
         assert_eq!((one[0].shape.clone(), one[0].strides.clone()), (vec![2, 4, 3], vec![12, 1, 4]));
         assert_eq!(offsets(&one[0]), offsets(&t));
         let scalar = View { shape: vec![1, 1], strides: vec![0, 0], offset: 5 };
         assert_eq!(coalesce(&[scalar])[0], View { shape: vec![], strides: vec![], offset: 5 });
         let empty = View::contiguous(&[2, 0]);
-        assert_eq!(coalesce(&[empty.clone()])[0], empty);
+        assert_eq!(coalesce(std::slice::from_ref(&empty))[0], empty);
     }
 
     proptest! {
