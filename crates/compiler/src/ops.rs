@@ -205,13 +205,13 @@ impl ElemOp {
 
     /// The op on f32 operands (`a[i]` for operand `i`; unused slots are ignored): what the
     /// CPU runtime computes.
-    #[inline]
+    #[inline(always)]
     pub fn eval_f32(self, a: [f32; 3]) -> f32 {
         let [x, y, z] = a;
         match self {
             ElemOp::Unary(op) => match op {
                 UnaryOp::Neg => -x,
-                UnaryOp::Exp => x.exp(),
+                UnaryOp::Exp => exp_f32(x),
                 UnaryOp::Log => x.ln(),
                 UnaryOp::Sqrt => x.sqrt(),
                 UnaryOp::Recip => 1.0 / x,
@@ -549,7 +549,7 @@ pub fn relu_f64(x: f64) -> f64 {
 /// The CPU runtime's elementwise kernel and its fused GELU epilogue both call this; the CUDA
 /// kernels use the same form ([`ElemOp::cuda_fn`]), while cuBLASLt's `GELU` epilogue is
 /// NVIDIA's own implementation.
-#[inline]
+#[inline(always)]
 pub fn gelu_f32(x: f32) -> f32 {
     if x == f32::NEG_INFINITY {
         return -0.0;
@@ -574,7 +574,7 @@ pub fn gelu_f32(x: f32) -> f32 {
 /// calls the platform's C library, so on other platforms the two may differ in the last bit.
 /// Limits as `expf`: `+inf` above `0x1.62e42ep6` (the log of `f32::MAX`), `+0` below
 /// `-0x1.9fe368p6` (the log of half the smallest subnormal), NaN in, NaN out.
-#[inline]
+#[inline(always)]
 pub fn exp_f32(x: f32) -> f32 {
     // 2^(i/32) as f64 bits, less i/32 in the exponent field (`bits - (i << 52) / 32`), so
     // that adding `k << 47` to entry `k mod 32` gives 2^(k/32) whatever k's sign.

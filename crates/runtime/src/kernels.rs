@@ -19,6 +19,7 @@ use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, UnaryOp, View};
 use crate::RuntimeError;
 pub use crate::gemm::{Activation, epilogue_parts};
 use crate::gemm::{Matrix, matmul_epilogue};
+use crate::isa::widest;
 use crate::threads::{PAR_MIN_ELEMS, Threads};
 
 pub use lumen_compiler::ops::gelu_f32 as gelu_scalar;
@@ -101,7 +102,10 @@ pub fn map_in_place(
             };
             let work = inout.len();
             split_outer(threads, shape, inout, work, |part, o| match part {
-                None => map_in_place_with(ins, o, &f),
+                None => widest(
+                    #[inline(always)]
+                    || map_in_place_with(ins, o, &f),
+                ),
                 Some((axis, r)) => {
                     let views: Vec<Option<View>> =
                         ins.iter().map(|x| x.map(|(_, v)| v.slice(axis, r.start, r.end))).collect();
@@ -110,7 +114,10 @@ pub fn map_in_place(
                         .zip(&views)
                         .map(|(x, v)| x.zip(v.as_ref()).map(|((b, _), v)| (b, v)))
                         .collect();
-                    map_in_place_with(&sub, o, &f);
+                    widest(
+                        #[inline(always)]
+                        || map_in_place_with(&sub, o, &f),
+                    );
                 }
             });
         }
@@ -123,6 +130,7 @@ pub fn map_in_place(
 /// the other operands' views (a slice where the stride is 1, one value where it is 0, a
 /// strided read otherwise), each element of `inout` read into the op's arguments before it is
 /// overwritten.
+#[inline(always)]
 fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f32; 3]) -> f32) {
     // The output's own value goes wherever it is an operand (`x + x` reads it twice), the
     // other operands' values in order elsewhere.
@@ -149,11 +157,15 @@ fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f
     match others {
         [None, _] => {
             // Unary: the operand is the output itself.
-            inout.iter_mut().for_each(|o| *o = f(args(*o, [0.0; 2])));
+            for o in inout.iter_mut() {
+                *o = f(args(*o, [0.0; 2]));
+            }
         }
         [Some(_), None] if whole(others[0], len).is_some() => {
             let a = whole(others[0], len).unwrap_or_default();
-            inout.iter_mut().zip(a).for_each(|(o, &v)| *o = f(args(*o, [v, 0.0])));
+            for (o, &v) in inout.iter_mut().zip(a) {
+                *o = f(args(*o, [v, 0.0]));
+            }
         }
         [Some(_), Some(_)]
             if whole(others[0], len).is_some() && whole(others[1], len).is_some() =>
@@ -232,13 +244,19 @@ pub fn map(
             let Run(ins, out, threads) = self;
             let work = out.len();
             split_outer(threads, &ins[0].1.shape, out, work, |part, o| match part {
-                None => map_with(ins, o, &f),
+                None => widest(
+                    #[inline(always)]
+                    || map_with(ins, o, &f),
+                ),
                 Some((axis, r)) => {
                     let views: Vec<View> =
                         ins.iter().map(|(_, v)| v.slice(axis, r.start, r.end)).collect();
                     let sub: Vec<(&[f32], &View)> =
                         ins.iter().zip(&views).map(|((b, _), v)| (*b, v)).collect();
-                    map_with(&sub, o, &f);
+                    widest(
+                        #[inline(always)]
+                        || map_with(&sub, o, &f),
+                    );
                 }
             });
         }
@@ -283,7 +301,7 @@ fn with_op(op: ElemOp, v: impl OpVisitor) {
         ($($op:expr),* $(,)?) => {
             $(if op == $op {
                 const OP: ElemOp = $op;
-                return v.visit(|a| OP.eval_f32(a));
+                return v.visit(#[inline(always)] |a| OP.eval_f32(a));
             })*
         };
     }
@@ -770,6 +788,28 @@ mod tests {
             reduce(op, &x, &whole, 1, &mut a, &ONE).unwrap();
             reduce(op, &xt, &strided, 1, &mut b, &ONE).unwrap();
             assert_eq!(bits(&a), bits(&b), "reduce {op:?}");
+        }
+    }
+
+    /// `map` runs its loops compiled for the widest instruction set ([`crate::isa::widest`]);
+    /// the same loops compiled for the baseline give the same bits, for every op, on
+    /// awkward values (the exp and gelu maps use FMA there, a library call here).
+    #[test]
+    fn widest_isa_maps_match_the_baseline() {
+        let special = [0.0, -0.0, 1.0, -1.0, 88.7, 88.8, -103.9, -104.0, f32::MAX, f32::MIN];
+        let more = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40, 3.5, -7.25];
+        let mut x: Vec<f32> = special.iter().chain(&more).copied().collect();
+        x.extend((0..1000).map(|i| ((i * 7919 % 2000) as f32 - 1000.0) * 0.0123));
+        let y: Vec<f32> = x.iter().rev().map(|v| v * 0.5 + 0.25).collect();
+        let whole = View::contiguous(&[x.len()]);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for op in ElemOp::ALL {
+            let ins: Vec<Input<'_>> =
+                [(&x[..], &whole), (&y[..], &whole), (&x[..], &whole)][..op.arity()].to_vec();
+            let (mut wide, mut base) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+            map(op, &ins, &mut wide, &ONE).unwrap();
+            map_with(&ins, &mut base, |a| op.eval_f32(a));
+            assert_eq!(bits(&wide), bits(&base), "{}", op.name());
         }
     }
 
