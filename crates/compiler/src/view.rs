@@ -70,9 +70,15 @@ impl View {
     /// Whether consecutive indices are consecutive elements (row-major strides; an axis of
     /// length 1 may have any stride). The offset may be anything.
     pub fn is_contiguous(&self) -> bool {
-        let want = row_major_strides(&self.shape);
-        self.shape.iter().zip(&self.strides).zip(&want).all(|((&d, &s), &w)| d <= 1 || s == w)
-            || self.elements() == 0
+        // Row-major strides from the innermost axis out, without building them (kernels ask
+        // this on every execute).
+        let mut want = 1usize;
+        let chained = self.shape.iter().zip(&self.strides).rev().all(|(&d, &s)| {
+            let ok = d <= 1 || s == want;
+            want = want.saturating_mul(d);
+            ok
+        });
+        chained || self.elements() == 0
     }
 
     /// Whether the view is exactly a whole buffer of `shape` read in row-major order: what a
@@ -229,6 +235,44 @@ impl View {
     }
 }
 
+/// `views` (all of one shape) with the fewest axes that walk the same elements in the same
+/// row-major order: length-1 axes dropped, and each axis merged into the next one in where
+/// every view's strides chain (`stride[a] == stride[a + 1] * shape[a + 1]`, as NumPy's
+/// iterator coalesces dimensions). A `[2, 16, 64]` operand beside a `[2, 16, 1]` broadcast
+/// becomes `[32, 64]`, a contiguous one `[2048]`, so [`walk_rows`] calls its kernel once per
+/// long row instead of once per short one. Views of an empty shape, or of different shapes,
+/// come back unchanged.
+pub fn coalesce(views: &[View]) -> Vec<View> {
+    let Some(first) = views.first() else { return Vec::new() };
+    let shape = &first.shape;
+    if shape.contains(&0)
+        || views.iter().any(|v| v.shape != *shape || v.strides.len() != shape.len())
+    {
+        return views.to_vec();
+    }
+    let axes: Vec<usize> = (0..shape.len()).filter(|&a| shape[a] != 1).collect();
+    let mut out: Vec<View> = views
+        .iter()
+        .map(|v| View { shape: Vec::new(), strides: Vec::new(), offset: v.offset })
+        .collect();
+    // From the innermost axis out: extend the current outermost merged axis or start one.
+    for &a in axes.iter().rev() {
+        let d = shape[a];
+        let merges = out[0].shape.first().is_some_and(|&inner| {
+            views.iter().zip(&out).all(|(v, o)| v.strides[a] == o.strides[0] * inner)
+        });
+        for (v, o) in views.iter().zip(out.iter_mut()) {
+            if merges {
+                o.shape[0] *= d;
+            } else {
+                o.shape.insert(0, d);
+                o.strides.insert(0, v.strides[a]);
+            }
+        }
+    }
+    out
+}
+
 /// Walks `shape` in row-major order, calling `f` with the element offset of every view in
 /// `views` (each of `shape`'s rank and lengths) at that index: the one loop nest every
 /// strided kernel and the reference interpreter share. The innermost axis steps by adding
@@ -265,7 +309,16 @@ pub fn walk_rows<const N: usize>(
     }
     let inner = shape[rank - 1];
     let inner_strides: [usize; N] = std::array::from_fn(|k| views[k].strides[rank - 1]);
-    let mut index = vec![0usize; rank - 1];
+    // The outer axes' odometer: on the stack for the ranks kernels meet (no allocation per
+    // kernel call), on the heap beyond.
+    let mut small = [0usize; 8];
+    let mut large = Vec::new();
+    let index: &mut [usize] = if rank - 1 <= small.len() {
+        &mut small[..rank - 1]
+    } else {
+        large.resize(rank - 1, 0);
+        &mut large
+    };
     loop {
         f(base, inner, inner_strides);
         // Odometer over the outer axes.
@@ -392,6 +445,52 @@ mod tests {
         assert_eq!(broadcast_shapes(&[2, 1, 4], &[3, 1]), Some(vec![2, 3, 4]));
         assert_eq!(broadcast_shapes(&[], &[5]), Some(vec![5]));
         assert_eq!(broadcast_shapes(&[2, 3], &[4, 3]), None);
+    }
+
+    #[test]
+    fn coalesce_merges_chained_axes_and_keeps_the_order() {
+        let x = View::contiguous(&[2, 16, 64]);
+        let mean = View { shape: vec![2, 16, 64], strides: vec![16, 1, 0], offset: 3 };
+        let got = coalesce(&[x.clone(), mean.clone()]);
+        assert_eq!((got[0].shape.clone(), got[0].strides.clone()), (vec![32, 64], vec![64, 1]));
+        assert_eq!((got[1].strides.clone(), got[1].offset), (vec![1, 0], 3));
+        assert_eq!(coalesce(std::slice::from_ref(&x))[0].shape, [2048]);
+        let t = View::contiguous(&[2, 1, 3, 4]).permute(&[0, 1, 3, 2]);
+        let one = coalesce(std::slice::from_ref(&t));
+        assert_eq!((one[0].shape.clone(), one[0].strides.clone()), (vec![2, 4, 3], vec![12, 1, 4]));
+        assert_eq!(offsets(&one[0]), offsets(&t));
+        let scalar = View { shape: vec![1, 1], strides: vec![0, 0], offset: 5 };
+        assert_eq!(coalesce(&[scalar])[0], View { shape: vec![], strides: vec![], offset: 5 });
+        let empty = View::contiguous(&[2, 0]);
+        assert_eq!(coalesce(std::slice::from_ref(&empty))[0], empty);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        /// Coalesced views walk exactly the offsets of the originals, side by side.
+        #[test]
+        fn coalesce_walks_the_same_offsets(shape in shape_strategy(), seed in 0u64..1000) {
+            let rank = shape.len();
+            let mut a = View::contiguous(&shape);
+            let mut perm: Vec<usize> = (0..rank).collect();
+            if rank > 1 {
+                perm.swap((seed as usize) % rank, (seed as usize / 5) % rank);
+            }
+            a = a.permute(&perm);
+            let mut b = View::contiguous(&a.shape);
+            for (k, s) in b.strides.iter_mut().enumerate() {
+                if (seed >> k) & 1 == 1 {
+                    *s = 0;
+                }
+            }
+            let c = coalesce(&[a.clone(), b.clone()]);
+            let mut want = Vec::new();
+            walk(&a.shape, [&a, &b], |o| want.push(o));
+            let mut got = Vec::new();
+            walk(&c[0].shape.clone(), [&c[0], &c[1]], |o| got.push(o));
+            prop_assert_eq!(got, want);
+            prop_assert!(c[0].rank() <= a.rank());
+        }
     }
 
     #[test]

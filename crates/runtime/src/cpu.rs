@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Instant;
 
+use lumen_compiler::view::coalesce;
 use lumen_compiler::{
     BufferRole, CompiledProgram, DType, ElemOp, LlirBuffer, LlirOp, ReduceOp, View,
 };
@@ -212,6 +213,8 @@ enum Step {
     },
     Map {
         op: ElemOp,
+        // Views coalesced at prepare ([`lumen_compiler::view::coalesce`]): the same elements
+        // in the same order, in as few axes (as long rows) as the operands allow.
         ins: Vec<Arg>,
         out: Range<usize>,
     },
@@ -340,7 +343,14 @@ impl CpuProgram {
                     }
                 }
                 LlirOp::Map { op, .. } => {
-                    Step::Map { op, ins: node.reads.iter().map(arg).collect(), out: out()? }
+                    let views: Vec<View> = node.reads.iter().map(|o| o.view.clone()).collect();
+                    let ins = node
+                        .reads
+                        .iter()
+                        .zip(coalesce(&views))
+                        .map(|(o, v)| (range(o.buffer), v))
+                        .collect();
+                    Step::Map { op, ins, out: out()? }
                 }
                 LlirOp::Reduce { op, axis, .. } => {
                     let [input] = node.reads.as_slice() else {
@@ -440,7 +450,9 @@ impl CpuProgram {
         out: &mut Tensors,
     ) -> Result<(), RuntimeError> {
         let Some(step) = self.steps.get(i) else { return Ok(()) };
-        let t = Instant::now();
+        // Kernel steps are timed by `execute`, a run of them at a time (two clock reads per
+        // step cost about as much as a small kernel); uploads and readbacks here.
+        let t = matches!(step, Step::Upload { .. } | Step::Readback { .. }).then(Instant::now);
         let slab = self.slab.elems_mut();
         let threads = &self.threads;
         match step {
@@ -458,7 +470,7 @@ impl CpuProgram {
                         prof.upload_bytes += data.len() * 4;
                     }
                 }
-                prof.upload_ms += ms(t);
+                prof.upload_ms += t.map_or(0.0, ms);
             }
             Step::Readback { outputs } => {
                 for (name, shape, r) in outputs {
@@ -472,7 +484,7 @@ impl CpuProgram {
                     prof.readback_bytes += data.len() * 4;
                     out.insert(name.clone(), HostTensor::new(shape.clone(), data)?);
                 }
-                prof.readback_ms += ms(t);
+                prof.readback_ms += t.map_or(0.0, ms);
             }
             Step::Matmul { a, b, packed, bias, out: o, dims, act } => {
                 let reads: Vec<&Range<usize>> =
@@ -488,32 +500,41 @@ impl CpuProgram {
             }
             // In place: an operand occupying exactly the output's bytes (the planner put a
             // marked output at its dying operand's offset) is read from the output itself.
-            Step::Map { op, ins, out: o } if !o.is_empty() && ins.iter().any(|x| x.0 == *o) => {
-                if ins.iter().any(|x| x.0 == *o && !(x.1.is_contiguous() && x.1.offset == 0)) {
+            // At most three operands (the op table's widest arity), borrowed into arrays: no
+            // allocation per step.
+            Step::Map { op, ins, out: o } => {
+                if ins.len() > MAX_OPERANDS {
+                    return Err(RuntimeError::invalid(&self.label, "a map of over 3 operands"));
+                }
+                let in_place = !o.is_empty() && ins.iter().any(|x| x.0 == *o);
+                if in_place
+                    && ins.iter().any(|x| x.0 == *o && !(x.1.is_contiguous() && x.1.offset == 0))
+                {
                     return Err(RuntimeError::invalid(
                         &self.label,
                         "an operand sharing its output's bytes must be read whole",
                     ));
                 }
-                let reads: Vec<&Range<usize>> =
-                    ins.iter().filter(|x| x.0 != *o).map(|x| &x.0).collect();
-                let (dst, bufs) = split(slab, o, &reads, &self.label)?;
-                let mut others = bufs.into_iter();
-                let args: Vec<Option<kernels::Input<'_>>> = ins
-                    .iter()
-                    .map(|x| if x.0 == *o { None } else { others.next().map(|b| (b, &x.1)) })
-                    .collect();
-                kernels::map_in_place(*op, &args, dst, threads)?;
-            }
-            Step::Map { op, ins, out: o } => {
-                let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
-                let (dst, bufs) = split(slab, o, &reads, &self.label)?;
-                let args: Vec<kernels::Input<'_>> =
-                    bufs.iter().zip(ins).map(|(buf, x)| (*buf, &x.1)).collect();
-                kernels::map(*op, &args, dst, threads)?;
+                // The output itself is not borrowed as an operand: an empty range stands in.
+                let reads = ins.iter().map(|x| if x.0 == *o { &NOTHING } else { &x.0 });
+                let mut bufs: [&[f32]; MAX_OPERANDS] = [&[]; MAX_OPERANDS];
+                let dst = split_into(slab, o, reads, &mut bufs, &self.label)?;
+                let n = ins.len();
+                if in_place {
+                    let args: [Option<kernels::Input<'_>>; MAX_OPERANDS] =
+                        std::array::from_fn(|k| {
+                            ins.get(k).filter(|x| x.0 != *o).map(|x| (bufs[k], &x.1))
+                        });
+                    kernels::map_in_place(*op, &args[..n], dst, threads)?;
+                } else {
+                    let args: [kernels::Input<'_>; MAX_OPERANDS] =
+                        std::array::from_fn(|k| (bufs[k], ins.get(k).map_or(&NO_VIEW, |x| &x.1)));
+                    kernels::map(*op, &args[..n], dst, threads)?;
+                }
             }
             Step::Reduce { op, input, axis, out: o } => {
-                let (dst, bufs) = split(slab, o, &[&input.0], &self.label)?;
+                let mut bufs: [&[f32]; 1] = [&[]];
+                let dst = split_into(slab, o, [&input.0], &mut bufs, &self.label)?;
                 kernels::reduce(*op, bufs[0], &input.1, *axis, dst, threads)?;
             }
             Step::Gather { table, ids, wide, ids_name, out: o } => {
@@ -527,9 +548,6 @@ impl CpuProgram {
                     bufs.iter().zip(ins).map(|(buf, x)| (*buf, &x.1)).collect();
                 kernels::concat(&args, *axis, shape, dst)?;
             }
-        }
-        if !matches!(step, Step::Upload { .. } | Step::Readback { .. }) {
-            prof.launch_ms += ms(t);
         }
         if let Some(dead) = self.poison_after.get(i).filter(|d| !d.is_empty()) {
             let t = Instant::now();
@@ -591,6 +609,15 @@ impl Packer {
     }
 }
 
+/// The most operands a map takes (`select`).
+const MAX_OPERANDS: usize = 3;
+
+/// The range an operand read from the output itself is borrowed as (empty: no bytes).
+const NOTHING: Range<usize> = 0..0;
+
+/// The view of an unused operand slot.
+static NO_VIEW: View = View { shape: Vec::new(), strides: Vec::new(), offset: 0 };
+
 fn ms(since: Instant) -> f64 {
     since.elapsed().as_secs_f64() * 1e3
 }
@@ -622,30 +649,44 @@ fn copy_in(
 }
 
 /// Borrows `out` mutably and every operand range shared, from one slab, without copying:
-/// split the slab around `out`; each operand must lie wholly before or after it (the layout
-/// check guarantees it; empty operands may lie anywhere).
+/// [`split_into`] into a new vector.
 fn split<'s>(
     slab: &'s mut [f32],
     out: &Range<usize>,
     reads: &[&Range<usize>],
     label: &str,
 ) -> Result<(&'s mut [f32], Vec<&'s [f32]>), RuntimeError> {
+    let mut ins: Vec<&'s [f32]> = vec![&[]; reads.len()];
+    let dst = split_into(slab, out, reads.iter().copied(), &mut ins, label)?;
+    Ok((dst, ins))
+}
+
+/// Borrows `out` mutably and each operand range of `reads` shared into `ins` (in order; at
+/// most `ins.len()` of them), from one slab, without copying or allocating: split the slab
+/// around `out`; each operand must lie wholly before or after it (the layout check
+/// guarantees it; empty operands may lie anywhere).
+fn split_into<'s, 'r>(
+    slab: &'s mut [f32],
+    out: &Range<usize>,
+    reads: impl IntoIterator<Item = &'r Range<usize>>,
+    ins: &mut [&'s [f32]],
+    label: &str,
+) -> Result<&'s mut [f32], RuntimeError> {
     let (lo, rest) = slab.split_at_mut_checked(out.start).ok_or_else(|| oob(label))?;
     let (dst, hi) = rest.split_at_mut_checked(out.len()).ok_or_else(|| oob(label))?;
     let (lo, hi): (&'s [f32], &'s [f32]) = (lo, hi);
-    let get = |r: &Range<usize>| -> Result<&'s [f32], RuntimeError> {
-        if r.is_empty() {
-            Ok(&[])
+    for (slot, r) in ins.iter_mut().zip(reads) {
+        *slot = if r.is_empty() {
+            &[]
         } else if r.end <= out.start {
-            lo.get(r.clone()).ok_or_else(|| oob(label))
+            lo.get(r.clone()).ok_or_else(|| oob(label))?
         } else if r.start >= out.end {
-            hi.get(r.start - out.end..r.end - out.end).ok_or_else(|| oob(label))
+            hi.get(r.start - out.end..r.end - out.end).ok_or_else(|| oob(label))?
         } else {
-            Err(RuntimeError::invalid(label, "a kernel's output overlaps its operand"))
-        }
-    };
-    let ins = reads.iter().map(|r| get(r)).collect::<Result<Vec<_>, _>>()?;
-    Ok((dst, ins))
+            return Err(RuntimeError::invalid(label, "a kernel's output overlaps its operand"));
+        };
+    }
+    Ok(dst)
 }
 
 impl PreparedProgram for CpuProgram {
@@ -671,8 +712,23 @@ impl PreparedProgram for CpuProgram {
         let mut prof =
             ExecProfile { launches: self.launches, flops: self.flops, ..Default::default() };
         let mut out = Tensors::new();
+        // Kernel steps are timed a run at a time (between uploads and readbacks), less the
+        // memory-debug poisoning done inside the run (timed on its own).
+        let mut run: Option<(Instant, f64)> = None;
         for i in 0..self.steps.len() {
+            let kernel = !matches!(self.steps[i], Step::Upload { .. } | Step::Readback { .. });
+            match run {
+                None if kernel => run = Some((Instant::now(), prof.poison_ms)),
+                Some((t, poison)) if !kernel => {
+                    prof.launch_ms += ms(t) - (prof.poison_ms - poison);
+                    run = None;
+                }
+                _ => {}
+            }
             self.run_step(i, inputs, &mut prof, &mut out)?;
+        }
+        if let Some((t, poison)) = run {
+            prof.launch_ms += ms(t) - (prof.poison_ms - poison);
         }
         prof.total_ms = ms(start);
         if self.options.profile_recapture {

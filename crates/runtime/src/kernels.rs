@@ -19,6 +19,7 @@ use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, UnaryOp, View};
 use crate::RuntimeError;
 pub use crate::gemm::{Activation, epilogue_parts};
 use crate::gemm::{Matrix, matmul_epilogue};
+use crate::isa::widest;
 use crate::packed::{PackedWeight, matmul_packed};
 use crate::threads::{PAR_MIN_ELEMS, Threads};
 
@@ -42,7 +43,7 @@ fn check_len(
 /// Checks that `view` (of `rank` axes, if given) stays inside a buffer of `len` elements.
 fn check_view(
     kernel: &'static str,
-    what: &str,
+    what: impl std::fmt::Display,
     view: &View,
     len: usize,
     rank: Option<usize>,
@@ -87,7 +88,7 @@ pub fn map_in_place(
             if view.elements() != len {
                 return Err(RuntimeError::kernel(K, format!("operand {i} has another shape")));
             }
-            check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
+            check_view(K, format_args!("operand {i}"), view, buf.len(), None)?;
         }
     }
     struct Run<'a, 'b>(&'a [Option<Input<'b>>], &'a mut [f32], &'a Threads);
@@ -95,13 +96,17 @@ pub fn map_in_place(
         fn visit(self, f: impl Fn([f32; 3]) -> f32 + Sync) {
             let Run(ins, inout, threads) = self;
             // The operands' shape (a flat run when every operand is the output itself).
-            let shape = match ins.iter().flatten().next() {
-                Some((_, v)) => v.shape.clone(),
-                None => vec![inout.len()],
+            let flat = [inout.len()];
+            let shape: &[usize] = match ins.iter().flatten().next() {
+                Some((_, v)) => &v.shape,
+                None => &flat,
             };
             let work = inout.len();
-            split_outer(threads, &shape, inout, work, |part, o| match part {
-                None => map_in_place_with(ins, o, &f),
+            split_outer(threads, shape, inout, work, |part, o| match part {
+                None => widest(
+                    #[inline(always)]
+                    || map_in_place_with(ins, o, &f),
+                ),
                 Some((axis, r)) => {
                     let views: Vec<Option<View>> =
                         ins.iter().map(|x| x.map(|(_, v)| v.slice(axis, r.start, r.end))).collect();
@@ -110,7 +115,10 @@ pub fn map_in_place(
                         .zip(&views)
                         .map(|(x, v)| x.zip(v.as_ref()).map(|((b, _), v)| (b, v)))
                         .collect();
-                    map_in_place_with(&sub, o, &f);
+                    widest(
+                        #[inline(always)]
+                        || map_in_place_with(&sub, o, &f),
+                    );
                 }
             });
         }
@@ -119,14 +127,20 @@ pub fn map_in_place(
     Ok(())
 }
 
-/// [`map_in_place`]'s loops: a row at a time over the other operands' views (a slice where the
-/// stride is 1, one value where it is 0, a strided read otherwise), each element of `inout`
-/// read into the op's arguments before it is overwritten.
+/// [`map_in_place`]'s loops: contiguous operands as one slice each, else a row at a time over
+/// the other operands' views (a slice where the stride is 1, one value where it is 0, a
+/// strided read otherwise), each element of `inout` read into the op's arguments before it is
+/// overwritten.
+#[inline(always)]
 fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f32; 3]) -> f32) {
     // The output's own value goes wherever it is an operand (`x + x` reads it twice), the
     // other operands' values in order elsewhere.
     let own: [bool; 3] = std::array::from_fn(|k| matches!(ins.get(k), Some(None)));
-    let others: Vec<Input<'_>> = ins.iter().flatten().copied().collect();
+    // The other operands (at most two: an operand of `select` is the output), in order.
+    let mut others: [Option<Input<'_>>; 2] = [None; 2];
+    for (slot, x) in others.iter_mut().zip(ins.iter().flatten()) {
+        *slot = Some(*x);
+    }
     let args = |x: f32, o: [f32; 2]| -> [f32; 3] {
         let mut a = [0.0f32; 3];
         let mut rest = o.into_iter();
@@ -135,36 +149,64 @@ fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f
         }
         a
     };
-    let Some((_, first)) = others.first() else {
-        // Unary: the operand is the output itself.
-        inout.iter_mut().for_each(|o| *o = f(args(*o, [0.0; 2])));
-        return;
-    };
-    let shape = first.shape.clone();
-    let mut i = 0;
-    match others.as_slice() {
-        [(a, va)] => walk_rows(&shape, [*va], |[x], len, [sx]| {
-            let o = &mut inout[i..i + len];
-            i += len;
-            match sx {
-                0 => o.iter_mut().for_each(|o| *o = f(args(*o, [a[x], 0.0]))),
-                1 => {
-                    o.iter_mut().zip(&a[x..x + len]).for_each(|(o, &v)| *o = f(args(*o, [v, 0.0])))
-                }
-                s => o
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(j, o)| *o = f(args(*o, [a[x + j * s], 0.0]))),
+    let len = inout.len();
+    // A contiguous operand is read as one slice (the views were checked against the buffers).
+    fn whole(x: Option<Input<'_>>, len: usize) -> Option<&[f32]> {
+        let (b, v) = x?;
+        b.get(v.offset..v.offset.checked_add(len)?).filter(|_| v.is_contiguous())
+    }
+    match others {
+        [None, _] => {
+            // Unary: the operand is the output itself.
+            for o in inout.iter_mut() {
+                *o = f(args(*o, [0.0; 2]));
             }
-        }),
-        [(a, va), (b, vb)] => walk_rows(&shape, [*va, *vb], |[x, y], len, [sx, sy]| {
-            let o = &mut inout[i..i + len];
-            i += len;
-            o.iter_mut()
-                .enumerate()
-                .for_each(|(j, o)| *o = f(args(*o, [a[x + j * sx], b[y + j * sy]])));
-        }),
-        _ => {}
+        }
+        [Some(_), None] if whole(others[0], len).is_some() => {
+            let a = whole(others[0], len).unwrap_or_default();
+            for (o, &v) in inout.iter_mut().zip(a) {
+                *o = f(args(*o, [v, 0.0]));
+            }
+        }
+        [Some(_), Some(_)]
+            if whole(others[0], len).is_some() && whole(others[1], len).is_some() =>
+        {
+            let (a, b) = (
+                whole(others[0], len).unwrap_or_default(),
+                whole(others[1], len).unwrap_or_default(),
+            );
+            for ((o, &p), &q) in inout.iter_mut().zip(a).zip(b) {
+                *o = f(args(*o, [p, q]));
+            }
+        }
+        [Some((a, va)), None] => {
+            let mut i = 0;
+            walk_rows(&va.shape, [va], |[x], len, [sx]| {
+                let o = &mut inout[i..i + len];
+                i += len;
+                match sx {
+                    0 => o.iter_mut().for_each(|o| *o = f(args(*o, [a[x], 0.0]))),
+                    1 => o
+                        .iter_mut()
+                        .zip(&a[x..x + len])
+                        .for_each(|(o, &v)| *o = f(args(*o, [v, 0.0]))),
+                    s => o
+                        .iter_mut()
+                        .enumerate()
+                        .for_each(|(j, o)| *o = f(args(*o, [a[x + j * s], 0.0]))),
+                }
+            })
+        }
+        [Some((a, va)), Some((b, vb))] => {
+            let mut i = 0;
+            walk_rows(&va.shape, [va, vb], |[x, y], len, [sx, sy]| {
+                let o = &mut inout[i..i + len];
+                i += len;
+                o.iter_mut()
+                    .enumerate()
+                    .for_each(|(j, o)| *o = f(args(*o, [a[x + j * sx], b[y + j * sy]])));
+            })
+        }
     }
 }
 
@@ -194,7 +236,7 @@ pub fn map(
         if &view.shape != shape {
             return Err(RuntimeError::kernel(K, format!("operand {i} has another shape")));
         }
-        check_view(K, &format!("operand {i}"), view, buf.len(), None)?;
+        check_view(K, format_args!("operand {i}"), view, buf.len(), None)?;
     }
     check_len(K, "out", out.len(), Some(ins[0].1.elements()))?;
     struct Run<'a, 'b>(&'a [(&'b [f32], &'b View)], &'a mut [f32], &'a Threads);
@@ -203,13 +245,19 @@ pub fn map(
             let Run(ins, out, threads) = self;
             let work = out.len();
             split_outer(threads, &ins[0].1.shape, out, work, |part, o| match part {
-                None => map_with(ins, o, &f),
+                None => widest(
+                    #[inline(always)]
+                    || map_with(ins, o, &f),
+                ),
                 Some((axis, r)) => {
                     let views: Vec<View> =
                         ins.iter().map(|(_, v)| v.slice(axis, r.start, r.end)).collect();
                     let sub: Vec<(&[f32], &View)> =
                         ins.iter().zip(&views).map(|((b, _), v)| (*b, v)).collect();
-                    map_with(&sub, o, &f);
+                    widest(
+                        #[inline(always)]
+                        || map_with(&sub, o, &f),
+                    );
                 }
             });
         }
@@ -254,7 +302,7 @@ fn with_op(op: ElemOp, v: impl OpVisitor) {
         ($($op:expr),* $(,)?) => {
             $(if op == $op {
                 const OP: ElemOp = $op;
-                return v.visit(|a| OP.eval_f32(a));
+                return v.visit(#[inline(always)] |a| OP.eval_f32(a));
             })*
         };
     }
@@ -393,6 +441,11 @@ pub fn reduce(
     if extent == 0 || rows == 0 {
         return Ok(());
     }
+    if view.elements() < PAR_MIN_ELEMS || threads.count() == 1 {
+        // What `split_outer` does with such a reduction, without building its output shape.
+        reduce_rows(op, input, view, axis, out);
+        return Ok(());
+    }
     // Split over output rows (never over the reduced axis): each part reduces the input's
     // slice of the same axis, so an output's value does not depend on the split.
     let out_shape: Vec<usize> =
@@ -409,6 +462,27 @@ pub fn reduce(
 
 /// [`reduce`]'s loops, the checks done: `out` (already the identity) gets each row's result.
 fn reduce_rows(op: ReduceOp, input: &[f32], view: &View, axis: usize, out: &mut [f32]) {
+    let extent = view.shape[axis];
+    if axis + 1 == view.rank() && view.is_contiguous() && extent > 0 {
+        // The common case (softmax, layer norm: the last axis of a contiguous tensor): each
+        // output reduces one run of `extent` elements, in the order the general loop below
+        // visits them, so the bits are the same.
+        let Some(rows) = input.get(view.offset..view.offset + out.len() * extent) else {
+            return;
+        };
+        let rows = rows.chunks_exact(extent);
+        if op == ReduceOp::Sum {
+            for (o, row) in out.iter_mut().zip(rows) {
+                let wide: f64 = row.iter().map(|&v| f64::from(v)).sum();
+                *o = wide as f32;
+            }
+        } else {
+            for (o, row) in out.iter_mut().zip(rows) {
+                *o = row.iter().fold(op.identity_f32(), |acc, &v| op.combine_f32(acc, v));
+            }
+        }
+        return;
+    }
     // The reduced axis last: each run of `extent` visits is one output.
     let mut perm: Vec<usize> = (0..view.rank()).filter(|&a| a != axis).collect();
     perm.push(axis);
@@ -639,7 +713,7 @@ pub fn concat(
     }
     let mut start = 0usize;
     for (i, (buf, view)) in ins.iter().enumerate() {
-        check_view(K, &format!("operand {i}"), view, buf.len(), Some(out_shape.len()))?;
+        check_view(K, format_args!("operand {i}"), view, buf.len(), Some(out_shape.len()))?;
         let len = view.shape[axis];
         let end = start + len;
         let fits = end <= out_shape[axis]
@@ -702,6 +776,70 @@ mod tests {
                     assert_eq!(bits(&got), bits(&want), "{} own {own} twice {twice}", op.name());
                 }
             }
+        }
+    }
+
+    /// The contiguous fast paths (map, map in place, reduce over the last axis) give the bits
+    /// of the general strided loops: the same values read through a transposed buffer.
+    #[test]
+    fn contiguous_fast_paths_match_strided_loops() {
+        let (r, c) = (5usize, 7usize);
+        let x: Vec<f32> = (0..r * c).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.173).collect();
+        let y: Vec<f32> = (0..r * c).map(|i| ((i * 11 % 17) as f32 - 8.5) * 0.291).collect();
+        // Stored transposed: element (i, j) at j * r + i, read back through swapped strides.
+        let transpose =
+            |v: &[f32]| -> Vec<f32> { (0..r * c).map(|k| v[(k % r) * c + k / r]).collect() };
+        let (xt, yt) = (transpose(&x), transpose(&y));
+        let whole = View::contiguous(&[r, c]);
+        let strided = View { shape: vec![r, c], strides: vec![1, r], offset: 0 };
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for op in ElemOp::ALL {
+            let n = op.arity();
+            let fast: Vec<Input<'_>> =
+                [(&x[..], &whole), (&y[..], &whole), (&y[..], &whole)][..n].to_vec();
+            let slow: Vec<Input<'_>> =
+                [(&xt[..], &strided), (&yt[..], &strided), (&yt[..], &strided)][..n].to_vec();
+            let (mut a, mut b) = (vec![0.0f32; r * c], vec![0.0f32; r * c]);
+            map(op, &fast, &mut a, &ONE).unwrap();
+            map(op, &slow, &mut b, &ONE).unwrap();
+            assert_eq!(bits(&a), bits(&b), "map {}", op.name());
+            // In place: x is the output; the others contiguous, then strided.
+            let fast: Vec<Option<Input<'_>>> =
+                (0..n).map(|k| (k > 0).then_some((&y[..], &whole))).collect();
+            let slow: Vec<Option<Input<'_>>> =
+                (0..n).map(|k| (k > 0).then_some((&yt[..], &strided))).collect();
+            let (mut a, mut b) = (x.clone(), x.clone());
+            map_in_place(op, &fast, &mut a, &ONE).unwrap();
+            map_in_place(op, &slow, &mut b, &ONE).unwrap();
+            assert_eq!(bits(&a), bits(&b), "in place {}", op.name());
+        }
+        for op in ReduceOp::ALL {
+            let (mut a, mut b) = (vec![0.0f32; r], vec![0.0f32; r]);
+            reduce(op, &x, &whole, 1, &mut a, &ONE).unwrap();
+            reduce(op, &xt, &strided, 1, &mut b, &ONE).unwrap();
+            assert_eq!(bits(&a), bits(&b), "reduce {op:?}");
+        }
+    }
+
+    /// `map` runs its loops compiled for the widest instruction set ([`crate::isa::widest`]);
+    /// the same loops compiled for the baseline give the same bits, for every op, on
+    /// awkward values (the exp and gelu maps use FMA there, a library call here).
+    #[test]
+    fn widest_isa_maps_match_the_baseline() {
+        let special = [0.0, -0.0, 1.0, -1.0, 88.7, 88.8, -103.9, -104.0, f32::MAX, f32::MIN];
+        let more = [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40, -1e-40, 3.5, -7.25];
+        let mut x: Vec<f32> = special.iter().chain(&more).copied().collect();
+        x.extend((0..1000).map(|i| ((i * 7919 % 2000) as f32 - 1000.0) * 0.0123));
+        let y: Vec<f32> = x.iter().rev().map(|v| v * 0.5 + 0.25).collect();
+        let whole = View::contiguous(&[x.len()]);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for op in ElemOp::ALL {
+            let ins: Vec<Input<'_>> =
+                [(&x[..], &whole), (&y[..], &whole), (&x[..], &whole)][..op.arity()].to_vec();
+            let (mut wide, mut base) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+            map(op, &ins, &mut wide, &ONE).unwrap();
+            map_with(&ins, &mut base, |a| op.eval_f32(a));
+            assert_eq!(bits(&wide), bits(&base), "{}", op.name());
         }
     }
 

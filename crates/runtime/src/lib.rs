@@ -32,6 +32,7 @@ pub mod cuda;
 pub mod env;
 pub mod error;
 pub mod gemm;
+pub mod isa;
 pub mod kernels;
 pub mod layout;
 pub mod packed;

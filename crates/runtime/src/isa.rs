@@ -1,0 +1,41 @@
+//! Running a loop compiled for the widest instruction set the CPU has, chosen at run time.
+//!
+//! The build targets baseline x86-64 (SSE2): a plain loop over f32 is vectorized four lanes
+//! wide and `f64::mul_add` is a call into the runtime library. [`widest`] runs a closure
+//! inside a function compiled for AVX-512F (else AVX2 + FMA), into which the closure and
+//! the `#[inline(always)]` loops it calls are inlined: they vectorize 16 (8) lanes wide and
+//! `mul_add` is one instruction (what makes [`lumen_compiler::ops::exp_f32`], and so the
+//! `exp` and `gelu` maps, vector loops). The trick the `multiversion` and `pulp` crates are
+//! built on. Rust never contracts `a * b + c` into an FMA and IEEE 754 fixes `+ - * / sqrt`
+//! and `mul_add` to the bit, so every version of a loop gives the same bits; calls into the
+//! C library (`tanhf`, `logf`, `erff`) stay calls. (`crate::gemm` has its own `widest_isa!`
+//! macro for its epilogue and GEMV.)
+
+/// Runs `f` compiled for AVX-512F when the CPU has it, else AVX2 + FMA, else the build's
+/// baseline (checked at run time, cached by std). What `f` calls is compiled for that
+/// instruction set only where it is inlined: `#[inline(always)]` functions and plain `for`
+/// loops (an iterator's `for_each` may stay a baseline call).
+#[inline(always)]
+pub fn widest<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just now.
+            return unsafe { avx512(f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just now.
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
+}
