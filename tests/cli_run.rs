@@ -741,15 +741,17 @@ fn run_compiles_for_the_cpu_with_resident_weights() {
     assert_eq!(v["target"], "cpu");
     assert_eq!(v["workspace_bytes"], 0);
     assert_eq!(v["resident_weights"], true);
-    // Every execute uploads the input x [450, 64] alone.
-    assert_eq!(v["upload_bytes_per_execute"], 450 * 64 * 4);
+    // Nothing is uploaded per execute: the input x [450, 64] is read in place (nothing
+    // writes into it), and no weight's bytes are reused.
+    assert_eq!(v["upload_bytes_per_execute"], 0);
+    assert_eq!(v["input_bytes_read_in_place"], 450 * 64 * 4);
     assert_eq!(v["weight_upload_bytes_per_execute"], 0);
     let plain =
         json(&["run", DIGITS, "--no-fuse", "--no-resident-weights", "--json", "--runs", "2"]);
     assert_eq!(plain["resident_weights"], false);
     // w1 [64, 128] shares its bytes with a later buffer: uploaded again every execute.
     assert_eq!(plain["weight_upload_bytes_per_execute"], 64 * 128 * 4);
-    assert_eq!(plain["upload_bytes_per_execute"], 450 * 64 * 4 + 64 * 128 * 4);
+    assert_eq!(plain["upload_bytes_per_execute"], 64 * 128 * 4);
     assert_eq!(plain["slab_bytes"], v["slab_bytes"]);
     for key in ["max_abs_err", "correct", "repeat_identical", "passed"] {
         assert_eq!(plain[key], v[key], "{key}");
@@ -757,7 +759,7 @@ fn run_compiles_for_the_cpu_with_resident_weights() {
     let text =
         String::from_utf8(lumen(&["run", DIGITS, "--no-fuse", "--runs", "1"]).stdout).unwrap();
     assert!(
-        text.contains("\nuploads    115200 B per execute: inputs 115200 B, weights 0 B\n"),
+        text.contains("\nuploads    0 B per execute: inputs 0 B, weights 0 B; 115200 B of inputs read in place, not copied\n"),
         "{text}"
     );
     assert!(text.contains("\nweights    resident: every weight is uploaded once, at prepare (slab within the limit: half of MemAvailable, "), "{text}");

@@ -286,6 +286,8 @@ struct Outcome {
     weight_upload_bytes: usize,
     /// Host bytes of weights packed at prepare for the GEMM (CPU), besides the slab.
     packed_weight_bytes: usize,
+    /// Input bytes read from the caller's tensors in place (CPU), not uploaded.
+    input_in_place_bytes: usize,
     /// Every output of the first execute, by the program's output names.
     outputs: Tensors,
     repeat_identical: bool,
@@ -486,8 +488,10 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         threads: runtime.threads(),
         resident,
         upload_bytes,
-        weight_upload_bytes: upload_bytes.saturating_sub(input_bytes),
+        weight_upload_bytes: upload_bytes
+            .saturating_sub(input_bytes.saturating_sub(prepared.input_bytes_read_in_place())),
         packed_weight_bytes: prepared.packed_weight_bytes(),
+        input_in_place_bytes: prepared.input_bytes_read_in_place(),
         outputs,
         repeat_identical,
         report,
@@ -717,10 +721,14 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     let _ = writeln!(s, "weights    {}", o.resident.1);
     let _ = writeln!(
         s,
-        "uploads    {} B per execute: inputs {} B, weights {} B",
+        "uploads    {} B per execute: inputs {} B, weights {} B{}",
         o.upload_bytes,
         o.upload_bytes - o.weight_upload_bytes,
-        o.weight_upload_bytes
+        o.weight_upload_bytes,
+        match o.input_in_place_bytes {
+            0 => String::new(),
+            b => format!("; {b} B of inputs read in place, not copied"),
+        }
     );
     if o.packed_weight_bytes > 0 {
         let _ = writeln!(
@@ -971,6 +979,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "upload_bytes_per_execute": o.upload_bytes,
         "weight_upload_bytes_per_execute": o.weight_upload_bytes,
         "packed_weight_bytes": o.packed_weight_bytes,
+        "input_bytes_read_in_place": o.input_in_place_bytes,
     });
     // The search's keys in a third object, for the same reason.
     let searched = json!({

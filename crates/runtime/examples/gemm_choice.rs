@@ -9,8 +9,12 @@
 //! - `gemm`: the `gemm` crate's own call, `Parallelism::None` at 1 thread and
 //!   `Parallelism::Rayon(t)` inside a rayon pool of `t` threads otherwise.
 //! - `lumen`: `lumen_runtime::gemm::matmul_epilogue` (the `gemm` crate on each thread's part of
-//!   the rows, the GEMV path for up to 4 rows), what the CPU runtime runs; `lumen+bias+relu`
-//!   the same with the fused RELU_BIAS epilogue (still counted as `2·M·N·K` FLOP).
+//!   the rows, the GEMV path for up to 4 rows), what the CPU runtime runs for an unpacked
+//!   product; `lumen+bias+relu` the same with the fused RELU_BIAS epilogue (still counted as
+//!   `2·M·N·K` FLOP).
+//! - `packed`: `lumen_runtime::packed::matmul_packed` on the weight packed beforehand (as the
+//!   CPU runtime does at prepare; packing is not timed), what the runtime runs for a product
+//!   with a weight; `packed+bias+relu` with the fused epilogue.
 //!
 //! Rounds are interleaved (every candidate, thread count and shape once per round, each in a
 //! fresh process) and the table shows the median over rounds, so a busy machine slows every

@@ -55,6 +55,9 @@ pub struct CpuOptions {
     /// Worker threads for the GEMM, elementwise ops and reductions; `None` (default) = every
     /// core `std::thread::available_parallelism` reports, `Some(1)` = the calling thread only.
     pub threads: Option<usize>,
+    /// Copy every input into the slab on each execute, as Luminal's runtime does. Off by
+    /// default: an f32 input nothing writes into is read from the caller's tensor in place.
+    pub copied_inputs: bool,
     /// Keep weights unpacked: every product with a weight calls the `gemm` crate on the
     /// slab's copy (which packs it on each call) instead of the copy packed once at prepare
     /// ([`crate::packed`]). Off by default; for side-by-side measurements and tests.
@@ -257,6 +260,8 @@ pub struct CpuProgram {
     weights: Vec<Vec<f32>>,
     // Weights packed for the products that read them (see `crate::packed`).
     packed: Vec<PackedWeight>,
+    // Inputs read in place: (range past the slab's end standing for it, input name).
+    in_place_inputs: Vec<(Range<usize>, String)>,
     // Declared inputs, checked on every execute.
     input_buffers: Vec<LlirBuffer>,
     flops: u64,
@@ -281,7 +286,30 @@ impl CpuProgram {
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
         let fill = if options.memory_debug { f32::NAN } else { 0.0 };
         let mut slab = Slab::new(layout.slab_bytes, fill)?;
-        let range = |b: usize| layout.spans[b].elems();
+        // f32 inputs nothing writes into are read from the caller's tensors in place, not
+        // copied into the slab: each gets a range past the slab's end, which `split_into`
+        // resolves to the tensor (see `External`).
+        let mut in_place_inputs = Vec::new();
+        let mut past_end = slab.elems_mut().len();
+        let mut external = BTreeMap::new();
+        for (b, buf) in llir.buffers.iter().enumerate() {
+            let written_over = llir.buffers.iter().any(|o| o.in_place_of == Some(b));
+            if buf.role == BufferRole::Input
+                && buf.dtype == DType::F32
+                && !written_over
+                && !options.memory_debug
+                && !options.copied_inputs
+            {
+                let len = layout.spans[b].elems().len();
+                external.insert(b, past_end..past_end + len);
+                in_place_inputs.push((past_end..past_end + len, buf.id.clone()));
+                past_end += len;
+            }
+        }
+        let range = |b: usize| match external.get(&b) {
+            Some(r) => Range::clone(r),
+            None => layout.spans[b].elems(),
+        };
         let arg = |o: &lumen_compiler::Operand| -> Arg { (range(o.buffer), o.view.clone()) };
         let mut host_weights = Vec::new();
         let mut packed = Packer::new(options.unpacked_weights);
@@ -300,7 +328,9 @@ impl CpuProgram {
                     for &w in &node.writes {
                         let buf = &llir.buffers[w];
                         if buf.role == BufferRole::Input {
-                            inputs.push((buf.id.clone(), range(w)));
+                            if !external.contains_key(&w) {
+                                inputs.push((buf.id.clone(), range(w)));
+                            }
                             continue;
                         }
                         if let BufferRole::Constant(value) = buf.role {
@@ -415,6 +445,7 @@ impl CpuProgram {
             poison_after,
             weights: host_weights,
             packed: packed.weights,
+            in_place_inputs,
             input_buffers,
             flops: llir.nodes.iter().fold(0u64, |acc, n| acc.saturating_add(n.op.flops())),
             launches: llir.nodes.iter().filter(|n| n.op.is_launch()).count(),
@@ -446,6 +477,7 @@ impl CpuProgram {
         &mut self,
         i: usize,
         inputs: &Tensors,
+        ext: External<'_>,
         prof: &mut ExecProfile,
         out: &mut Tensors,
     ) -> Result<(), RuntimeError> {
@@ -492,7 +524,7 @@ impl CpuProgram {
                         .into_iter()
                         .flatten()
                         .collect();
-                let (dst, ins) = split(slab, o, &reads, &self.label)?;
+                let (dst, ins) = split(slab, ext, o, &reads, &self.label)?;
                 let bias = bias.as_ref().and_then(|x| ins.get(2).map(|buf| (*buf, &x.1)));
                 let (a, b) = ((ins[0], &a.1), (ins[1], &b.1));
                 let packed = packed.and_then(|p| self.packed.get(p));
@@ -518,7 +550,7 @@ impl CpuProgram {
                 // The output itself is not borrowed as an operand: an empty range stands in.
                 let reads = ins.iter().map(|x| if x.0 == *o { &NOTHING } else { &x.0 });
                 let mut bufs: [&[f32]; MAX_OPERANDS] = [&[]; MAX_OPERANDS];
-                let dst = split_into(slab, o, reads, &mut bufs, &self.label)?;
+                let dst = split_into(slab, ext, o, reads, &mut bufs, &self.label)?;
                 let n = ins.len();
                 if in_place {
                     let args: [Option<kernels::Input<'_>>; MAX_OPERANDS] =
@@ -534,16 +566,16 @@ impl CpuProgram {
             }
             Step::Reduce { op, input, axis, out: o } => {
                 let mut bufs: [&[f32]; 1] = [&[]];
-                let dst = split_into(slab, o, [&input.0], &mut bufs, &self.label)?;
+                let dst = split_into(slab, ext, o, [&input.0], &mut bufs, &self.label)?;
                 kernels::reduce(*op, bufs[0], &input.1, *axis, dst, threads)?;
             }
             Step::Gather { table, ids, wide, ids_name, out: o } => {
-                let (dst, bufs) = split(slab, o, &[&table.0, &ids.0], &self.label)?;
+                let (dst, bufs) = split(slab, ext, o, &[&table.0, &ids.0], &self.label)?;
                 kernels::gather((bufs[0], &table.1), (bufs[1], &ids.1), *wide, ids_name, dst)?;
             }
             Step::Concat { ins, axis, shape, out: o } => {
                 let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
-                let (dst, bufs) = split(slab, o, &reads, &self.label)?;
+                let (dst, bufs) = split(slab, ext, o, &reads, &self.label)?;
                 let args: Vec<kernels::Input<'_>> =
                     bufs.iter().zip(ins).map(|(buf, x)| (*buf, &x.1)).collect();
                 kernels::concat(&args, *axis, shape, dst)?;
@@ -652,32 +684,43 @@ fn copy_in(
 /// [`split_into`] into a new vector.
 fn split<'s>(
     slab: &'s mut [f32],
+    ext: External<'s>,
     out: &Range<usize>,
     reads: &[&Range<usize>],
     label: &str,
 ) -> Result<(&'s mut [f32], Vec<&'s [f32]>), RuntimeError> {
     let mut ins: Vec<&'s [f32]> = vec![&[]; reads.len()];
-    let dst = split_into(slab, out, reads.iter().copied(), &mut ins, label)?;
+    let dst = split_into(slab, ext, out, reads.iter().copied(), &mut ins, label)?;
     Ok((dst, ins))
 }
+
+/// Inputs read in place for one execute: (the range past the slab's end that stands for an
+/// input, the caller's tensor data).
+type External<'a> = &'a [(Range<usize>, &'a [f32])];
 
 /// Borrows `out` mutably and each operand range of `reads` shared into `ins` (in order; at
 /// most `ins.len()` of them), from one slab, without copying or allocating: split the slab
 /// around `out`; each operand must lie wholly before or after it (the layout check
-/// guarantees it; empty operands may lie anywhere).
+/// guarantees it; empty operands may lie anywhere). A range past the slab's end is an input
+/// read in place: its slice of `ext`.
 fn split_into<'s, 'r>(
     slab: &'s mut [f32],
+    ext: External<'s>,
     out: &Range<usize>,
     reads: impl IntoIterator<Item = &'r Range<usize>>,
     ins: &mut [&'s [f32]],
     label: &str,
 ) -> Result<&'s mut [f32], RuntimeError> {
+    let slab_len = slab.len();
     let (lo, rest) = slab.split_at_mut_checked(out.start).ok_or_else(|| oob(label))?;
     let (dst, hi) = rest.split_at_mut_checked(out.len()).ok_or_else(|| oob(label))?;
     let (lo, hi): (&'s [f32], &'s [f32]) = (lo, hi);
     for (slot, r) in ins.iter_mut().zip(reads) {
         *slot = if r.is_empty() {
             &[]
+        } else if r.start >= slab_len {
+            let (_, data) = ext.iter().find(|(e, _)| e == r).ok_or_else(|| oob(label))?;
+            data
         } else if r.end <= out.start {
             lo.get(r.clone()).ok_or_else(|| oob(label))?
         } else if r.start >= out.end {
@@ -706,12 +749,23 @@ impl PreparedProgram for CpuProgram {
         self.packed.iter().map(PackedWeight::bytes).sum()
     }
 
+    fn input_bytes_read_in_place(&self) -> usize {
+        self.in_place_inputs.iter().map(|(r, _)| r.len() * 4).sum()
+    }
+
     fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
         let start = Instant::now();
         check_tensors(&self.input_buffers, TensorKind::Input, inputs)?;
         let mut prof =
             ExecProfile { launches: self.launches, flops: self.flops, ..Default::default() };
         let mut out = Tensors::new();
+        // check_tensors ran: every input is present, with its declared shape and dtype (f32
+        // for the ones read in place, so `data` holds every element).
+        let ext: Vec<(Range<usize>, &[f32])> = self
+            .in_place_inputs
+            .iter()
+            .filter_map(|(r, name)| inputs.get(name).map(|t| (r.clone(), t.data())))
+            .collect();
         // Kernel steps are timed a run at a time (between uploads and readbacks), less the
         // memory-debug poisoning done inside the run (timed on its own).
         let mut run: Option<(Instant, f64)> = None;
@@ -725,7 +779,7 @@ impl PreparedProgram for CpuProgram {
                 }
                 _ => {}
             }
-            self.run_step(i, inputs, &mut prof, &mut out)?;
+            self.run_step(i, inputs, &ext, &mut prof, &mut out)?;
         }
         if let Some((t, poison)) = run {
             prof.launch_ms += ms(t) - (prof.poison_ms - poison);
@@ -843,7 +897,7 @@ mod tests {
                 CpuOptions { unpacked_weights, threads: Some(threads), ..CpuOptions::default() };
             let mut prepared = CpuProgram::new(&program, &weights, options).unwrap();
             let packed = prepared.packed_weight_bytes();
-            (prepared.execute(&inputs).unwrap().remove("y").unwrap(), packed)
+            (prepared.execute(&inputs).unwrap().shift_remove("y").unwrap(), packed)
         };
         let (want, none) = run(true, 1);
         assert_eq!(none, 0);
@@ -858,6 +912,42 @@ mod tests {
             for (i, (g, w)) in got.data().iter().zip(want.data()).enumerate() {
                 assert!((g - w).abs() <= 1e-3 * (1.0 + w.abs()), "y[{i}]: {g} vs {w}");
             }
+        }
+    }
+
+    /// Inputs read in place (the default) give the bits of inputs copied into the slab, for a
+    /// matmul, a map and a reduction reading the same input; nothing of them is uploaded.
+    #[test]
+    fn inputs_read_in_place_match_copied_inputs() {
+        let (m, k, n) = (33, 40, 50);
+        let mut cx = Graph::new();
+        let x = cx.input("x", [m, k]);
+        let w = cx.weight("w", [k, n]);
+        x.matmul(w).relu().output("y");
+        x.exp().output("e");
+        x.sum(1, false).output("s");
+        let program = cx.compile(&CompileOptions::default()).unwrap();
+        let data = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len).map(|i| ((i * 2_654_435_761 + seed) % 1000) as f32 / 500.0 - 1.0).collect()
+        };
+        let weights: Tensors =
+            [("w".into(), HostTensor::new([k, n], data(k * n, 1)).unwrap())].into();
+        let inputs: Tensors =
+            [("x".into(), HostTensor::new([m, k], data(m * k, 2)).unwrap())].into();
+        let run = |copied_inputs: bool| {
+            let options = CpuOptions { copied_inputs, ..CpuOptions::default() };
+            let mut prepared = CpuProgram::new(&program, &weights, options).unwrap();
+            let out = prepared.execute(&inputs).unwrap();
+            let uploaded = prepared.last_profile().unwrap().upload_bytes;
+            (out, uploaded, prepared.input_bytes_read_in_place())
+        };
+        let (copied, copied_upload, none) = run(true);
+        let (in_place, upload, read) = run(false);
+        assert_eq!((copied_upload, none), (m * k * 4, 0));
+        assert_eq!((upload, read), (0, m * k * 4));
+        for name in ["y", "e", "s"] {
+            let bits = |t: &HostTensor| t.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&in_place[name]), bits(&copied[name]), "{name}");
         }
     }
 

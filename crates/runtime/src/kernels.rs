@@ -596,10 +596,8 @@ pub fn lt_matmul_prepacked(
         check_view(K, "bias", v, buf.len(), Some(1))?;
         check_len(K, "bias", v.elements(), Some(n))?;
     }
-    if let Some(w) = packed {
-        if w.shape() != (k, n) || vb.strides[..nb].iter().any(|&s| s != 0) {
-            return Err(RuntimeError::kernel(K, "the packed weight is not b's one [k, n] matrix"));
-        }
+    if packed.is_some_and(|w| w.shape() != (k, n) || vb.strides[..nb].iter().any(|&s| s != 0)) {
+        return Err(RuntimeError::kernel(K, "the packed weight is not b's one [k, n] matrix"));
     }
     if mn == 0 || batch == 0 {
         return Ok(());

@@ -118,6 +118,13 @@ pub trait PreparedProgram {
     fn packed_weight_bytes(&self) -> usize {
         0
     }
+
+    /// Bytes of inputs an execute reads from the caller's tensors in place instead of copying
+    /// them into the slab (the CPU runtime's f32 inputs that nothing writes into); they are
+    /// not in [`ExecProfile::upload_bytes`]. 0 where every input is copied.
+    fn input_bytes_read_in_place(&self) -> usize {
+        0
+    }
 }
 
 /// Timings and counts of one execute. Times in milliseconds.

@@ -283,8 +283,11 @@ fn memory_debug_verifies_the_plan() {
     for (moved, onto, want) in cases {
         let mut bad = program.clone();
         bad.plan.offsets[index(moved)] = bad.plan.offsets[index(onto)];
-        // The default mode trusts the plan: the corruption shows up as wrong numbers.
-        let wrong = run(&bad, CpuOptions::default(), &weights, &inputs);
+        // The default mode trusts the plan: the corruption shows up as wrong numbers (with
+        // the input copied into the slab, as Luminal does: read in place, `x` has no bytes
+        // there for `w` to land on).
+        let copied = CpuOptions { copied_inputs: true, ..CpuOptions::default() };
+        let wrong = run(&bad, copied, &weights, &inputs);
         assert_ne!(bits(&wrong), bits(&good), "{moved} onto {onto}");
         // Memory debug checks it at prepare, naming the pair.
         assert_eq!(
@@ -388,7 +391,8 @@ fn exec_profile_counts() {
     let p = prepared.last_profile().unwrap().clone();
     assert_eq!(p.launches, 3);
     assert_eq!(p.flops, 2 * 64 * 64 * 256 + 2 * 64 * 64);
-    assert_eq!(p.upload_bytes, 65_536); // x only: w and b stay resident
+    // Nothing: x is read in place, w and b stay resident.
+    assert_eq!(p.upload_bytes, 0);
     assert_eq!(p.readback_bytes, 16_384);
     assert_eq!(p.sync_ms, 0.0);
     assert!(p.total_ms >= p.launch_ms + p.upload_ms + p.readback_ms);
@@ -396,7 +400,7 @@ fn exec_profile_counts() {
     assert!(line.starts_with("CPU_EXEC_PROFILE label=linear-relu-unfused total_ms="), "{line}");
     assert!(line.contains(" prepare_ms=1.500 "), "{line}");
     assert!(
-        line.contains(" launches=3 flops=2105344 upload_bytes=65536 readback_bytes=16384 gflops="),
+        line.contains(" launches=3 flops=2105344 upload_bytes=0 readback_bytes=16384 gflops="),
         "{line}"
     );
     let keys: Vec<&str> = line.split(' ').skip(1).map(|kv| kv.split('=').next().unwrap()).collect();
