@@ -8,6 +8,7 @@
 //!   maps and reductions split over [`CpuOptions::threads`] ([`mod@threads`]); memory-debug
 //!   (plan verification, NaN poisoning) and no-reuse modes.
 //! - [`cpu_peak`]: the CPU's peak FLOP/s from its instruction set, clock and threads.
+//! - [`isa`]: running a loop compiled for the widest instruction set the CPU has.
 //! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
