@@ -3,8 +3,11 @@
 //! - [`Runtime`] / [`PreparedProgram`]: prepare once (slab, kernels, weights), execute many
 //!   times (inputs in, outputs out). Object-safe; pick a backend with [`runtime_by_name`].
 //! - [`CpuRuntime`]: the default backend. ONE 256-byte-aligned allocation of `slab_bytes`;
-//!   every buffer is the range at its planned offset; matmul from the `gemm` crate with the
-//!   cuBLASLt-style epilogue fused and a GEMV path for a few rows ([`mod@gemm`]); the matmul,
+//!   every buffer is the range at its planned offset (f32 inputs nothing writes into are
+//!   read from the caller's tensors in place); a matmul with a weight reads a copy packed
+//!   once at prepare, run by lumen's blocked loops around the `gemm` crate's micro-kernels
+//!   with the cuBLASLt-style epilogue fused ([`mod@packed`]), any other matmul is the `gemm`
+//!   crate with the same epilogue and a GEMV path for a few rows ([`mod@gemm`]); the matmul,
 //!   maps and reductions split over [`CpuOptions::threads`] ([`mod@threads`]); memory-debug
 //!   (plan verification, NaN poisoning) and no-reuse modes.
 //! - [`cpu_peak`]: the CPU's peak FLOP/s from its instruction set, clock and threads.
