@@ -37,7 +37,6 @@
 
 use std::ops::Range;
 
-use crate::isa::widest;
 use crate::threads::{PAR_MIN_FLOPS, Threads};
 use lumen_compiler::{Epilogue, UnaryOp};
 
@@ -294,10 +293,43 @@ pub fn bare_sgemm(
     Ok(())
 }
 
-/// `out[i, :] = sum_p a[i, p] · b[p, :]` for a `b` of unit column stride, `p` ascending,
-/// compiled for the widest instruction set the CPU has ([`widest`]).
-fn gemv(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
-    widest(|| gemv_body(a, b, out))
+/// Declares `$name`, a safe function that runs `$body` (an `#[inline(always)]` function of
+/// the same arguments) compiled for AVX-512F, else AVX2 + FMA, else the build's baseline,
+/// whichever the CPU has (checked at run time, cached by std). Plain `*` and `+` are never
+/// contracted into FMA, so every version gives the same bits.
+macro_rules! widest_isa {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                fn avx512($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F, checked just now.
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+                {
+                    // SAFETY: the CPU supports AVX2 and FMA, checked just now.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body($($arg),*)
+        }
+    };
+}
+
+widest_isa! {
+    /// `out[i, :] = sum_p a[i, p] · b[p, :]` for a `b` of unit column stride, `p` ascending.
+    fn gemv(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) => gemv_body
 }
 
 #[inline(always)]
@@ -326,10 +358,9 @@ fn gemv_body(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
     }
 }
 
-/// Bias (over the rows of an `[_, n]` block) and activation, one pass over `out`, compiled
-/// for the widest instruction set the CPU has ([`widest`]).
-pub(crate) fn epilogue(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activation) {
-    widest(|| epilogue_body(out, bias, n, act))
+widest_isa! {
+    /// Bias (over the rows of an `[_, n]` block) and activation, one pass over `out`.
+    pub(crate) fn epilogue(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activation) => epilogue_body
 }
 
 #[inline(always)]

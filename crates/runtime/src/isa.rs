@@ -8,8 +8,8 @@
 //! `exp` and `gelu` maps, vector loops). The trick the `multiversion` and `pulp` crates are
 //! built on. Rust never contracts `a * b + c` into an FMA and IEEE 754 fixes `+ - * / sqrt`
 //! and `mul_add` to the bit, so every version of a loop gives the same bits; calls into the
-//! C library (`tanhf`, `logf`, `erff`) stay calls. The maps ([`crate::kernels`]) and the
-//! matmul's GEMV and epilogue ([`crate::gemm`]) run through it.
+//! C library (`tanhf`, `logf`, `erff`) stay calls. (`crate::gemm` has its own `widest_isa!`
+//! macro for its epilogue and GEMV.)
 
 /// Runs `f` compiled for AVX-512F when the CPU has it, else AVX2 + FMA, else the build's
 /// baseline (checked at run time, cached by std). What `f` calls is compiled for that
