@@ -8,8 +8,11 @@
 //! `exp` and `gelu` maps, vector loops). The trick the `multiversion` and `pulp` crates are
 //! built on. Rust never contracts `a * b + c` into an FMA and IEEE 754 fixes `+ - * / sqrt`
 //! and `mul_add` to the bit, so every version of a loop gives the same bits; calls into the
-//! C library (`tanhf`, `logf`, `erff`) stay calls. (`crate::gemm` has its own `widest_isa!`
-//! macro for its epilogue and GEMV.)
+//! C library (`tanhf`, `logf`, `erff`) stay calls. `crate::gemm` keeps its own
+//! `widest_isa!` macro, which compiles a named `#[inline(always)]` body into each
+//! target-feature function: its epilogue through this closure form stayed a baseline function
+//! (too large for LLVM to inline into `widest`), calling `fma()` per element: half of the
+//! transformer's execute time.
 
 /// Runs `f` compiled for AVX-512F when the CPU has it, else AVX2 + FMA, else the build's
 /// baseline (checked at run time, cached by std). What `f` calls is compiled for that
