@@ -150,6 +150,12 @@ impl<'a> Matrix<'a> {
         self.buf[self.offset + i * self.rs + j * self.cs..].as_ptr()
     }
 
+    /// Columns `cols` of row `i` as one slice, when the columns are contiguous (`cs == 1`).
+    pub(crate) fn row_slice(&self, i: usize, cols: Range<usize>) -> Option<&'a [f32]> {
+        let start = self.offset + i * self.rs;
+        (self.cs == 1).then(|| &self.buf[start + cols.start..start + cols.end])
+    }
+
     /// Element `(i, j)` (`i < rows`, `j < cols`).
     pub(crate) fn at(&self, i: usize, j: usize) -> f32 {
         self.buf[self.offset + i * self.rs + j * self.cs]

@@ -138,7 +138,7 @@ struct Strip {
 /// rows of its zero-padded width, row-major f32 (see the module docs). Made once at prepare;
 /// `k · (n rounded up to a vector)` f32 of host memory besides the weight's own copy in the
 /// slab.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PackedWeight {
     k: usize,
     n: usize,
@@ -165,7 +165,7 @@ impl PackedWeight {
             return Ok(None);
         }
         let mr = micro.mr();
-        let mut strips = Vec::with_capacity(n.div_ceil(mr));
+        let mut strips: Vec<Strip> = Vec::with_capacity(n.div_ceil(mr));
         let mut len = 0usize;
         for c0 in (0..n).step_by(mr) {
             let cols = c0..(c0 + mr).min(n);
@@ -177,10 +177,18 @@ impl PackedWeight {
                 .and_then(|s| len.checked_add(s))
                 .ok_or_else(bytes_error)?;
         }
+        // Strips start on 64-byte boundaries (the kernel loads whole cache lines of them;
+        // a strip straddling lines costs two loads per vector): pad the allocation by a
+        // line and start at its first aligned element. The vector never grows, so it stays.
+        let pad = 64 / 4;
         let mut data = Vec::new();
-        data.try_reserve_exact(len)
-            .map_err(|_| RuntimeError::Alloc { bytes: len.saturating_mul(4) })?;
-        data.resize(len, 0.0);
+        data.try_reserve_exact(len + pad)
+            .map_err(|_| RuntimeError::Alloc { bytes: (len + pad).saturating_mul(4) })?;
+        data.resize(len + pad, 0.0);
+        let base = data.as_ptr().align_offset(64).min(pad);
+        for s in &mut strips {
+            s.offset += base;
+        }
         for s in &strips {
             let width = s.vectors * micro.lanes;
             let block = &mut data[s.offset..s.offset + k * width];
@@ -308,93 +316,95 @@ unsafe fn product(
     let nr = micro.nr;
     let depth = depth_blocks(k);
     let kc_max = depth.iter().map(|d| d.len()).max().unwrap_or(0);
-    // A copy of each row group's depth block, only when `a`'s rows are not contiguous.
-    let mut rhs = Vec::new();
-    if a.col_stride() != 1 {
-        rhs.try_reserve_exact(nr * kc_max)
-            .map_err(|_| RuntimeError::Alloc { bytes: nr * kc_max * 4 })?;
-        rhs.resize(nr * kc_max, 0.0f32);
+    // Short contiguous rows are read in place (the kernel broadcasts one value at a time, from
+    // any row stride); long ones, whose rows a multiple of 4 KiB apart fight over the same L1
+    // sets, and strided ones are copied per depth block into a panel of row groups,
+    // `nr` values per depth step, as the `gemm` crate packs its right-hand side.
+    let in_place = a.col_stride() == 1 && a.row_stride() < PACK_MIN_ROW_STRIDE;
+    let panel_rows = PANEL_ROWS.div_ceil(nr) * nr;
+    let mut panel = Vec::new();
+    if !in_place {
+        let len = panel_rows.min(m.div_ceil(nr) * nr) * kc_max;
+        panel.try_reserve_exact(len).map_err(|_| RuntimeError::Alloc { bytes: len * 4 })?;
+        panel.resize(len, 0.0f32);
     }
     // Blocks of strips whose packed depth block fits B_BLOCK_BYTES.
     let strip_bytes = micro.mr() * kc_max * 4;
     let per_block = (B_BLOCK_BYTES / strip_bytes.max(1)).max(1);
     let strips = &w.strips[strips];
     let last_depth = depth.len() - 1;
-    for block in strips.chunks(per_block) {
-        let cols = block[0].cols.start..block[block.len() - 1].cols.end;
-        // Row groups per epilogue pass: about EPILOGUE_BYTES of output, still in L1.
-        let chunk = (EPILOGUE_BYTES / (4 * cols.len())).max(1).div_ceil(nr) * nr;
+    for p0 in (0..m).step_by(panel_rows) {
+        let panel_end = (p0 + panel_rows).min(m);
         for (d, p) in depth.iter().enumerate() {
             let kc = p.len();
-            for c0 in (0..m).step_by(chunk) {
-                let chunk_rows = c0..(c0 + chunk).min(m);
-                for r0 in chunk_rows.clone().step_by(nr) {
-                    let rows = nr.min(m - r0);
-                    // The row group's depth block: read in place when `a`'s rows are
-                    // contiguous (one scalar broadcast per element, any row stride), else
-                    // copied depth-major, rhs[q · rows + i] = a[r0 + i, p0 + q]. (Copying
-                    // contiguous rows too, as the `gemm` crate packs them, was slower: 12.3
-                    // against 9.4 ms at 512x2048x512 on one thread.)
-                    let (rhs_ptr, rhs_rs, rhs_cs) = if a.col_stride() == 1 {
-                        (a.ptr_at(r0, p.start), 1isize, a.row_stride() as isize)
-                    } else {
-                        for (q, col) in rhs[..kc * rows].chunks_exact_mut(rows).enumerate() {
-                            for (i, v) in col.iter_mut().enumerate() {
-                                *v = a.at(r0 + i, p.start + q);
+            if !in_place {
+                pack_panel(a, p0..panel_end, p.clone(), nr, &mut panel);
+            }
+            for block in strips.chunks(per_block) {
+                let cols = block[0].cols.start..block[block.len() - 1].cols.end;
+                // Row groups per epilogue pass: about EPILOGUE_BYTES of output, still in L1.
+                let chunk = (EPILOGUE_BYTES / (4 * cols.len())).max(1).div_ceil(nr) * nr;
+                for c0 in (p0..panel_end).step_by(chunk) {
+                    let chunk_rows = c0..(c0 + chunk).min(panel_end);
+                    for r0 in chunk_rows.clone().step_by(nr) {
+                        let rows = nr.min(m - r0);
+                        let (rhs_ptr, rhs_rs, rhs_cs) = if in_place {
+                            (a.ptr_at(r0, p.start), 1isize, a.row_stride() as isize)
+                        } else {
+                            (panel[(r0 - p0) * kc..].as_ptr(), nr as isize, 1isize)
+                        };
+                        for s in block {
+                            let width = s.vectors * micro.lanes;
+                            let lhs = &w.data[s.offset + p.start * width..s.offset + p.end * width];
+                            // SAFETY: the kernel reads `kc` depth steps of `width` lanes from
+                            // `lhs` (exactly its length) and `rows` values per step from `rhs`
+                            // (inside `a`, which `Matrix::new` proved, or inside the panel's
+                            // group of `nr · kc` values from `(r0 - p0) · kc`), and writes
+                            // `s.cols.len()` values of each of `rows` output rows (kernel
+                            // columns, stride `n`) from column `s.cols.start` of row `r0`:
+                            // inside `out` (the caller's contract). `kernel(v, r)` exists for
+                            // `1 <= v <= mr_vectors`, `1 <= r <= nr`, and `micro` was
+                            // detected on this CPU.
+                            unsafe {
+                                (micro.kernel)(s.vectors, rows)(
+                                    s.cols.len(),
+                                    rows,
+                                    kc,
+                                    out.0.add(r0 * n + s.cols.start),
+                                    lhs.as_ptr(),
+                                    rhs_ptr,
+                                    n as isize,
+                                    1,
+                                    width as isize,
+                                    rhs_rs,
+                                    rhs_cs,
+                                    1.0,
+                                    1.0,
+                                    u8::from(d > 0),
+                                    false,
+                                    false,
+                                    false,
+                                    lhs.as_ptr(),
+                                );
                             }
                         }
-                        (rhs.as_ptr(), rows as isize, 1isize)
-                    };
-                    for s in block {
-                        let width = s.vectors * micro.lanes;
-                        let lhs = &w.data[s.offset + p.start * width..s.offset + p.end * width];
-                        // SAFETY: the kernel reads `kc` depth steps of `width` lanes from
-                        // `lhs` (exactly its length) and `rows` values per step from `rhs`
-                        // (inside `a`, which `Matrix::new` proved, or inside the copy's
-                        // `rows · kc` prefix), and writes `s.cols.len()` values of each of
-                        // `rows` output rows (kernel columns, stride `n`) from column
-                        // `s.cols.start` of row `r0`: inside `out` (the caller's contract).
-                        // `kernel(v, r)` exists for `1 <= v <= mr_vectors`, `1 <= r <= nr`,
-                        // and `micro` was detected on this CPU.
-                        unsafe {
-                            (micro.kernel)(s.vectors, rows)(
-                                s.cols.len(),
-                                rows,
-                                kc,
-                                out.0.add(r0 * n + s.cols.start),
-                                lhs.as_ptr(),
-                                rhs_ptr,
-                                n as isize,
-                                1,
-                                width as isize,
-                                rhs_rs,
-                                rhs_cs,
-                                1.0,
-                                1.0,
-                                u8::from(d > 0),
-                                false,
-                                false,
-                                false,
-                                lhs.as_ptr(),
-                            );
-                        }
                     }
-                }
-                if d == last_depth {
-                    let bias = bias.map(|b| &b[cols.clone()]);
-                    // Whole rows are one contiguous pass; a column block is one pass per row.
-                    let (rows, len) = match cols.len() == n {
-                        true => (c0..c0 + 1, chunk_rows.len() * n),
-                        false => (chunk_rows, cols.len()),
-                    };
-                    for i in rows {
-                        // SAFETY: `len` elements from row `i`, column `cols.start` lie inside
-                        // `out` and belong to this call (the caller's contract); no other
-                        // reference to them is alive.
-                        let block = unsafe {
-                            std::slice::from_raw_parts_mut(out.0.add(i * n + cols.start), len)
+                    if d == last_depth {
+                        let bias = bias.map(|b| &b[cols.clone()]);
+                        // Whole rows are one contiguous pass; a column block one pass per row.
+                        let (rows, len) = match cols.len() == n {
+                            true => (c0..c0 + 1, chunk_rows.len() * n),
+                            false => (chunk_rows, cols.len()),
                         };
-                        epilogue(block, bias, cols.len(), act);
+                        for i in rows {
+                            // SAFETY: `len` elements from row `i`, column `cols.start` lie
+                            // inside `out` and belong to this call (the caller's contract); no
+                            // other reference to them is alive.
+                            let block = unsafe {
+                                std::slice::from_raw_parts_mut(out.0.add(i * n + cols.start), len)
+                            };
+                            epilogue(block, bias, cols.len(), act);
+                        }
                     }
                 }
             }
@@ -402,6 +412,44 @@ unsafe fn product(
     }
     Ok(())
 }
+
+/// Copies rows `rows` of `a`, depth block `depth`, into `panel` as row groups of `nr`: group
+/// `g` (rows `rows.start + g·nr ..`) from `g · nr · kc`, depth step `q` of its row `i` at
+/// `g · nr · kc + q · nr + i` (a short last group leaves its unused slots as they were).
+fn pack_panel(
+    a: Matrix<'_>,
+    rows: Range<usize>,
+    depth: Range<usize>,
+    nr: usize,
+    panel: &mut [f32],
+) {
+    let kc = depth.len();
+    for (g, r0) in rows.clone().step_by(nr).enumerate() {
+        let group = &mut panel[g * nr * kc..(g + 1) * nr * kc];
+        for i in 0..nr.min(rows.end - r0) {
+            match a.row_slice(r0 + i, depth.clone()) {
+                Some(row) => {
+                    for (slot, &v) in group.iter_mut().skip(i).step_by(nr).zip(row) {
+                        *slot = v;
+                    }
+                }
+                None => {
+                    for (q, slot) in group.iter_mut().skip(i).step_by(nr).enumerate() {
+                        *slot = a.at(r0 + i, depth.start + q);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Row stride (elements) from which contiguous activation rows are copied into a panel
+/// rather than read in place: 256 f32 is 1 KiB, from where six rows start to share L1 sets.
+const PACK_MIN_ROW_STRIDE: usize = 256;
+
+/// Rows of the activation per panel at most (rounded up to whole row groups): a panel of
+/// 1,024 rows by a 512-deep block is 2 MiB, read from L2/L3 once per block of strips.
+const PANEL_ROWS: usize = 1024;
 
 /// Bytes of output rows per epilogue pass (a chunk of row groups): still in L1 when the
 /// epilogue reads them right after their last depth block.
@@ -463,7 +511,8 @@ mod tests {
     }
 
     /// Shapes off every tile multiple (rows not a multiple of 6, columns not of 16 or 64),
-    /// one and several depth blocks, a single row, strided and transposed operands: within f32
+    /// one and several depth blocks and row panels, a single row, activation rows read in
+    /// place and copied into panels, strided and transposed operands: within f32
     /// rounding of the f64 reference, and bit-identical across 1, 2 and 3 threads (row split,
     /// strip split and single thread), across repeats and across kernel families (AVX-512 and
     /// AVX2 tiles run the same per-element fused multiply-adds).
@@ -472,7 +521,7 @@ mod tests {
         let teams =
             [Threads::single(), Threads::new(Some(2)).unwrap(), Threads::new(Some(3)).unwrap()];
         // Each shape's first output, checked against every family, split and repeat.
-        let mut firsts: Vec<Option<Vec<u32>>> = vec![None; 10];
+        let mut firsts: Vec<Option<Vec<u32>>> = vec![None; 11];
         for micro in families() {
             for (shape, &(m, k, n, a_transposed, w_transposed)) in [
                 (1, 1, 1, false, false),
@@ -486,6 +535,8 @@ mod tests {
                 (300, 300, 300, false, false),
                 (20, 700, 1500, false, false),
                 (40, 1300, 200, false, true),
+                // Rows past one panel (PANEL_ROWS), copied into panels.
+                (1100, 300, 20, false, false),
             ]
             .iter()
             .enumerate()
