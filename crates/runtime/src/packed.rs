@@ -3,9 +3,8 @@
 //! module: AVX-512 tiles of 64 x 6, AVX2 + FMA tiles of 16 x 6).
 //!
 //! The `gemm` crate packs both operands on every call, and has no entry point that takes a
-//! packed one, so a weight used on every execute was packed on every execute (at 512 x 2048 x
-//! 512 the packing of the 4 MiB weight is a tenth of the product). Its micro-kernels are
-//! public, though, and read the packed operand through a pointer and a stride: lumen packs
+//! packed one, so a weight used on every execute was packed on every execute. Its
+//! micro-kernels are public, though, and read the packed operand through a pointer and a stride: lumen packs
 //! the weight into that layout once ([`PackedWeight::pack`], at prepare) and runs the BLIS
 //! loops itself ([`matmul_packed`]), the structure of Goto and van de Geijn's "Anatomy of
 //! High-Performance Matrix Multiplication" (2008) with the operands' roles swapped:
@@ -19,11 +18,13 @@
 //!   narrower, zero-padded to a whole number of vectors); a strip is `k` rows of its padded
 //!   width, contiguous. Any depth block `p0..p0 + kc` of a strip is then one contiguous range
 //!   with stride `MR`, so the depth blocking is chosen per product, not baked into the pack.
-//! - Loops, outermost first: blocks of strips (at most [`B_BLOCK_BYTES`] of packed weight per
-//!   depth block, to stay in L2), depth blocks of at most [`KC_MAX`], groups of `NR` rows of `a`
-//!   (copied into a small `NR x kc` buffer that stays in L1), strips. After a row group's last
-//!   depth block its output rows are hot in L1, and the epilogue (bias, activation) runs on
-//!   them there.
+//! - Loops, outermost first: panels of at most [`PANEL_ROWS`] rows of `a`; depth blocks of
+//!   at most [`KC_MAX`] (a long-rowed or strided `a` is copied per depth block into the panel
+//!   as groups of `NR` rows, `NR` values per depth step; short contiguous rows are read in
+//!   place); blocks of strips (at most [`B_BLOCK_BYTES`] of packed weight per depth block, to
+//!   stay in L2); chunks of about [`EPILOGUE_BYTES`] of output rows; groups of `NR` rows;
+//!   strips. After a chunk's last depth block its output is hot in L1, and the epilogue
+//!   (bias, activation) runs on it there. Strips start on 64-byte boundaries.
 //! - Threads: the rows of `a` are split into contiguous parts as in [`crate::gemm`]; a product
 //!   with too few rows for that is split over strips instead. Each output element is summed by
 //!   the same micro-kernel over the same depth blocks in the same order whichever tile or part
@@ -445,15 +446,15 @@ fn pack_panel(
 
 /// Row stride (elements) from which contiguous activation rows are copied into a panel
 /// rather than read in place: 256 f32 is 1 KiB, from where six rows start to share L1 sets.
-const PACK_MIN_ROW_STRIDE: usize = 256;
+pub const PACK_MIN_ROW_STRIDE: usize = 256;
 
 /// Rows of the activation per panel at most (rounded up to whole row groups): a panel of
 /// 1,024 rows by a 512-deep block is 2 MiB, read from L2/L3 once per block of strips.
-const PANEL_ROWS: usize = 1024;
+pub const PANEL_ROWS: usize = 1024;
 
 /// Bytes of output rows per epilogue pass (a chunk of row groups): still in L1 when the
 /// epilogue reads them right after their last depth block.
-const EPILOGUE_BYTES: usize = 1 << 15;
+pub const EPILOGUE_BYTES: usize = 1 << 15;
 
 #[cfg(test)]
 mod tests {
