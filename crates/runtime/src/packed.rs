@@ -98,11 +98,17 @@ impl Micro {
 
     /// The widest family this CPU supports, or `None` (no AVX2 + FMA, or not x86-64).
     fn detect() -> Option<Self> {
+        Self::families().into_iter().next()
+    }
+
+    /// Every family this CPU supports, widest first (AVX-512F, then AVX2 + FMA).
+    fn families() -> Vec<Self> {
+        let mut out = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
             use gemm_f32::microkernel as uk;
             if std::arch::is_x86_feature_detected!("avx512f") {
-                return Some(Self {
+                out.push(Self {
                     lanes: 16,
                     mr_vectors: uk::avx512f::f32::MR_DIV_N,
                     nr: uk::avx512f::f32::NR,
@@ -113,7 +119,7 @@ impl Micro {
             if std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
             {
-                return Some(Self {
+                out.push(Self {
                     lanes: 8,
                     mr_vectors: uk::fma::f32::MR_DIV_N,
                     nr: uk::fma::f32::NR,
@@ -122,7 +128,7 @@ impl Micro {
                 });
             }
         }
-        None
+        out
     }
 }
 
@@ -470,30 +476,6 @@ mod tests {
         v.iter().map(|x| x.to_bits()).collect()
     }
 
-    /// Every micro-kernel family this CPU runs (AVX-512 and AVX2 on an AVX-512 machine).
-    fn families() -> Vec<Micro> {
-        let mut out = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        {
-            use gemm_f32::microkernel as uk;
-            if std::arch::is_x86_feature_detected!("avx512f") {
-                out.push(Micro::detect().expect("avx512f"));
-            }
-            if std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("fma")
-            {
-                out.push(Micro {
-                    lanes: 8,
-                    mr_vectors: uk::fma::f32::MR_DIV_N,
-                    nr: uk::fma::f32::NR,
-                    kernel: |v, r| uk::fma::f32::UKR[v - 1][r - 1],
-                    name: "avx2+fma 16x6",
-                });
-            }
-        }
-        out
-    }
-
     /// `act(a · w + bias)` in f64, `a` [m, k] and `w` [k, n] read through their strides.
     fn reference(a: Matrix<'_>, w: Matrix<'_>, bias: &[f32], act: Activation) -> Vec<f64> {
         let ((m, k), (_, n)) = (a.shape(), w.shape());
@@ -523,7 +505,7 @@ mod tests {
             [Threads::single(), Threads::new(Some(2)).unwrap(), Threads::new(Some(3)).unwrap()];
         // Each shape's first output, checked against every family, split and repeat.
         let mut firsts: Vec<Option<Vec<u32>>> = vec![None; 11];
-        for micro in families() {
+        for micro in Micro::families() {
             for (shape, &(m, k, n, a_transposed, w_transposed)) in [
                 (1, 1, 1, false, false),
                 (1, 64, 128, false, false),
