@@ -42,8 +42,11 @@ use crate::threads::{PAR_MIN_FLOPS, Threads};
 pub const KC_MAX: usize = 512;
 
 /// Bytes of packed weight per (block of strips, depth block) at most: what the row groups of
-/// one depth block read again and again, kept within L2.
-pub const B_BLOCK_BYTES: usize = 1 << 20;
+/// one depth block read again and again, kept within L2 beside the activation panel and the
+/// output rows. Measured against 1 MiB (paired rounds, `examples/gemm_choice.rs` shapes):
+/// 512 KiB took 0.83 to 0.97 of the time at 2048^3 on one and two threads, 0.94 to 1.02 at
+/// 512x2048x512, on a machine with 2 MiB of L2 per core.
+pub const B_BLOCK_BYTES: usize = 1 << 19;
 
 /// The `gemm-f32` micro-kernel signature (`gemm_common::microkernel::MicroKernelFn<f32>`):
 /// `(m, n, k, dst, lhs, rhs, dst_cs, dst_rs, lhs_cs, rhs_rs, rhs_cs, alpha, beta,
