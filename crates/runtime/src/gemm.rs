@@ -393,10 +393,11 @@ fn epilogue_body(out: &mut [f32], bias: Option<&[f32]>, n: usize, act: Activatio
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn data(len: usize, seed: u32) -> Vec<f32> {
+    /// `len` deterministic values in [-1, 1), varied by `seed` (the packed tests use it too).
+    pub(crate) fn data(len: usize, seed: u32) -> Vec<f32> {
         (0..len as u32)
             .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
             .collect()

@@ -468,12 +468,7 @@ pub const EPILOGUE_BYTES: usize = 1 << 15;
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn data(len: usize, seed: u32) -> Vec<f32> {
-        (0..len as u32)
-            .map(|i| ((i.wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
-            .collect()
-    }
+    use crate::gemm::tests::data;
 
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|x| x.to_bits()).collect()

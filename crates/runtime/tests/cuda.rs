@@ -431,18 +431,10 @@ fn fixture(name: &str) -> (Tensors, std::collections::BTreeMap<String, String>) 
 /// ViT (data/digits_vit.safetensors, trained by PyTorch) over its first `vit_batch` images,
 /// each fused and unfused.
 fn shipped_models(vit_batch: usize) -> Vec<(CompiledProgram, Tensors, Tensors)> {
-    use lumen_compiler::models::{Gelu, TransformerSizes, VitConfig, vit};
+    use lumen_compiler::models::{Gelu, VitConfig, vit};
     let mut out = Vec::new();
     let (mut t, meta) = fixture("transformer_block.safetensors");
-    let size = |k: &str| meta[k].parse::<usize>().expect(k);
-    let sizes = TransformerSizes {
-        batch: size("batch"),
-        seq: size("seq"),
-        width: size("width"),
-        heads: size("heads"),
-        ffn: size("ffn"),
-        blocks: size("blocks"),
-    };
+    let sizes = transformer_sizes(&meta);
     let x = t.shift_remove("x").expect("x");
     t.shift_remove("y");
     let inputs: Tensors = [("x".to_string(), x)].into();

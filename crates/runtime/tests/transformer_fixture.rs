@@ -5,8 +5,11 @@
 //! and with NaN poisoning, and must agree within 1e-4; the f64 reference interpreter must agree
 //! within 1e-9 (it sums in f64 like PyTorch did).
 
+mod common;
+
 use std::path::PathBuf;
 
+use common::transformer_sizes;
 use lumen_compiler::programs::{TransformerSizes, transformer};
 use lumen_compiler::{CompileOptions, CompiledProgram};
 use lumen_runtime::layout::Placement;
@@ -26,15 +29,7 @@ fn fixture() -> Fixture {
     let bytes = std::fs::read(&path).expect("data/transformer_block.safetensors");
     let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("header");
     let meta = meta.metadata().clone().expect("metadata");
-    let size = |k: &str| meta[k].parse::<usize>().expect(k);
-    let sizes = TransformerSizes {
-        batch: size("batch"),
-        seq: size("seq"),
-        width: size("width"),
-        heads: size("heads"),
-        ffn: size("ffn"),
-        blocks: size("blocks"),
-    };
+    let sizes = transformer_sizes(&meta);
     let st = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors");
     let tensor = |name: &str| {
         let view = st.tensor(name).expect(name);

@@ -10,6 +10,26 @@ use lumen_runtime::reference::execute_f64;
 use lumen_runtime::{CpuOptions, CpuRuntime, HostTensor, Placement, Runtime, Tensors};
 use petgraph::graph::NodeIndex;
 
+/// The transformer's sizes from a fixture's safetensors metadata (`batch`, `seq`, `width`,
+/// `heads`, `ffn`, `blocks`, as `data/make_transformer_block.py` writes them).
+///
+/// # Panics
+/// When a key is missing or not a whole number (a broken fixture).
+pub fn transformer_sizes<M>(meta: &M) -> lumen_compiler::programs::TransformerSizes
+where
+    M: for<'k> std::ops::Index<&'k str, Output = String>,
+{
+    let size = |k: &str| meta[k].parse::<usize>().expect(k);
+    lumen_compiler::programs::TransformerSizes {
+        batch: size("batch"),
+        seq: size("seq"),
+        width: size("width"),
+        heads: size("heads"),
+        ffn: size("ffn"),
+        blocks: size("blocks"),
+    }
+}
+
 /// splitmix64: a tiny seeded generator, so test data never depends on a crate's algorithm.
 pub struct Rng(pub u64);
 
