@@ -164,7 +164,10 @@ fn linear_relu_64x256x64_measures_three_candidates() {
     );
     assert!(text.contains("\nchoice     "), "{text}");
     assert!(text.lines().last().unwrap().starts_with("break-even: "), "{text}");
-    assert_eq!(text.matches("selected").count(), 1, "{text}");
+    // Exactly one table row is selected (the break-even line may say "the selected candidate"
+    // too, when the measured medians put fused no faster than unfused).
+    let rows = text.lines().skip(1).take_while(|l| !l.starts_with("search "));
+    assert_eq!(rows.filter(|l| l.contains("selected")).count(), 1, "{text}");
 }
 
 #[test]
