@@ -13,9 +13,13 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// `lumen args` with `LLIR_DUMP_DIR` unset and the CPU workers' passive wait policy
+/// (`LUMEN_CPU_PASSIVE_WAIT=1`): the tests run several `lumen` processes at once on a few
+/// cores, the case that policy is for, and some decisions they check (whether a search pays for
+/// itself) rest on measured times that another process's spinning worker could stretch.
 fn command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_lumen"));
-    cmd.args(args).env_remove("LLIR_DUMP_DIR");
+    cmd.args(args).env_remove("LLIR_DUMP_DIR").env("LUMEN_CPU_PASSIVE_WAIT", "1");
     cmd
 }
 

@@ -62,6 +62,11 @@ pub struct CpuOptions {
     /// slab's copy (which packs it on each call) instead of the copy packed once at prepare
     /// ([`crate::packed`]). Off by default; for side-by-side measurements and tests.
     pub unpacked_weights: bool,
+    /// Worker threads sleep as soon as they find no work, instead of spinning for up to
+    /// [`crate::team::SPIN`] between kernels (see [`crate::team`]). Off by default; for
+    /// several processes sharing the cores. Set from `LUMEN_CPU_PASSIVE_WAIT` by
+    /// [`CpuOptions::from_env`].
+    pub passive_wait: bool,
 }
 
 impl CpuOptions {
@@ -73,13 +78,14 @@ impl CpuOptions {
             .max(1)
     }
 
-    /// Planned placement, switches from `LUMINAL_CUDA_MEMORY_DEBUG` and
-    /// `LUMINAL_CUDA_PROFILE_RECAPTURE` (see [`RuntimeEnv`]).
+    /// Planned placement, switches from `LUMINAL_CUDA_MEMORY_DEBUG`,
+    /// `LUMINAL_CUDA_PROFILE_RECAPTURE` and `LUMEN_CPU_PASSIVE_WAIT` (see [`RuntimeEnv`]).
     pub fn from_env() -> Self {
         let env = RuntimeEnv::from_env();
         Self {
             memory_debug: env.memory_debug,
             profile_recapture: env.profile_recapture,
+            passive_wait: env.passive_wait,
             ..Self::default()
         }
     }
@@ -127,15 +133,16 @@ impl Runtime for CpuRuntime {
 
     /// `cpu placement=Planned memory_debug=false profile_recapture=false threads=2`: the
     /// options that change an execute's time, the thread count resolved (the peak only labels
-    /// the report).
+    /// the report); ` passive_wait=true` appended when the workers do not spin.
     fn tuning_identity(&self) -> String {
         let o = &self.options;
         format!(
-            "cpu placement={:?} memory_debug={} profile_recapture={} threads={}",
+            "cpu placement={:?} memory_debug={} profile_recapture={} threads={}{}",
             o.placement,
             o.memory_debug,
             o.profile_recapture,
-            o.thread_count()
+            o.thread_count(),
+            if o.passive_wait { " passive_wait=true" } else { "" }
         )
     }
 
@@ -280,7 +287,7 @@ impl CpuProgram {
         options: CpuOptions,
     ) -> Result<Self, RuntimeError> {
         let start = Instant::now();
-        let threads = Threads::new(options.threads)?;
+        let threads = Threads::with_wait(options.threads, !options.passive_wait)?;
         let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
@@ -670,8 +677,9 @@ fn copy_in(
     match slab.get_mut(r) {
         Some(dst) if dst.len() == data.len() => {
             let parallel = data.len() >= crate::threads::PAR_MIN_ELEMS;
-            // 16 Ki-element (64 KiB) chunks: each part starts on a chunk boundary.
-            threads.for_parts(dst, (data.len(), 1), 1 << 14, parallel, |rows, part| {
+            // Parts of at least PAR_MIN_PART_ELEMS elements.
+            let align = crate::threads::PAR_MIN_PART_ELEMS;
+            threads.for_parts(dst, (data.len(), 1), align, parallel, |rows, part| {
                 part.copy_from_slice(&data[rows]);
                 Ok::<(), RuntimeError>(())
             })
@@ -817,7 +825,8 @@ mod tests {
     }
 
     /// A linear-relu large enough that the matmul (135 MFLOP) and the maps (1 Mi outputs)
-    /// split: fused and unfused, outputs bit-identical on 1, 2 and 3 threads and on repeats;
+    /// split: fused and unfused, outputs bit-identical on 1, 2 and 3 threads (spinning or
+    /// passive workers) and on repeats;
     /// a team of 0 threads is a typed error at prepare.
     #[test]
     fn outputs_are_bit_identical_across_thread_counts() {
@@ -841,15 +850,20 @@ mod tests {
             let program =
                 cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap();
             let mut first: Option<Vec<u32>> = None;
-            for threads in [1, 2, 3] {
-                let options = CpuOptions { threads: Some(threads), ..CpuOptions::default() };
+            // Spinning workers, and on 2 threads sleeping ones (`passive_wait`).
+            for (threads, passive_wait) in [(1, false), (2, false), (3, false), (2, true)] {
+                let options =
+                    CpuOptions { threads: Some(threads), passive_wait, ..CpuOptions::default() };
                 let mut prepared = CpuProgram::new(&program, &weights, options).unwrap();
                 for _ in 0..2 {
                     let out = prepared.execute(&inputs).unwrap();
                     let bits: Vec<u32> = out["y"].data().iter().map(|v| v.to_bits()).collect();
                     match &first {
                         None => first = Some(bits),
-                        Some(want) => assert!(bits == *want, "fuse {fuse}, {threads} threads"),
+                        Some(want) => assert!(
+                            bits == *want,
+                            "fuse {fuse}, {threads} threads, passive {passive_wait}"
+                        ),
                     }
                 }
             }

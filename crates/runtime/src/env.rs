@@ -17,6 +17,12 @@ pub const LOG_LLIR: &str = "LUMINAL_LOG_LLIR";
 /// use when no `--tuning-cache` is given ([`crate::tuning`]); unset or empty: none.
 pub const TUNING_CACHE: &str = "LUMEN_TUNING_CACHE";
 
+/// `LUMEN_CPU_PASSIVE_WAIT=1`: the CPU runtime's worker threads sleep as soon as they find no
+/// work, instead of spinning for up to [`crate::team::SPIN`] between kernels (OpenMP's
+/// `OMP_WAIT_POLICY=passive`, ONNX Runtime's `session.intra_op.allow_spinning=0`): for several
+/// processes sharing the cores, where a spinning worker holds a core another process needs.
+pub const PASSIVE_WAIT: &str = "LUMEN_CPU_PASSIVE_WAIT";
+
 /// The debugging switches as read from the process environment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeEnv {
@@ -26,16 +32,20 @@ pub struct RuntimeEnv {
     pub profile_recapture: bool,
     /// [`LOG_LLIR`] is set to a true value.
     pub log_llir: bool,
+    /// [`PASSIVE_WAIT`] is set to a true value.
+    pub passive_wait: bool,
 }
 
 impl RuntimeEnv {
-    /// Reads [`MEMORY_DEBUG`], [`PROFILE_RECAPTURE`] and [`LOG_LLIR`]. A variable is on when set to anything
+    /// Reads [`MEMORY_DEBUG`], [`PROFILE_RECAPTURE`], [`LOG_LLIR`] and [`PASSIVE_WAIT`]. A
+    /// variable is on when set to anything
     /// but empty, `0`, `false`, `no` or `off` (case-insensitive).
     pub fn from_env() -> Self {
         Self {
             memory_debug: flag(std::env::var(MEMORY_DEBUG).ok().as_deref()),
             profile_recapture: flag(std::env::var(PROFILE_RECAPTURE).ok().as_deref()),
             log_llir: flag(std::env::var(LOG_LLIR).ok().as_deref()),
+            passive_wait: flag(std::env::var(PASSIVE_WAIT).ok().as_deref()),
         }
     }
 }

@@ -21,7 +21,7 @@ pub use crate::gemm::{Activation, epilogue_parts};
 use crate::gemm::{Matrix, matmul_epilogue};
 use crate::isa::widest;
 use crate::packed::{PackedWeight, matmul_packed};
-use crate::threads::{PAR_MIN_ELEMS, Threads};
+use crate::threads::{PAR_MIN_ELEMS, PAR_MIN_PART_ELEMS, Threads};
 
 pub use lumen_compiler::ops::gelu_f32 as gelu_scalar;
 
@@ -155,31 +155,24 @@ fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f
         let (b, v) = x?;
         b.get(v.offset..v.offset.checked_add(len)?).filter(|_| v.is_contiguous())
     }
-    match others {
-        [None, _] => {
+    match (others, others.map(|x| whole(x, len))) {
+        ([None, _], _) => {
             // Unary: the operand is the output itself.
             for o in inout.iter_mut() {
                 *o = f(args(*o, [0.0; 2]));
             }
         }
-        [Some(_), None] if whole(others[0], len).is_some() => {
-            let a = whole(others[0], len).unwrap_or_default();
+        ([Some(_), None], [Some(a), _]) => {
             for (o, &v) in inout.iter_mut().zip(a) {
                 *o = f(args(*o, [v, 0.0]));
             }
         }
-        [Some(_), Some(_)]
-            if whole(others[0], len).is_some() && whole(others[1], len).is_some() =>
-        {
-            let (a, b) = (
-                whole(others[0], len).unwrap_or_default(),
-                whole(others[1], len).unwrap_or_default(),
-            );
+        ([Some(_), Some(_)], [Some(a), Some(b)]) => {
             for ((o, &p), &q) in inout.iter_mut().zip(a).zip(b) {
                 *o = f(args(*o, [p, q]));
             }
         }
-        [Some((a, va)), None] => {
+        ([Some((a, va)), None], _) => {
             let mut i = 0;
             walk_rows(&va.shape, [va], |[x], len, [sx]| {
                 let o = &mut inout[i..i + len];
@@ -197,7 +190,7 @@ fn map_in_place_with(ins: &[Option<Input<'_>>], inout: &mut [f32], f: impl Fn([f
                 }
             })
         }
-        [Some((a, va)), Some((b, vb))] => {
+        ([Some((a, va)), Some((b, vb))], _) => {
             let mut i = 0;
             walk_rows(&va.shape, [va, vb], |[x, y], len, [sx, sy]| {
                 let o = &mut inout[i..i + len];
@@ -281,7 +274,9 @@ fn split_outer(
     match shape.iter().position(|&d| d > 1) {
         Some(axis) if whole && work >= PAR_MIN_ELEMS && threads.count() > 1 => {
             let rows = (shape[axis], shape[axis + 1..].iter().product());
-            let _ = threads.for_parts::<()>(out, rows, 1, true, |r, part| {
+            // Parts of at least PAR_MIN_PART_ELEMS of work (`work` spread over the axis).
+            let align = (PAR_MIN_PART_ELEMS * rows.0).div_ceil(work.max(1)).max(1);
+            let _ = threads.for_parts::<()>(out, rows, align, true, |r, part| {
                 f(Some((axis, r)), part);
                 Ok(())
             });

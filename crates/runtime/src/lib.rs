@@ -8,7 +8,8 @@
 //!   once at prepare, run by lumen's blocked loops around the `gemm` crate's micro-kernels
 //!   with the cuBLASLt-style epilogue fused ([`mod@packed`]), any other matmul is the `gemm`
 //!   crate with the same epilogue and a GEMV path for a few rows ([`mod@gemm`]); the matmul,
-//!   maps and reductions split over [`CpuOptions::threads`] ([`mod@threads`]); memory-debug
+//!   maps and reductions split over [`CpuOptions::threads`] ([`mod@threads`], on a team of
+//!   spinning workers, [`mod@team`]); memory-debug
 //!   (plan verification, NaN poisoning) and no-reuse modes.
 //! - [`cpu_peak`]: the CPU's peak FLOP/s from its instruction set, clock and threads.
 //! - [`isa`]: running a loop compiled for the widest instruction set the CPU has.
@@ -44,6 +45,7 @@ pub mod phases;
 pub mod reference;
 pub mod runtime;
 pub mod search;
+pub mod team;
 pub mod tensor;
 pub mod threads;
 pub mod tuning;

@@ -4,15 +4,16 @@
 //! A kernel with enough work (see [`PAR_MIN_ELEMS`] and [`PAR_MIN_FLOPS`]) hands
 //! [`Threads::for_parts`] its output as `rows` rows of `row_len` elements; the rows are cut
 //! into at most [`Threads::count`] contiguous ranges (boundaries at multiples of a kernel-chosen
-//! `align`) and run on a rayon pool of `count` workers: the kernel hops onto one worker, which
-//! offers the other ranges to the pool, runs the last one and then takes back any range no
-//! other worker has started (rayon's work stealing). So on a machine whose other cores are busy
-//! a split kernel costs one hop, not a wait for a worker the OS has not scheduled (handing the
-//! ranges from the calling thread, outside the pool, waited for one: two threads ran the
-//! digits MLP at half the speed of one while other processes held the second core). Every
-//! output element is written by exactly one part, computed from the same inputs
-//! in the same order whichever part holds it, so for a fixed thread count an output is
-//! bit-identical run to run (no reduction is split over its reduced axis, no atomics).
+//! `align`) and run on a [`Team`]: the calling thread and `count - 1` workers claim ranges from
+//! one counter, so on a machine whose other cores are busy the caller runs the ranges no worker
+//! has claimed instead of waiting for a worker the OS has not scheduled (an earlier version that
+//! handed each range to a fixed thread ran the digits MLP on two threads at half the speed of
+//! one while other processes held the second core). The workers spin between kernels rather
+//! than sleep ([`crate::team`] says why, and for how long). The `gemm` crate's own threading
+//! (an unpacked product with few rows, [`Threads::install`]) runs on a rayon pool of `count`
+//! workers instead. Every output element is written by exactly one part, computed from the
+//! same inputs in the same order whichever part holds it, so for a fixed thread count an
+//! output is bit-identical run to run (no reduction is split over its reduced axis, no atomics).
 //! Whether it is also bit-identical across thread counts is up to each kernel (see
 //! [`crate::gemm`]); the elementwise maps and reductions are, because an element's value
 //! never depends on which part computes it.
@@ -22,25 +23,37 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use crate::RuntimeError;
+use crate::team::Team;
 
 /// Elements (a map's outputs, a reduction's inputs) below which an elementwise map or
-/// reduction stays on the calling thread: 1 Mi f32 (4 MiB) is hundreds of microseconds of
-/// memory traffic, well above what a split costs (waking the pool's workers took about 50
-/// microseconds per kernel on the 2-core VM the benchmarks ran on; at 32 Ki the digits MLP's
-/// unfused maps, 57.6 Ki elements, ran slower on two threads than on one).
-pub const PAR_MIN_ELEMS: usize = 1 << 20;
+/// reduction stays on the calling thread: 128 Ki f32 (512 KiB), tens of microseconds of memory
+/// traffic, against a few microseconds for a split on the spinning [`Team`]. Measured (paired
+/// rounds, 2 threads, against 1 Mi): the unfused digits MLP at batch 4096 (maps of 512 Ki,
+/// 256 Ki and 40 Ki outputs) took 0.74 of the time; an unfused 512x2048x512 linear-relu 1.04
+/// (noise). With a sleeping rayon pool (a wake-up took about 50 microseconds) 32 Ki had run
+/// slower on two threads than on one.
+pub const PAR_MIN_ELEMS: usize = 1 << 17;
+
+/// Work (elements) per part at least when a map, a reduction or a copy is split: half of
+/// [`PAR_MIN_ELEMS`], so a large team cuts a map into parts worth a hand-off, not one part per
+/// thread whatever its size (1,024 threads cut a 128 Ki-element map of 1,024 rows into 1,024
+/// parts).
+pub const PAR_MIN_PART_ELEMS: usize = PAR_MIN_ELEMS / 2;
 
 /// GEMM work (FLOP, `2·m·n·k`) below which a product stays on the calling thread: about
-/// 130 microseconds at 130 GFLOP/s. Measured (`examples/gemm_choice.rs`): 450x64x128 (7.4
-/// MFLOP) ran at half its one-thread speed when split over two threads (the wake-up of the
-/// pool, about 50 microseconds, against 55 of work), 4096x64x128 (67 MFLOP) 1.5 times faster.
-pub const PAR_MIN_FLOPS: usize = 1 << 24;
+/// 15 microseconds at 130 GFLOP/s. Measured (paired rounds of `lumen run`, 2 threads, fused
+/// digits MLP) against 16 Mi FLOP, the threshold while the workers were a sleeping rayon pool:
+/// batch 450 (two 7.4 MFLOP layers, now split) took 0.84 of the time, batch 4096 (its last
+/// layer, 5.2 MFLOP, now split) 0.87; 1 Mi FLOP was no better than 2 Mi (1.01 to 1.02, noise).
+pub const PAR_MIN_FLOPS: usize = 1 << 21;
 
-/// A team of worker threads (see the module docs). Cloning shares the pool.
+/// A team of worker threads (see the module docs). Cloning shares the team.
 #[derive(Debug, Clone)]
 pub struct Threads {
     count: usize,
-    // `count` workers; None when count is 1 (everything runs on the calling thread).
+    // `count - 1` spinning workers beside the caller; None when count is 1.
+    team: Option<Arc<Team>>,
+    // `count` rayon workers for the `gemm` crate's own threading; None when count is 1.
     pool: Option<Arc<rayon::ThreadPool>>,
 }
 
@@ -54,16 +67,26 @@ impl Default for Threads {
 impl Threads {
     /// The calling thread alone: no pool.
     pub fn single() -> Self {
-        Self { count: 1, pool: None }
+        Self { count: 1, team: None, pool: None }
+    }
+
+    /// [`Threads::with_wait`] with spinning workers.
+    ///
+    /// # Errors
+    /// As [`Threads::with_wait`].
+    pub fn new(requested: Option<usize>) -> Result<Self, RuntimeError> {
+        Self::with_wait(requested, true)
     }
 
     /// A team of `requested` threads (`None` = every core `std::thread::available_parallelism`
-    /// reports, 1 if it reports nothing): a pool of that many workers (none for 1), shared by
-    /// every team of that size in the process and kept until it exits.
+    /// reports, 1 if it reports nothing): `requested - 1` workers and a rayon pool of
+    /// `requested` (neither for 1), shared by every team of that size and wait policy in the
+    /// process and kept until it exits. With `spin` the workers spin between kernels
+    /// ([`crate::team`]); without, they sleep as soon as they find no work.
     ///
     /// # Errors
-    /// [`RuntimeError::Threads`] for `Some(0)` or when the pool's threads cannot be spawned.
-    pub fn new(requested: Option<usize>) -> Result<Self, RuntimeError> {
+    /// [`RuntimeError::Threads`] for `Some(0)` or when a thread cannot be spawned.
+    pub fn with_wait(requested: Option<usize>, spin: bool) -> Result<Self, RuntimeError> {
         let count = match requested {
             Some(0) => return Err(RuntimeError::Threads("a team needs at least 1 thread".into())),
             Some(n) => n,
@@ -72,21 +95,24 @@ impl Threads {
         if count == 1 {
             return Ok(Self::single());
         }
-        // One pool per team size for the whole process (like rayon's global pool): preparing
+        // One team per size for the whole process (like rayon's global pool): preparing
         // a program (the search prepares every candidate) spawns no threads after the first.
-        static POOLS: Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>> = Mutex::new(BTreeMap::new());
+        type Pools = BTreeMap<(usize, bool), (Arc<Team>, Arc<rayon::ThreadPool>)>;
+        static POOLS: Mutex<Pools> = Mutex::new(BTreeMap::new());
         let mut pools = POOLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(pool) = pools.get(&count) {
-            return Ok(Self { count, pool: Some(Arc::clone(pool)) });
+        if let Some((team, pool)) = pools.get(&(count, spin)) {
+            return Ok(Self { count, team: Some(Arc::clone(team)), pool: Some(Arc::clone(pool)) });
         }
+        let team =
+            Arc::new(Team::new(count - 1, spin).map_err(|e| RuntimeError::Threads(e.to_string()))?);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(count)
-            .thread_name(|i| format!("lumen-cpu-{i}"))
+            .thread_name(|i| format!("lumen-gemm-{i}"))
             .build()
             .map_err(|e| RuntimeError::Threads(e.to_string()))?;
         let pool = Arc::new(pool);
-        pools.insert(count, Arc::clone(&pool));
-        Ok(Self { count, pool: Some(pool) })
+        pools.insert((count, spin), (Arc::clone(&team), Arc::clone(&pool)));
+        Ok(Self { count, team: Some(team), pool: Some(pool) })
     }
 
     /// Threads in the team, the caller included (at least 1).
@@ -94,11 +120,18 @@ impl Threads {
         self.count
     }
 
-    /// Runs `f` on one of the pool's workers (on the calling thread for a team of 1), so that
-    /// rayon work `f` starts (the `gemm` crate's `Parallelism::Rayon`) runs on this team.
+    /// Runs `f` on one of the rayon pool's workers (on the calling thread for a team of 1), so
+    /// that rayon work `f` starts (the `gemm` crate's `Parallelism::Rayon`) runs on `count`
+    /// threads; the team's spinning workers are sent to sleep first.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match &self.pool {
-            Some(pool) => pool.install(f),
+            Some(pool) => {
+                // The team's spinning workers would take cores from the pool's.
+                if let Some(team) = &self.team {
+                    team.park();
+                }
+                pool.install(f)
+            }
             None => f(),
         }
     }
@@ -132,37 +165,51 @@ impl Threads {
         parallel: bool,
         f: impl Fn(Range<usize>, &mut [f32]) -> Result<(), E> + Sync,
     ) -> Result<(), E> {
-        let pool = match &self.pool {
-            Some(pool) if parallel => pool,
-            _ => return f(0..rows, out),
-        };
+        if !parallel || self.team.is_none() {
+            return f(0..rows, out);
+        }
         let parts = self.parts(rows, align);
         if parts.len() <= 1 {
             return f(0..rows, out);
         }
-        // Cut `out` into the parts' slices.
+        // Cut `out` into the parts' slices; each part takes its own.
         let mut slices = Vec::with_capacity(parts.len());
         let mut rest = out;
         for r in &parts {
             let (head, tail) = rest.split_at_mut((r.end - r.start) * row_len);
-            slices.push((r.clone(), head));
+            slices.push(Mutex::new(Some((r.clone(), head))));
             rest = tail;
         }
-        let mut results: Vec<Option<Result<(), E>>> = (0..parts.len()).map(|_| None).collect();
-        let (last_result, first_results) = results.split_last_mut().expect("two or more parts");
-        let (last, first) = slices.split_last_mut().expect("two or more parts");
-        let f = &f;
-        // On a worker, the scope's wait runs (or takes back) the parts no other worker took.
-        pool.install(|| {
-            rayon::in_place_scope(|s| {
-                for ((r, slice), result) in first.iter_mut().zip(first_results.iter_mut()) {
-                    let r = r.clone();
-                    s.spawn(move |_| *result = Some(f(r, slice)));
-                }
-                *last_result = Some(f(last.0.clone(), last.1));
-            })
+        self.run_parts(parts.len(), |p| {
+            let taken = slices[p].lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+            let (r, slice) = taken.expect("each part runs once");
+            f(r, slice)
+        })
+    }
+
+    /// Runs `f(0) .. f(parts - 1)` on the team (on the calling thread alone for a team of 1),
+    /// each exactly once, and returns when all have finished.
+    ///
+    /// # Errors
+    /// The first error any part returns, in part order.
+    pub fn run_parts<E: Send>(
+        &self,
+        parts: usize,
+        f: impl Fn(usize) -> Result<(), E> + Sync,
+    ) -> Result<(), E> {
+        let Some(team) = self.team.as_ref().filter(|_| parts > 1) else {
+            return (0..parts).try_for_each(f);
+        };
+        let results: Vec<Mutex<Option<Result<(), E>>>> =
+            (0..parts).map(|_| Mutex::new(None)).collect();
+        team.run(parts, &|p| {
+            let r = f(p);
+            *results[p].lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(r);
         });
-        results.into_iter().flatten().collect()
+        results
+            .into_iter()
+            .filter_map(|r| r.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()))
+            .collect()
     }
 }
 
