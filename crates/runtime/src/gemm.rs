@@ -23,17 +23,21 @@
 //!   `[in, out]` row-major weights) skips the GEMM and its packing: each output row is the sum
 //!   over `p` of `a[i, p]` times row `p` of the weight (an axpy per weight row, the
 //!   cache-friendly order for a row-major weight), compiled for the widest vector ISA present.
+//! - A product of 2 to [`DOT_MAX_ROWS`] rows whose right operand has unit row stride (a
+//!   transposed view, as `kᵀ` in attention scores) is a dot product per output element, both
+//!   runs contiguous, on the calling thread.
 //! - Threads: a product of at least [`PAR_MIN_FLOPS`] is split over output rows into
 //!   contiguous parts, one per thread ([`Threads::for_parts`]), each running the single-thread
 //!   procedure on its rows with part boundaries at multiples of the row block, so every GEMM
-//!   call a part makes is one the single-thread run makes too (small weights) or differs only
-//!   in its row count (large weights, whose depth blocking the `gemm` crate derives from `k`
-//!   and the cache sizes alone). A product too short for two row parts (a large weight and
-//!   fewer than 512 rows) is split over columns by the `gemm` crate itself
-//!   (`Parallelism::Rayon` on the team's pool), which fixes its depth blocking before it
-//!   splits. The `threads` tests check that outputs are bit-identical
-//!   across thread counts on the shapes they cover; that is a property of this blocking and
-//!   of `gemm` 0.19, not a guarantee of the library.
+//!   call a part makes is one the single-thread run makes too (small weights: the same bits on
+//!   any thread count) or differs only in its row count (large weights). The `gemm` crate's
+//!   blocking depends on that row count when it is small: a last part of a few rows (m = 257
+//!   to 320 at k = 4097, n = 33 on 2 threads; m = 257 or 513 at k = n = 513 on 3) gives
+//!   results that differ from the single-thread run's in the last bits (relative 2e-5 to
+//!   7e-4), found by a user's test; repeats at a fixed thread count stay bit-identical. A
+//!   product too short for two row parts (a large weight and fewer than 512 rows) is split over
+//!   columns by the `gemm` crate itself (`Parallelism::Rayon` on the team's rayon pool, from
+//!   [`RAYON_MIN_FLOPS`]), which fixes its depth blocking before it splits.
 
 use std::ops::Range;
 
@@ -76,6 +80,14 @@ pub fn epilogue_parts(epilogue: Epilogue) -> (bool, Activation) {
 /// Products of at most this many rows (with a unit-column-stride weight) take the GEMV path.
 pub const GEMV_MAX_ROWS: usize = 4;
 
+/// Products of 2 to this many rows whose right operand is read down its columns (a
+/// transposed view of a row-major tensor: unit row stride, as `kᵀ` in attention scores) take
+/// the dot-product path: each output is the dot product of a row of `a` and a contiguous row
+/// of the tensor. The `gemm` crate reads such an operand strided: at 512x512 it took 340 to 410
+/// microseconds for 2 to 8 rows, against 25 to 56 with a row-major one; this path 44 to 150
+/// (one thread; it never splits). One row stays with the crate (24 microseconds).
+pub const DOT_MAX_ROWS: usize = 8;
+
 /// Weights of at most this many elements (256 KiB of f32) are packed once per block of
 /// output rows, so the epilogue runs on each block while it is in cache; larger ones once per
 /// thread's part.
@@ -88,6 +100,12 @@ const BLOCK_BYTES: usize = 1 << 18;
 /// Row blocks are at least this many rows (and parts start at multiples of it for large
 /// weights), so a block's GEMM call amortizes its packing of the weight.
 const MIN_BLOCK_ROWS: usize = 256;
+
+/// GEMM work (FLOP) from which a product too short for a row split lets the `gemm` crate split
+/// its columns on a rayon pool (below it, and from [`PAR_MIN_FLOPS`], such a product stays on
+/// the calling thread): rayon's workers sleep between jobs, and waking them took about 50
+/// microseconds on the 2-core VM the benchmarks ran on, against about 130 of work here.
+pub const RAYON_MIN_FLOPS: usize = 1 << 24;
 
 /// A matrix of `rows x cols` f32 read from a buffer at `offset` with row stride `rs` and
 /// column stride `cs` (elements; 0 broadcasts). Constructed only through [`Matrix::new`],
@@ -150,6 +168,12 @@ impl<'a> Matrix<'a> {
         self.buf[self.offset + i * self.rs + j * self.cs..].as_ptr()
     }
 
+    /// Column `j` (all rows) as one slice, when the rows are contiguous (`rs == 1`).
+    pub(crate) fn col_slice(&self, j: usize) -> Option<&'a [f32]> {
+        let start = self.offset + j * self.cs;
+        (self.rs == 1).then(|| &self.buf[start..start + self.rows])
+    }
+
     /// Columns `cols` of row `i` as one slice, when the columns are contiguous (`cs == 1`).
     pub(crate) fn row_slice(&self, i: usize, cols: Range<usize>) -> Option<&'a [f32]> {
         let start = self.offset + i * self.rs;
@@ -194,14 +218,24 @@ pub fn matmul_epilogue(
         epilogue(out, bias, n, act);
         return;
     }
+    if (2..=DOT_MAX_ROWS).contains(&m) && b.rs == 1 && b.cs != 1 && a.cs == 1 {
+        dots(a, b, out);
+        epilogue(out, bias, n, act);
+        return;
+    }
     let block = if k.saturating_mul(n) <= SMALL_WEIGHT_ELEMS {
         (BLOCK_BYTES / (4 * n)).max(MIN_BLOCK_ROWS).min(m)
     } else {
         m
     };
     let align = if block < m { block } else { MIN_BLOCK_ROWS };
-    let parallel = m.saturating_mul(n).saturating_mul(k).saturating_mul(2) >= PAR_MIN_FLOPS;
-    if parallel && threads.count() > 1 && threads.parts(m, align).len() < 2 {
+    let flops = m.saturating_mul(n).saturating_mul(k).saturating_mul(2);
+    let parallel = flops >= PAR_MIN_FLOPS;
+    if parallel
+        && threads.count() > 1
+        && threads.parts(m, align).len() < 2
+        && flops >= RAYON_MIN_FLOPS
+    {
         // Too few rows for a row split (a large weight, fewer than two row blocks): the `gemm`
         // crate splits the output's columns over the team instead, with the depth blocking it
         // uses on one thread (it derives `kc` before splitting), then the epilogue.
@@ -334,6 +368,63 @@ macro_rules! widest_isa {
 }
 
 widest_isa! {
+    /// `out[i, j] = a[i, :] · b[:, j]` for an `a` of unit column stride and a `b` of unit row
+    /// stride, each a dot product of two contiguous runs of `k` values.
+    fn dots(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) => dots_body
+}
+
+/// Lanes of [`dots_body`]'s accumulators (one AVX-512 vector).
+const DOT_LANES: usize = 16;
+
+/// Rows of `a` per pass of [`dots_body`] over a column of `b` (each column chunk loaded once
+/// for all of them; up to four independent chains of additions).
+const DOT_ROWS: usize = 4;
+
+#[inline(always)]
+fn dots_body(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let full = k - k % DOT_LANES;
+    for j in 0..n {
+        let Some(col) = b.col_slice(j) else { return };
+        for i0 in (0..m).step_by(DOT_ROWS) {
+            let rows = DOT_ROWS.min(m - i0);
+            let mut x: [&[f32]; DOT_ROWS] = [&[]; DOT_ROWS];
+            for (r, slot) in x.iter_mut().enumerate().take(rows) {
+                let Some(row) = a.row_slice(i0 + r, 0..k) else { return };
+                *slot = row;
+            }
+            // Lane `l` of row `r` sums that row's products at `p ≡ l (mod DOT_LANES)` in order
+            // of `p` (vectorizes without reassociating); then the lanes in a fixed tree and the
+            // tail in order: the same bits with every instruction set.
+            let mut acc = [[0.0f32; DOT_LANES]; DOT_ROWS];
+            for c in (0..full).step_by(DOT_LANES) {
+                let y = &col[c..c + DOT_LANES];
+                for r in 0..rows {
+                    let xr = &x[r][c..c + DOT_LANES];
+                    for l in 0..DOT_LANES {
+                        acc[r][l] += xr[l] * y[l];
+                    }
+                }
+            }
+            for (r, lanes) in acc.iter_mut().enumerate().take(rows) {
+                let mut width = DOT_LANES;
+                while width > 1 {
+                    width /= 2;
+                    for l in 0..width {
+                        lanes[l] += lanes[l + width];
+                    }
+                }
+                let mut sum = lanes[0];
+                for p in full..k {
+                    sum += x[r][p] * col[p];
+                }
+                out[(i0 + r) * n + j] = sum;
+            }
+        }
+    }
+}
+
+widest_isa! {
     /// `out[i, :] = sum_p a[i, p] · b[p, :]` for a `b` of unit column stride, `p` ascending.
     fn gemv(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) => gemv_body
 }
@@ -416,18 +507,67 @@ pub(crate) mod tests {
         c
     }
 
+    /// Each value's bits.
+    pub(crate) fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    /// Asserts `got` is within f32 rounding of the f64 `want` of a depth-`k` product
+    /// (`1e-5 · √k` relative to `1 + |want|`), naming `label` and the index otherwise.
+    pub(crate) fn assert_near(got: &[f32], want: &[f64], k: usize, label: &str) {
+        for (idx, (g, w)) in got.iter().zip(want).enumerate() {
+            let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
+            assert!((f64::from(*g) - w).abs() <= tol, "{label} [{idx}]: {g} vs {w}");
+        }
+    }
+
+    /// `relu(a · b + bias)` through `matmul_epilogue`, `a` row-major `[m, k]`, `b` row-major
+    /// `[k, n]`, or with `b_transposed` a row-major `[n, k]` read as its transpose.
     fn run(
         (m, k, n): (usize, usize, usize),
         threads: &Threads,
         a: &[f32],
         b: &[f32],
         bias: &[f32],
+        b_transposed: bool,
     ) -> Vec<f32> {
         let am = Matrix::new(a, 0, (m, k), (k, 1)).unwrap();
-        let bm = Matrix::new(b, 0, (k, n), (n, 1)).unwrap();
+        let b_strides = if b_transposed { (1, k) } else { (n, 1) };
+        let bm = Matrix::new(b, 0, (k, n), b_strides).unwrap();
         let mut out = vec![f32::NAN; m * n];
         matmul_epilogue(am, bm, Some(bias), &mut out, Activation::Relu, threads);
         out
+    }
+
+    /// The dot-product path (2 to DOT_MAX_ROWS rows, a right operand of unit row stride: a
+    /// transposed view of a row-major `[n, k]` tensor): within f32 rounding of the f64
+    /// product, bias and ReLU applied, the same bits on repeats and on 1 and 3 threads; one row
+    /// and more than DOT_MAX_ROWS rows of the same view still go through the `gemm` crate.
+    #[test]
+    fn transposed_right_operands_take_the_dot_product_path() {
+        let one = Threads::single();
+        let three = Threads::new(Some(3)).unwrap();
+        for &(m, k, n) in &[
+            (2, 1, 1),
+            (2, 17, 5),
+            (3, 33, 7),
+            (4, 16, 3),
+            (5, 512, 19),
+            (7, 47, 130),
+            (8, 100, 64),
+            (1, 70, 9),
+            (9, 70, 9),
+        ] {
+            let (a, bt, bias) = (data(m * k, 1), data(n * k, 2), data(n, 3));
+            // `b[p, j] = bt[j, p]`, as a row-major copy for the reference.
+            let b: Vec<f32> = (0..k * n).map(|i| bt[(i % n) * k + i / n]).collect();
+            let got = run((m, k, n), &one, &a, &bt, &bias, true);
+            assert_near(&got, &naive(&a, &b, &bias, (m, k, n)), k, &format!("{m}x{k}x{n}"));
+            let again = run((m, k, n), &one, &a, &bt, &bias, true);
+            let par = run((m, k, n), &three, &a, &bt, &bias, true);
+            assert_eq!(bits(&again), bits(&got), "{m}x{k}x{n}: repeat");
+            assert_eq!(bits(&par), bits(&got), "{m}x{k}x{n}: 3 threads");
+        }
     }
 
     /// The bare library call the benchmarks compare against: the product (no bias, no
@@ -462,7 +602,8 @@ pub(crate) mod tests {
 
     /// Every path (GEMV rows, small-weight row blocks, large-weight single calls, k = 1,
     /// n = 1, sizes off every tile multiple) against the f64 reference, with 1 and 3 threads;
-    /// the 3-thread output is bit-identical to the 1-thread one.
+    /// the 3-thread output is bit-identical to the 1-thread one on these shapes (see the module
+    /// docs for a large right operand whose last part has a few rows).
     #[test]
     fn every_path_matches_the_reference_on_any_thread_count() {
         let one = Threads::single();
@@ -488,15 +629,10 @@ pub(crate) mod tests {
             (100, 300, 600),
         ] {
             let (a, b, bias) = (data(m * k, 1), data(k * n, 2), data(n, 3));
-            let want = naive(&a, &b, &bias, (m, k, n));
-            let got = run((m, k, n), &one, &a, &b, &bias);
-            for (idx, (g, w)) in got.iter().zip(&want).enumerate() {
-                let tol = 1e-5 * (k as f64).sqrt() * (1.0 + w.abs());
-                assert!((f64::from(*g) - w).abs() <= tol, "{m}x{k}x{n} [{idx}]: {g} vs {w}");
-            }
-            let again = run((m, k, n), &one, &a, &b, &bias);
-            let par = run((m, k, n), &three, &a, &b, &bias);
-            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let got = run((m, k, n), &one, &a, &b, &bias, false);
+            assert_near(&got, &naive(&a, &b, &bias, (m, k, n)), k, &format!("{m}x{k}x{n}"));
+            let again = run((m, k, n), &one, &a, &b, &bias, false);
+            let par = run((m, k, n), &three, &a, &b, &bias, false);
             assert_eq!(bits(&again), bits(&got), "{m}x{k}x{n}: repeat");
             assert_eq!(bits(&par), bits(&got), "{m}x{k}x{n}: 3 threads vs 1");
         }
