@@ -4,8 +4,9 @@
 //! wide and `f64::mul_add` is a call into the runtime library. [`widest`] runs a closure
 //! inside a function compiled for AVX-512F (else AVX2 + FMA), into which the closure and
 //! the `#[inline(always)]` loops it calls are inlined: they vectorize 16 (8) lanes wide and
-//! `mul_add` is one instruction (what makes [`lumen_compiler::ops::exp_f32`], and so the
-//! `exp` and `gelu` maps, vector loops). The trick the `multiversion` and `pulp` crates are
+//! `mul_add` is one instruction (what makes [`lumen_compiler::ops::exp_f32`] and
+//! [`lumen_compiler::ops::exp_nonpositive_f32`], and so the `exp` and `gelu` maps, vector
+//! loops). The trick the `multiversion` and `pulp` crates are
 //! built on. Rust never contracts `a * b + c` into an FMA and IEEE 754 fixes `+ - * / sqrt`
 //! and `mul_add` to the bit, so every version of a loop gives the same bits; calls into the
 //! C library (`tanhf`, `logf`, `erff`) stay calls. `crate::gemm` keeps its own
