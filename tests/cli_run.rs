@@ -13,7 +13,7 @@ use serde_json::Value;
 
 mod common;
 
-use common::{error_line_of, json_of, lumen_no_cuda_env as lumen};
+use common::{error_line_of, json_of, lumen_no_cuda_env as lumen, ok_env};
 
 const DIGITS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/digits_mlp.safetensors");
 
@@ -597,7 +597,7 @@ fn nan_inputs_fail_the_run() {
     assert_eq!(v["checks"]["finite"]["status"], "failed");
     assert!(
         err.starts_with(
-            "error: check failed: NaN in outputs: 10 NaN and 0 infinite of 4500 logits; max abs \
+            "error: check failed: non-finite outputs: 10 NaN and 0 infinite of 4500 logits; max abs \
              error is NaN"
         ),
         "{err}"
@@ -608,7 +608,7 @@ fn nan_inputs_fail_the_run() {
     let v: Value = serde_json::from_str(&text).unwrap();
     let list = v["candidates"].as_array().unwrap();
     assert!(list.iter().all(|c| c["status"] == "measured" && c["max_abs_diff"] == 0.0), "{text}");
-    assert!(err.starts_with("error: check failed: NaN in outputs: 10 NaN"), "{err}");
+    assert!(err.starts_with("error: check failed: non-finite outputs: 10 NaN"), "{err}");
 }
 
 #[test]
@@ -818,7 +818,31 @@ fn threads_flag_is_reported_and_checked() {
             cores()
         )
     );
-    assert_eq!(json_of(out)["threads"], cores() + 1);
+    let v = json_of(out);
+    assert_eq!(v["threads"], cores() + 1);
+    assert_eq!(v["workers_spin"], false);
+    let warnings = v["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with(&format!("--threads {over} is more than"))),
+        "{v}"
+    );
+    // How the workers wait: the tests' passive policy, and spinning where the team fits.
+    let run2 = ["run", DIGITS, "--threads", "2", "--no-search", "--runs", "1"];
+    let text = String::from_utf8(lumen(&run2).stdout).unwrap();
+    assert!(
+        text.contains(
+            "\nthreads    2 (--threads), workers sleep between kernels (LUMEN_CPU_PASSIVE_WAIT)\n"
+        ),
+        "{text}"
+    );
+    let text = String::from_utf8(ok_env(&run2, &[("LUMEN_CPU_PASSIVE_WAIT", "0")]).stdout).unwrap();
+    let words = if cores() >= 2 { "spin" } else { "sleep" };
+    assert!(
+        text.contains(&format!("\nthreads    2 (--threads), workers {words} between kernels")),
+        "{text}"
+    );
     // One execute compares nothing with nothing, and says so.
     let text = String::from_utf8(
         lumen(&["run", DIGITS, "--threads", "1", "--no-search", "--runs", "1"]).stdout,

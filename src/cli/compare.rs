@@ -272,7 +272,7 @@ fn refused_for_capacity(e: &Exploration) -> bool {
 /// Searches the candidates on `--runtime` (no dumps: compare writes its own), through the
 /// tuning cache when one is given; its warnings go to stderr.
 fn profile(args: &Args, e: &fusion::Exploration) -> anyhow::Result<(Tuned, usize)> {
-    let runtime = super::run::runtime_with_threads(&args.runtime, args.threads)?;
+    let (runtime, _) = super::run::runtime_with_threads(&args.runtime, args.threads)?;
     let Some(first) = e.candidates.first() else {
         anyhow::bail!("no candidate to profile: every candidate was refused");
     };

@@ -117,7 +117,8 @@ pub struct Args {
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     runs: u32,
     /// CPU runtime: worker threads for the GEMM, elementwise ops and reductions (a whole
-    /// number from 1 to 1024; default: every core).
+    /// number from 1 to 1024; default: every core). The workers spin between kernels unless
+    /// LUMEN_CPU_PASSIVE_WAIT=1 is set (for processes sharing the cores).
     #[arg(long, value_name = "N", value_parser = parse_threads)]
     threads: Option<usize>,
     /// Let the plan reuse a weight's bytes after its last reader (Luminal's lifetimes), so
@@ -158,12 +159,13 @@ pub(super) fn parse_threads(s: &str) -> Result<usize, String> {
     }
 }
 
-/// The runtime called `name` with `--threads`: the CPU runtime's worker threads. Only the CPU
+/// The runtime called `name` with `--threads`: the CPU runtime's worker threads, and the
+/// warnings about them, already printed on stderr (more threads than cores). Only the CPU
 /// runtime has threads of its own, so `--threads` with another runtime is a usage error.
 pub(super) fn runtime_with_threads(
     name: &str,
     threads: Option<usize>,
-) -> anyhow::Result<Box<dyn lumen_runtime::Runtime>> {
+) -> anyhow::Result<(Box<dyn lumen_runtime::Runtime>, Vec<String>)> {
     if threads.is_some() && name != "cpu" {
         return Err(super::usage::UsageError::new(format!(
             "--threads applies to the cpu runtime, not {name}"
@@ -171,15 +173,17 @@ pub(super) fn runtime_with_threads(
         .into());
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut warnings = Vec::new();
     if let Some(n) = threads.filter(|&n| n > cores) {
         // Honoured (a user may measure oversubscription on purpose), but said: more workers
         // than cores only wait for each other, and an execute can be many times slower.
-        warn(&[format!(
+        warnings.push(format!(
             "--threads {n} is more than the {cores} core(s) this process may use; the workers \
              will share them and an execute can be much slower"
-        )]);
+        ));
     }
-    Ok(lumen_runtime::runtime_with_threads(name, threads)?)
+    warn(&warnings);
+    Ok((lumen_runtime::runtime_with_threads(name, threads)?, warnings))
 }
 
 /// The slab a resident-weights plan may take, bytes, and where that limit comes from:
@@ -279,6 +283,10 @@ struct Outcome {
     target: Target,
     /// Host threads an execute ran on.
     threads: usize,
+    /// Whether the CPU runtime's workers spin between kernels (else they sleep).
+    workers_spin: bool,
+    /// Warnings about the runtime (more threads than cores), printed when it was made.
+    runtime_warnings: Vec<String>,
     /// Whether every weight stayed resident, and why (or why not), in words.
     resident: (bool, String),
     /// Host-to-slab bytes of the last execute: all, and the weights' part.
@@ -335,7 +343,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     let model = load(args)?;
     let load_seconds = start.elapsed().as_secs_f64();
     // The runtime first: `--runtime cuda` without a device fails before any work.
-    let runtime = runtime_with_threads(&args.runtime, args.threads)?;
+    let (runtime, runtime_warnings) = runtime_with_threads(&args.runtime, args.threads)?;
     let target = runtime.target();
 
     let mut times = PhaseTimes::new();
@@ -486,6 +494,8 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         runtime: runtime.name(),
         target,
         threads: runtime.threads(),
+        workers_spin: runtime.workers_spin(),
+        runtime_warnings,
         resident,
         upload_bytes,
         weight_upload_bytes: upload_bytes
@@ -754,18 +764,33 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     );
     let _ = writeln!(
         s,
-        "threads    {} ({})",
+        "threads    {} ({}){}",
         o.threads,
         match (o.runtime, args.threads) {
             ("cpu", Some(_)) => "--threads",
             ("cpu", None) => "every core; --threads N to change",
             _ => "the host thread that launches the device's work",
-        }
+        },
+        wait_words(o)
     );
     s.push('\n');
     let _ = writeln!(s, "{}", o.report);
     let _ = writeln!(s, "peak       {} = {}", format_flops(o.peak.flops), o.peak.basis);
     s
+}
+
+/// How the CPU runtime's workers wait between kernels, for the `threads` line: nothing for
+/// one thread or another runtime; else whether they spin, or sleep and why.
+fn wait_words(o: &Outcome) -> &'static str {
+    if o.runtime != "cpu" || o.threads < 2 {
+        ""
+    } else if o.workers_spin {
+        ", workers spin between kernels"
+    } else if lumen_runtime::env::RuntimeEnv::from_env().passive_wait {
+        ", workers sleep between kernels (LUMEN_CPU_PASSIVE_WAIT)"
+    } else {
+        ", workers sleep between kernels (more threads than cores)"
+    }
 }
 
 /// What the tuning cache did, in the text report: `tuning     stored this choice in FILE
@@ -973,6 +998,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
     let runtime = json!({
         "target": o.target.name(),
         "threads": o.threads,
+        "workers_spin": o.workers_spin,
         "workspace_bytes": o.program.options.workspace_bytes,
         "resident_weights": o.resident.0,
         "resident_weights_detail": o.resident.1,
@@ -1005,7 +1031,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "nan_outputs": check.nan,
         "inf_outputs": check.inf,
         "labels_out_of_range": check.labels_out_of_range.len(),
-        "warnings": check.warnings,
+        "warnings": check.warnings.iter().chain(&o.runtime_warnings).collect::<Vec<_>>(),
         "checks": checks,
         "passed": check.passed(),
         "failures": check.failures(),

@@ -291,7 +291,7 @@ pub fn check_all_outputs(model: &Model, outputs: &Tensors, tolerance: f64) -> Ou
         Check {
             name: "finite",
             status: CheckStatus::Failed,
-            detail: format!("NaN in outputs: {nan} NaN and {inf} infinite of {total} {what}"),
+            detail: format!("non-finite outputs: {nan} NaN and {inf} infinite of {total} {what}"),
         }
     });
 
@@ -566,7 +566,7 @@ mod tests {
         let nan = t(&[2, 2], &[f32::NAN, 0.0, 0.0, f32::INFINITY]);
         let c = check_outputs(&m, &nan, DEFAULT_TOLERANCE);
         assert_eq!((c.nan, c.inf), (1, 1));
-        assert_eq!(c.failures()[0], "NaN in outputs: 1 NaN and 1 infinite of 4 logits");
+        assert_eq!(c.failures()[0], "non-finite outputs: 1 NaN and 1 infinite of 4 logits");
         assert!(c.max_abs_err.unwrap().is_nan());
 
         // Nothing to compare with: only the finite check runs.

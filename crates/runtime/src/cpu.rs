@@ -78,6 +78,14 @@ impl CpuOptions {
             .max(1)
     }
 
+    /// Whether the team's workers spin between kernels: there are workers
+    /// ([`CpuOptions::thread_count`] above 1), [`CpuOptions::passive_wait`] is off and the
+    /// team fits the cores ([`crate::team::fits_cores`]).
+    pub fn workers_spin(&self) -> bool {
+        let n = self.thread_count();
+        n > 1 && !self.passive_wait && crate::team::fits_cores(n)
+    }
+
     /// Planned placement, switches from `LUMINAL_CUDA_MEMORY_DEBUG`,
     /// `LUMINAL_CUDA_PROFILE_RECAPTURE` and `LUMEN_CPU_PASSIVE_WAIT` (see [`RuntimeEnv`]).
     pub fn from_env() -> Self {
@@ -157,6 +165,10 @@ impl Runtime for CpuRuntime {
 
     fn threads(&self) -> usize {
         self.options.thread_count()
+    }
+
+    fn workers_spin(&self) -> bool {
+        self.options.workers_spin()
     }
 
     fn prepare(

@@ -34,6 +34,12 @@ pub trait Runtime {
         1
     }
 
+    /// Whether the runtime's worker threads spin between kernels rather than sleep (the CPU
+    /// runtime's team, [`crate::team`]); false when it has none.
+    fn workers_spin(&self) -> bool {
+        false
+    }
+
     /// What a measured timing depends on besides the program and the host machine
     /// ([`crate::tuning::machine`]): the runtime's name, its options that change how fast a
     /// program runs, and its device. Part of the tuning cache's key ([`crate::tuning`]), so a

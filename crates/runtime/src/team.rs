@@ -113,8 +113,7 @@ impl Team {
             sleepers: Mutex::new(0),
             wake: Condvar::new(),
         });
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let spin = if spin && workers < cores { SPIN } else { Duration::ZERO };
+        let spin = if spin && fits_cores(workers + 1) { SPIN } else { Duration::ZERO };
         for i in 0..workers {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -184,6 +183,13 @@ impl Team {
         };
         assert!(!panicked, "a part of a split kernel panicked");
     }
+}
+
+/// Whether a team of `threads` (the caller included) fits the cores
+/// `std::thread::available_parallelism` reports, so that its workers may spin: more threads
+/// than cores never spin (a spinning thread would hold a core a working one needs).
+pub fn fits_cores(threads: usize) -> bool {
+    threads <= std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 fn worker(s: &Shared, spin: Duration) {
