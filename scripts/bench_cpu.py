@@ -12,7 +12,10 @@ optimisations, `intra_op_num_threads` = the thread count) in this process. The w
 - linear-relu `relu(x [M,K] @ w [K,N] + b [N])` at 512x2048x512 and 2048x2048x2048;
 - the built-in transformer's network at its default sizes (`lumen compile transformer`: 2 pre-LN
   encoder blocks, batch 2, seq 16, width 64, 4 heads, FFN 256, separate Q/K/V projections,
-  tanh GELU, layer-norm eps 1e-5), written in ONNX operator for operator.
+  tanh GELU, layer-norm eps 1e-5), written in ONNX operator for operator;
+- the digits ViT as PyTorch exported it (data/onnx/digits_vit.onnx, made by
+  data/make_onnx_fixtures.py) on its 450 held-out images: a real model with erf-GELU and 1,800
+  attention heads per block.
 
 Per round, for each workload and each thread count (1, then every core), in turn: lumen fused
 (`--fuse`), lumen unfused (`--no-fuse`), ONNX Runtime, and the bare GEMM (the runtime's GEMM
@@ -184,6 +187,21 @@ def transformer_model(batch, seq, width, heads, ffn, blocks, rng):
     return b.model([("x", [batch, seq, width])], "y", [batch, seq, width]), shapes
 
 
+def digits_vit():
+    """The ONNX fixture data/onnx/digits_vit.onnx (PyTorch's export of the digits ViT: 450
+    images of 16 tokens, width 32, 4 heads, 2 pre-LN blocks, erf-GELU FFN of 64) on its 450
+    held-out images, as a user would bring it."""
+    model = onnx.load(os.path.join(ROOT, "data", "onnx", "digits_vit.onnx"))
+    feed = read_safetensors(os.path.join(ROOT, "data", "onnx", "digits_vit.inputs.safetensors"))
+    rows, width, ffn, heads, seq = 450 * 16, 32, 64, 4, 16
+    shapes = [(rows, 4, width)]
+    for _ in range(2):
+        shapes += [(rows, width, width)] * 4 + [(rows, width, ffn), (rows, ffn, width)]
+        shapes += [(seq, width // heads, seq), (seq, seq, width // heads)] * (450 * heads)
+    shapes.append((450, width, 10))
+    return ("digits ViT (ONNX fixture), batch 450", model, feed, shapes, 20)
+
+
 def workloads(quick):
     """(name, model, inputs, gemm shapes, executes per measurement)."""
     rng = np.random.default_rng(0)
@@ -202,6 +220,7 @@ def workloads(quick):
     model, shapes = transformer_model(2, 16, 64, 4, 256, 2, rng)
     xs = rng.standard_normal((2, 16, 64)).astype(np.float32)
     out.append(("transformer (built-in sizes)", model, {"x": xs}, shapes, 200))
+    out.append(digits_vit())
     if quick:
         out = [(n, m, i, s, max(3, r // 5)) for n, m, i, s, r in out]
     return out
@@ -287,7 +306,7 @@ def main():
             sessions = {t: ort_session(path, t) for t in thread_counts}
             want = sessions[1].run(None, feed)[0]
             expect = os.path.join(tmp, f"w{i}.expect.safetensors")
-            write_safetensors(expect, {"y": want.astype(np.float32)})
+            write_safetensors(expect, {model.graph.output[0].name: want.astype(np.float32)})
             # Same model, same inputs: lumen's outputs within a relative 1e-4 of ORT's.
             tol = 1e-4 * max(1.0, float(np.abs(want).max()))
             check = lumen_run(args.lumen, path, inputs, 1, 1,
