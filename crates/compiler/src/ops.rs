@@ -587,7 +587,7 @@ pub fn erf_f32(x: f32) -> f32 {
         -2.685_54e-2,
         0.112_836_26,
         -0.376_126_3,
-        1.128_379_2,
+        std::f32::consts::FRAC_2_SQRT_PI, // the fit's constant term, rounded to f32
     ];
     const Q: [f32; 10] = [
         4.138_928_5e-6,
