@@ -199,7 +199,7 @@ def digits_vit():
         shapes += [(rows, width, width)] * 4 + [(rows, width, ffn), (rows, ffn, width)]
         shapes += [(seq, width // heads, seq), (seq, seq, width // heads)] * (450 * heads)
     shapes.append((450, width, 10))
-    return ("digits ViT (ONNX fixture), batch 450", model, feed, shapes, 20)
+    return ("digits ViT (ONNX), batch 450", model, feed, shapes, 20)
 
 
 def workloads(quick):
