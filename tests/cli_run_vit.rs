@@ -183,6 +183,22 @@ fn bad_vit_files_are_one_error_line() {
             "the file has no tensor `blk2.ln1.g` (a weight of the vision transformer)",
         ),
         (
+            // Refused before a name is listed for each of 10^11 blocks (that ran out of memory).
+            "huge-blocks",
+            Box::new(|_, m| {
+                m.insert("blocks".into(), "100000000000".into());
+            }),
+            "metadata `blocks` is 100000000000, but the file holds only 42 tensors (16 a block)",
+        ),
+        (
+            "huge-image",
+            Box::new(|_, m| {
+                m.insert("image".into(), "4294967296x4294967296".into());
+            }),
+            "metadata `image` is \"4294967296x4294967296\": 4294967296x4294967296 pixels do not \
+             fit in memory",
+        ),
+        (
             "pos",
             Box::new(|t, _| {
                 let pos = t.get_mut("pos").unwrap();

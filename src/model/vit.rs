@@ -78,6 +78,13 @@ pub fn config(meta: &BTreeMap<String, String>) -> Result<VitConfig, ModelError> 
             problem: format!("is {image:?}, not HxW in pixels (e.g. 8x8)"),
         });
     };
+    // H*W must fit in a size: every shape built from the image is at most that.
+    if h.checked_mul(*w).is_none_or(|p| p > isize::MAX as usize) {
+        return Err(ModelError::Metadata {
+            key: "image",
+            problem: format!("is {image:?}: {h}x{w} pixels do not fit in memory"),
+        });
+    }
     let eps = match meta.get("eps") {
         None => 1e-5,
         Some(v) => match v.trim().parse::<f32>() {
@@ -140,6 +147,18 @@ pub fn parse_vit(bytes: &[u8]) -> Result<VitModel, ModelError> {
     let config = config(&metadata)?;
     let st = SafeTensors::deserialize(bytes).map_err(|e| ModelError::Format(e.to_string()))?;
     let pixels = config.image[0] * config.image[1];
+    // Each block has 16 tensors: a `blocks` the file cannot hold is refused before the names
+    // of every block's tensors are listed (billions of them for a corrupt value).
+    if config.blocks > st.len() {
+        return Err(ModelError::Metadata {
+            key: "blocks",
+            problem: format!(
+                "is {}, but the file holds only {} tensors (16 a block)",
+                config.blocks,
+                st.len()
+            ),
+        });
+    }
     let x = f32_tensor(&st, "x", "the input images [B, H*W]")?;
     let batch = match *x.shape() {
         [b, p] if b > 0 && p == pixels => b,
