@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Times lumen's CPU runtime against ONNX Runtime and a bare GEMM call, side by side.
 
-Every workload is written once as an ONNX model (with onnx.helper: no PyTorch needed) and one
-safetensors file of inputs, and BOTH engines run that same file on the same inputs: lumen through
+Every workload is one ONNX model (written with onnx.helper, no PyTorch needed, or the digits
+ViT fixture PyTorch exported) and one safetensors file of inputs, and BOTH engines run that same file on the same inputs: lumen through
 its ONNX importer (`lumen run MODEL.onnx --inputs IN.safetensors --json`, the median execute of
 the report's `execute_seconds_median`), ONNX Runtime (CPUExecutionProvider, all graph
 optimisations, `intra_op_num_threads` = the thread count) in this process. The workloads:

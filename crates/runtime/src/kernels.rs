@@ -406,10 +406,13 @@ fn map_with(ins: &[(&[f32], &View)], out: &mut [f32], f: impl Fn([f32; 3]) -> f3
 /// The reduction of `input` (read through `view`) over `axis`, written row-major to `out`
 /// (the view's shape without `axis`). An axis of length 0 gives the op's identity.
 ///
-/// A sum is accumulated in f64 (in [`SUM_LANES`] lanes) and rounded to f32 once: within half
-/// an ulp of the exact sum for any axis shorter than about 2^29 elements, where plain f32
-/// accumulation drifts by up to `n` ulps (0.96% for a million 0.1s; compensated f32 summation still lost 6e-5 there, its
-/// carry drifting). Infinities and NaN follow IEEE 754 as in f32 (`MAX + MAX` rounds to
+/// A sum is accumulated in f64 (in [`SUM_LANES`] lanes) and rounded to f32 once. The f64
+/// error is at most about `n · 2^-53` times the sum of the magnitudes, so the result is within
+/// half an ulp (plus that) of the exact sum wherever the terms do not cancel: for inputs of one
+/// sign, any axis shorter than about 2^29 elements (a sum that cancels, such as `1e20 + 1 -
+/// 1e20`, can still lose what f64 cannot hold). Plain f32 accumulation drifts by up to `n` ulps
+/// (0.96% for a million 0.1s; compensated f32 summation still lost 6e-5 there, its carry
+/// drifting). Infinities and NaN follow IEEE 754 as in f32 (`MAX + MAX` rounds to
 /// `inf`). An input of at least [`PAR_MIN_ELEMS`] elements is split over `threads` by output
 /// rows, never along `axis`, so each output is the same on any thread count.
 ///
