@@ -877,3 +877,17 @@ fn achieved_flops_use_the_median_and_the_peak_says_how_it_was_derived() {
     let ratio = all["peak_flops"].as_f64().unwrap() / peak;
     assert!((ratio - cores() as f64).abs() < 1e-9, "peak scales with the cores used: {ratio}");
 }
+
+/// A built-in program's name where a model file goes is a usage error that points at
+/// `compare --profile`, not "cannot read transformer: No such file or directory".
+#[test]
+fn a_builtin_program_name_is_not_a_model_file() {
+    let out = lumen(&["run", "transformer"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: `transformer` is a built-in program, not a model file: `lumen run` runs a model \
+         file (.safetensors or .onnx); `lumen compare transformer --profile` runs the built-in \
+         program on this machine\n"
+    );
+}

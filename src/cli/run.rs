@@ -535,6 +535,16 @@ pub(super) fn warn(warnings: &[String]) {
 /// Reads the model: a safetensors model file, or an ONNX model with its --inputs and
 /// --expect files. The ONNX flags with a safetensors model are a usage error.
 fn load(args: &Args) -> anyhow::Result<Model> {
+    let name = args.file.to_string_lossy();
+    if !args.file.exists() && lumen_compiler::programs::BUILTIN.contains(&name.as_ref()) {
+        // A built-in program's name where a model file was expected.
+        return Err(super::usage::UsageError::new(format!(
+            "`{name}` is a built-in program, not a model file: `lumen run` runs a model file \
+             (.safetensors or .onnx); `lumen compare {name} --profile` runs the built-in \
+             program on this machine"
+        ))
+        .into());
+    }
     let context = || format!("cannot load a model from {}", args.file.display());
     if !model::is_onnx(&args.file) {
         let flag = [
