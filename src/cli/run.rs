@@ -283,8 +283,8 @@ struct Outcome {
     target: Target,
     /// Host threads an execute ran on.
     threads: usize,
-    /// Whether the CPU runtime's workers spin between kernels (else they sleep).
-    workers_spin: bool,
+    /// How the CPU runtime's workers wait between kernels; `None` without workers.
+    worker_wait: Option<lumen_runtime::team::WorkerWait>,
     /// Warnings about the runtime (more threads than cores), printed when it was made.
     runtime_warnings: Vec<String>,
     /// Whether every weight stayed resident, and why (or why not), in words.
@@ -494,7 +494,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         runtime: runtime.name(),
         target,
         threads: runtime.threads(),
-        workers_spin: runtime.workers_spin(),
+        worker_wait: runtime.worker_wait(),
         runtime_warnings,
         resident,
         upload_bytes,
@@ -781,26 +781,12 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
             ("cpu", None) => "every core; --threads N to change",
             _ => "the host thread that launches the device's work",
         },
-        wait_words(o)
+        o.worker_wait.map_or(String::new(), |w| format!(", {}", w.describe()))
     );
     s.push('\n');
     let _ = writeln!(s, "{}", o.report);
     let _ = writeln!(s, "peak       {} = {}", format_flops(o.peak.flops), o.peak.basis);
     s
-}
-
-/// How the CPU runtime's workers wait between kernels, for the `threads` line: nothing for
-/// one thread or another runtime; else whether they spin, or sleep and why.
-fn wait_words(o: &Outcome) -> &'static str {
-    if o.runtime != "cpu" || o.threads < 2 {
-        ""
-    } else if o.workers_spin {
-        ", workers spin between kernels"
-    } else if lumen_runtime::env::RuntimeEnv::from_env().passive_wait {
-        ", workers sleep between kernels (LUMEN_CPU_PASSIVE_WAIT)"
-    } else {
-        ", workers sleep between kernels (more threads than cores)"
-    }
 }
 
 /// What the tuning cache did, in the text report: `tuning     stored this choice in FILE
@@ -1008,7 +994,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
     let runtime = json!({
         "target": o.target.name(),
         "threads": o.threads,
-        "workers_spin": o.workers_spin,
+        "workers_spin": o.worker_wait == Some(lumen_runtime::team::WorkerWait::Spin),
         "workspace_bytes": o.program.options.workspace_bytes,
         "resident_weights": o.resident.0,
         "resident_weights_detail": o.resident.1,

@@ -34,6 +34,7 @@ use crate::layout::{Placement, SLAB_ALIGNMENT, SlabLayout, memory_plan_lines};
 use crate::packed::PackedWeight;
 use crate::phases::Peak;
 use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
+use crate::team::WorkerWait;
 use crate::threads::Threads;
 use crate::{HostTensor, RuntimeEnv, RuntimeError, Tensors};
 
@@ -78,12 +79,10 @@ impl CpuOptions {
             .max(1)
     }
 
-    /// Whether the team's workers spin between kernels: there are workers
-    /// ([`CpuOptions::thread_count`] above 1), [`CpuOptions::passive_wait`] is off and the
-    /// team fits the cores ([`crate::team::fits_cores`]).
-    pub fn workers_spin(&self) -> bool {
-        let n = self.thread_count();
-        n > 1 && !self.passive_wait && crate::team::fits_cores(n)
+    /// How the team's workers wait between kernels ([`WorkerWait::of`] the thread count and
+    /// [`CpuOptions::passive_wait`]); `None` for one thread.
+    pub fn worker_wait(&self) -> Option<WorkerWait> {
+        WorkerWait::of(self.thread_count(), !self.passive_wait)
     }
 
     /// Planned placement, switches from `LUMINAL_CUDA_MEMORY_DEBUG`,
@@ -167,8 +166,8 @@ impl Runtime for CpuRuntime {
         self.options.thread_count()
     }
 
-    fn workers_spin(&self) -> bool {
-        self.options.workers_spin()
+    fn worker_wait(&self) -> Option<WorkerWait> {
+        self.options.worker_wait()
     }
 
     fn prepare(

@@ -593,7 +593,6 @@ pub(crate) mod tests {
         let bm = Matrix::new(&b, 0, (k, n), (n, 1)).unwrap();
         let mut own = vec![f32::NAN; m * n];
         matmul_epilogue(am, bm, Some(&zero), &mut own, Activation::Identity, &Threads::single());
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&own), bits(&c));
         let mut short = vec![0.0f32; m * n - 1];
         assert!(bare_sgemm((m, k, n), &a, &b, &mut short, 1).is_err());

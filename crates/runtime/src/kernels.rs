@@ -799,6 +799,7 @@ pub fn concat(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gemm::tests::bits;
 
     static ONE: std::sync::LazyLock<Threads> = std::sync::LazyLock::new(Threads::single);
 
@@ -837,7 +838,6 @@ mod tests {
                         .collect();
                     let mut got = x.clone();
                     map_in_place(op, &ins, &mut got, &ONE).unwrap();
-                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&got), bits(&want), "{} own {own} twice {twice}", op.name());
                 }
             }
@@ -857,7 +857,6 @@ mod tests {
         let (xt, yt) = (transpose(&x), transpose(&y));
         let whole = View::contiguous(&[r, c]);
         let strided = View { shape: vec![r, c], strides: vec![1, r], offset: 0 };
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         for op in ElemOp::ALL {
             let n = op.arity();
             let fast: Vec<Input<'_>> =
@@ -897,7 +896,6 @@ mod tests {
         x.extend((0..1000).map(|i| ((i * 7919 % 2000) as f32 - 1000.0) * 0.0123));
         let y: Vec<f32> = x.iter().rev().map(|v| v * 0.5 + 0.25).collect();
         let whole = View::contiguous(&[x.len()]);
-        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
         for op in ElemOp::ALL {
             let ins: Vec<Input<'_>> =
                 [(&x[..], &whole), (&y[..], &whole), (&x[..], &whole)][..op.arity()].to_vec();
@@ -1120,6 +1118,19 @@ mod tests {
                 assert_eq!(*got, exact as f32, "extent {extent}, row {r}");
             }
         }
+        // Where the order shows: 1e20 (lane 0), 1 (lane 1) and -1e20 (lane 2) meet only in the
+        // tree, lane 0 with lane 2 first, so the 1 survives (one chain of additions gives 0);
+        // both layouts take that order.
+        let row = [1e20f32, 1.0, -1e20, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0];
+        let x: Vec<f32> = row.iter().chain(&row).copied().collect();
+        let mut direct = [f32::NAN; 2];
+        reduce(ReduceOp::Sum, &x, &View::contiguous(&[2, 9]), 1, &mut direct, &ONE).unwrap();
+        // Column-major: element j of both rows at 2j and 2j + 1.
+        let xt: Vec<f32> = row.iter().flat_map(|&v| [v, v]).collect();
+        let view = View::contiguous(&[9, 2]).permute(&[1, 0]);
+        let mut strided = [f32::NAN; 2];
+        reduce(ReduceOp::Sum, &xt, &view, 1, &mut strided, &ONE).unwrap();
+        assert_eq!((direct, strided), ([1.0; 2], [1.0; 2]));
     }
 
     #[test]
@@ -1149,10 +1160,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    fn bits(v: &[f32]) -> Vec<u32> {
-        v.iter().map(|x| x.to_bits()).collect()
     }
 
     /// Attention-sized products in a batch large enough to split over threads (1,800 heads of

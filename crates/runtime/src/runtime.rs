@@ -34,10 +34,10 @@ pub trait Runtime {
         1
     }
 
-    /// Whether the runtime's worker threads spin between kernels rather than sleep (the CPU
-    /// runtime's team, [`crate::team`]); false when it has none.
-    fn workers_spin(&self) -> bool {
-        false
+    /// How the runtime's worker threads wait between kernels (the CPU runtime's team,
+    /// [`crate::team`]); `None` when it has none.
+    fn worker_wait(&self) -> Option<crate::team::WorkerWait> {
+        None
     }
 
     /// What a measured timing depends on besides the program and the host machine

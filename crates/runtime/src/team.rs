@@ -113,7 +113,8 @@ impl Team {
             sleepers: Mutex::new(0),
             wake: Condvar::new(),
         });
-        let spin = if spin && fits_cores(workers + 1) { SPIN } else { Duration::ZERO };
+        let spins = WorkerWait::of(workers + 1, spin) == Some(WorkerWait::Spin);
+        let spin = if spins { SPIN } else { Duration::ZERO };
         for i in 0..workers {
             let shared = Arc::clone(&shared);
             std::thread::Builder::new()
@@ -185,11 +186,41 @@ impl Team {
     }
 }
 
-/// Whether a team of `threads` (the caller included) fits the cores
-/// `std::thread::available_parallelism` reports, so that its workers may spin: more threads
-/// than cores never spin (a spinning thread would hold a core a working one needs).
-pub fn fits_cores(threads: usize) -> bool {
-    threads <= std::thread::available_parallelism().map_or(1, |n| n.get())
+/// How a team's workers wait between jobs, and why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerWait {
+    /// They spin for up to [`SPIN`], then sleep.
+    Spin,
+    /// They sleep at once: the passive policy was asked for (`LUMEN_CPU_PASSIVE_WAIT`,
+    /// `CpuOptions::passive_wait`).
+    Passive,
+    /// They sleep at once: the team has more threads than the cores
+    /// `std::thread::available_parallelism` reports, where a spinning thread would hold a core
+    /// a working one needs.
+    MoreThreadsThanCores,
+}
+
+impl WorkerWait {
+    /// The wait of a team of `threads` (the caller included) whose workers may `spin`; `None`
+    /// for one thread (no workers).
+    pub fn of(threads: usize, spin: bool) -> Option<Self> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match threads {
+            0 | 1 => None,
+            _ if !spin => Some(Self::Passive),
+            t if t > cores => Some(Self::MoreThreadsThanCores),
+            _ => Some(Self::Spin),
+        }
+    }
+
+    /// `workers spin between kernels`, or `workers sleep between kernels (WHY)`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Spin => "workers spin between kernels",
+            Self::Passive => "workers sleep between kernels (LUMEN_CPU_PASSIVE_WAIT)",
+            Self::MoreThreadsThanCores => "workers sleep between kernels (more threads than cores)",
+        }
+    }
 }
 
 fn worker(s: &Shared, spin: Duration) {

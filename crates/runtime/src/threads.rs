@@ -19,6 +19,7 @@
 //! never depends on which part computes it.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
@@ -80,8 +81,8 @@ impl Threads {
 
     /// A team of `requested` threads (`None` = every core `std::thread::available_parallelism`
     /// reports, 1 if it reports nothing): `requested - 1` workers and a rayon pool of
-    /// `requested` (neither for 1), shared by every team of that size and wait policy in the
-    /// process and kept until it exits. With `spin` the workers spin between kernels
+    /// `requested` (neither for 1), kept until the process exits: the workers shared by every
+    /// team of that size and wait policy, the pool by every team of that size. With `spin` the workers spin between kernels
     /// ([`crate::team`]); without, they sleep as soon as they find no work.
     ///
     /// # Errors
@@ -95,23 +96,30 @@ impl Threads {
         if count == 1 {
             return Ok(Self::single());
         }
-        // One team per size for the whole process (like rayon's global pool): preparing
-        // a program (the search prepares every candidate) spawns no threads after the first.
-        type Pools = BTreeMap<(usize, bool), (Arc<Team>, Arc<rayon::ThreadPool>)>;
-        static POOLS: Mutex<Pools> = Mutex::new(BTreeMap::new());
-        let mut pools = POOLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((team, pool)) = pools.get(&(count, spin)) {
-            return Ok(Self { count, team: Some(Arc::clone(team)), pool: Some(Arc::clone(pool)) });
-        }
-        let team =
-            Arc::new(Team::new(count - 1, spin).map_err(|e| RuntimeError::Threads(e.to_string()))?);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(count)
-            .thread_name(|i| format!("lumen-gemm-{i}"))
-            .build()
-            .map_err(|e| RuntimeError::Threads(e.to_string()))?;
-        let pool = Arc::new(pool);
-        pools.insert((count, spin), (Arc::clone(&team), Arc::clone(&pool)));
+        // One team per size and wait policy, one rayon pool per size (the wait policy is the
+        // team's alone), for the whole process (like rayon's global pool): preparing a program
+        // (the search prepares every candidate) spawns no threads after the first.
+        static TEAMS: Mutex<BTreeMap<(usize, bool), Arc<Team>>> = Mutex::new(BTreeMap::new());
+        static POOLS: Mutex<BTreeMap<usize, Arc<rayon::ThreadPool>>> = Mutex::new(BTreeMap::new());
+        let spawn_error = |e: &dyn std::fmt::Display| RuntimeError::Threads(e.to_string());
+        let team = match TEAMS.lock().unwrap_or_else(|p| p.into_inner()).entry((count, spin)) {
+            Entry::Occupied(e) => Arc::clone(e.get()),
+            Entry::Vacant(e) => {
+                let team = Team::new(count - 1, spin).map_err(|e| spawn_error(&e))?;
+                Arc::clone(e.insert(Arc::new(team)))
+            }
+        };
+        let pool = match POOLS.lock().unwrap_or_else(|p| p.into_inner()).entry(count) {
+            Entry::Occupied(e) => Arc::clone(e.get()),
+            Entry::Vacant(e) => {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(count)
+                    .thread_name(|i| format!("lumen-gemm-{i}"))
+                    .build()
+                    .map_err(|e| spawn_error(&e))?;
+                Arc::clone(e.insert(Arc::new(pool)))
+            }
+        };
         Ok(Self { count, team: Some(team), pool: Some(pool) })
     }
 
