@@ -428,23 +428,32 @@ fn search_tolerance_is_a_flag_of_run_and_compare_profile() {
 
 #[test]
 fn a_default_run_searches_only_when_it_can_pay_for_itself() {
-    // No explicit budget: the share rule. One execute is far too short for a search (two
-    // more prepares and 8 rounds of three candidates against a third of one prepare, one
-    // execute, load and compile), whatever the machine's speed.
-    let v = json(&["run", DIGITS, "--json", "--runs", "1"]);
+    // No explicit budget: the share rule, by default at most 25% of the run (a third of the
+    // run without the search). Whether one execute pays for a search depends on how long
+    // loading and compiling took against one execute (a slow start on a busy machine can
+    // make it fit), so only the arithmetic is checked here.
+    let check = |p: &Value, share: f64| {
+        assert_eq!(
+            (&p["share"], &p["run_executes"], &p["rounds"]),
+            (&share.into(), &1.into(), &8.into())
+        );
+        assert_eq!((&p["challengers"], &p["reuses_prepare"]), (&2.into(), &true.into()));
+        let run_ms = f(&p["spent_ms"]) + f(&p["prepare_ms"]) + f(&p["execute_ms"]);
+        assert!((f(&p["run_ms"]) - run_ms).abs() < 1e-9 * run_ms.max(1.0), "{p}");
+        let budget = share / (1.0 - share) * run_ms;
+        assert!((f(&p["budget_ms"]) - budget).abs() < 1e-9 * run_ms.max(1.0), "{p}");
+        let needs = f(&p["execute_ms"]) * (1.0 + 2.0 + 8.0 * 3.0) + 2.0 * f(&p["prepare_ms"]);
+        assert!((f(&p["needs_ms"]) - needs).abs() < 1e-9 * needs.max(1.0), "{p}");
+        assert_eq!(p["fits"], needs <= budget, "{p}");
+    };
+    check(&json(&["run", DIGITS, "--json", "--runs", "1"])["decision"]["payoff"], 0.25);
+    // At 0.1% of the run one execute is too short on any machine: a useful search (two more
+    // prepares and 8 rounds of three candidates) would need load and compile to take 999
+    // times as long as all that.
+    let v = json(&["run", DIGITS, "--json", "--runs", "1", "--search-share", "0.001"]);
     let d = &v["decision"];
     let p = &d["payoff"];
-    assert_eq!(
-        (&p["share"], &p["run_executes"], &p["rounds"]),
-        (&0.25.into(), &1.into(), &8.into())
-    );
-    assert_eq!((&p["challengers"], &p["reuses_prepare"]), (&2.into(), &true.into()));
-    // The arithmetic holds in the JSON itself.
-    let run_ms = f(&p["spent_ms"]) + f(&p["prepare_ms"]) + f(&p["execute_ms"]);
-    assert!((f(&p["run_ms"]) - run_ms).abs() < 1e-9 * run_ms.max(1.0), "{p}");
-    assert!((f(&p["budget_ms"]) - run_ms / 3.0).abs() < 1e-9 * run_ms.max(1.0), "{p}");
-    let needs = f(&p["execute_ms"]) * (1.0 + 2.0 + 8.0 * 3.0) + 2.0 * f(&p["prepare_ms"]);
-    assert!((f(&p["needs_ms"]) - needs).abs() < 1e-9 * needs.max(1.0), "{p}");
+    check(p, 0.001);
     assert_eq!(p["fits"], false, "{p}");
     assert_eq!(
         (&d["kind"], &v["searched"], &v["chosen_by"]),
@@ -467,12 +476,12 @@ fn a_default_run_searches_only_when_it_can_pay_for_itself() {
     assert!((f(&v["phases"]["prepare"]["seconds"]) * 1e3 - kept).abs() < 1e-6);
     assert!(d["text"].as_str().unwrap().starts_with("the run (1 execute of "), "{d}");
 
-    let out = ok(&["run", DIGITS, "--runs", "1"], &[]);
+    let out = ok(&["run", DIGITS, "--runs", "1", "--search-share", "0.001"], &[]);
     let text = String::from_utf8(out.stdout).unwrap();
     let search = text.lines().find(|l| l.starts_with("search ")).unwrap();
     assert!(search.starts_with("search     skipped: the run (1 execute of "), "{text}");
     assert!(
-        search.ends_with(", 25% of the run with it); kept the cost model's pick (fused)"),
+        search.ends_with(", 0.1% of the run with it); kept the cost model's pick (fused)"),
         "{search}"
     );
     assert!(!text.contains("candidate  median_ms"), "no table for a skipped search: {text}");
@@ -490,6 +499,16 @@ fn a_default_run_searches_only_when_it_can_pay_for_itself() {
             "{flag:?}"
         );
         assert!(check_candidates(&v).iter().all(|c| c["status"] == "measured"), "{flag:?}");
+        // ... so a share for the rule alongside one is a usage error.
+        let args = [&["run", DIGITS, "--search-share", "0.5"][..], flag].concat();
+        assert_eq!(lumen_env(&args, &[]).status.code(), Some(2), "{flag:?}");
+    }
+    // A share is a fraction strictly between 0 and 1.
+    for bad in ["0", "1", "25", "-0.1", "nan", "a quarter"] {
+        let out = lumen_env(&["run", DIGITS, &format!("--search-share={bad}")], &[]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is not a fraction strictly between 0 and 1"), "{bad}: {err}");
     }
 }
 

@@ -234,45 +234,71 @@ fn a_skipped_search_is_cached_but_a_longer_run_decides_afresh() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("tuning.json");
     let arg = cache.to_str().unwrap();
-    let run = |runs: &str| {
-        json(&ok(&["run", DIGITS, "--runs", runs, "--json", "--tuning-cache", arg], &[]))
+    // At 0.1% of the run a run of one or two executes is too short on any machine (a useful
+    // search would need load and compile to take 999 times as long as itself); the default
+    // share (25%) may search such a run when loading and compiling were slow.
+    let run = |runs: &str, share: &str| {
+        let mut args = vec!["run", DIGITS, "--runs", runs, "--json", "--tuning-cache", arg];
+        if !share.is_empty() {
+            args.extend(["--search-share", share]);
+        }
+        ok(&args, &[])
     };
-    // One execute: too short for a search; the skip is stored with its run's executes.
-    let first = run("1");
+    let entry = |key: &str| -> Value {
+        let file: Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+        file["entries"][key].clone()
+    };
+    // One execute: too short for a search; the skip is stored with its run's executes and
+    // share.
+    let first = json(&run("1", "0.001"));
     assert_eq!(
         (&first["decision"]["kind"], &first["tuning_cache"]["status"]),
         (&"too_short".into(), &"stored".into())
     );
     let key = first["tuning_cache"]["key"].as_str().unwrap().to_string();
-    let file: Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
-    let entry = &file["entries"][&key];
+    let recorded = entry(&key);
     assert_eq!(
-        (&entry["decision_kind"], &entry["run_executes"], &entry["rounds"]),
+        (&recorded["decision_kind"], &recorded["run_executes"], &recorded["rounds"]),
         (&"too_short".into(), &1.into(), &0.into())
     );
+    assert_eq!(recorded["run_share"], 0.001);
     // The same run: a hit, which says what it reuses.
-    let again = run("1");
+    let again = json(&run("1", "0.001"));
     assert_eq!(again["tuning_cache"]["status"], "hit");
     assert_eq!(
         (&again["decision"]["kind"], &again["label"]),
         (&"too_short".into(), &"digits_mlp-fused".into())
     );
-    let out = ok(&["run", DIGITS, "--runs", "1", "--tuning-cache", arg], &[]);
+    let out =
+        ok(&["run", DIGITS, "--runs", "1", "--search-share", "0.001", "--tuning-cache", arg], &[]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(" ms): fused, from a search skipped as too short for a run of 1 execute in "),
         "{text}"
     );
     // A longer run is not held to it: it decides afresh (and records its own run), quietly.
-    let longer = ok(&["run", DIGITS, "--runs", "2", "--json", "--tuning-cache", arg], &[]);
+    let longer = run("2", "0.001");
     assert_eq!(String::from_utf8_lossy(&longer.stderr), "");
     let longer = json(&longer);
-    assert_eq!(longer["tuning_cache"]["status"], "stored");
+    assert_eq!(
+        (&longer["tuning_cache"]["status"], &longer["decision"]["kind"]),
+        (&"stored".into(), &"too_short".into())
+    );
     assert_eq!(longer["tuning_cache"]["key"], key.as_str());
-    let file: Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
-    let recorded = &file["entries"][&key];
-    match longer["decision"]["kind"].as_str() {
-        Some("too_short") => assert_eq!(recorded["run_executes"], 2),
-        _ => assert_eq!(recorded.get("run_executes"), None),
+    assert_eq!(entry(&key)["run_executes"], 2);
+    // Nor is a run allowed a larger share (too short at 0.1% says nothing of 25%).
+    let wider = run("1", "");
+    assert_eq!(String::from_utf8_lossy(&wider.stderr), "");
+    let wider = json(&wider);
+    assert_eq!(wider["tuning_cache"]["status"], "stored");
+    let recorded = entry(&key);
+    match wider["decision"]["kind"].as_str() {
+        Some("too_short") => {
+            assert_eq!(
+                (&recorded["run_executes"], &recorded["run_share"]),
+                (&1.into(), &0.25.into())
+            )
+        }
+        _ => assert_eq!((recorded.get("run_executes"), recorded.get("run_share")), (None, None)),
     }
 }

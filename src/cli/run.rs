@@ -10,7 +10,7 @@
 //! the search's default tolerance): the cost model's pick, unless another candidate measured
 //! faster with confidence in interleaved rounds (`lumen_runtime::search`). Unless `--trials`,
 //! `--search-time-ms` or `--max-candidates` asks for a search, the search must pay for itself
-//! within this run (at most 25% of it, `lumen_runtime::search::payoff`): a run too short for
+//! within this run (at most 25% of it, or `--search-share`; `lumen_runtime::search::payoff`): a run too short for
 //! that runs the cost model's pick, measured once (decision `too_short`). The search hands the
 //! selected candidate over prepared, so it is prepared once. With
 //! `--tuning-cache FILE` (or `LUMEN_TUNING_CACHE`) a choice recorded for this program,
@@ -99,6 +99,14 @@ pub struct Args {
     /// measured; asks for a search: no share rule).
     #[arg(long, value_name = "MS", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     search_time_ms: Option<u64>,
+    /// Search: the largest share of the whole run, the search itself included, that a search
+    /// under the share rule may take, a fraction between 0 and 1 (default 0.25: a search that
+    /// cannot pay for itself within a quarter of the run is skipped and the cost model's pick
+    /// runs). A smaller share searches only longer runs.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_share,
+          conflicts_with_all = ["no_search", "fuse", "no_fuse", "trials", "max_candidates",
+                                "search_time_ms"])]
+    search_share: Option<f64>,
     /// Search: skip candidates whose slab exceeds this many bytes.
     #[arg(long, value_name = "BYTES", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     memory_budget: Option<usize>,
@@ -219,6 +227,14 @@ fn parse_tolerance(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a finite, non-negative number")),
+    }
+}
+
+/// `--search-share`: a fraction strictly between 0 and 1.
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v < 1.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a fraction strictly between 0 and 1 (0.25 is a quarter)")),
     }
 }
 
@@ -425,6 +441,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             time_limit: args.search_time_ms.map(Duration::from_millis),
             memory_budget: args.memory_budget,
             tolerance: args.search_tolerance.unwrap_or_default(),
+            share: args.search_share.unwrap_or(search::SEARCH_SHARE),
             ..SearchOptions::from_env()
         };
         let (tuned, kept) = tuning::tuned_search_prepared(

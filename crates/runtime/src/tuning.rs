@@ -20,9 +20,10 @@
 //!
 //! **A skipped search** (the share rule found the run too short for a search to pay for
 //! itself, [`search::payoff`]) is stored like any other choice, with decision kind
-//! `too_short` and the run's number of executes ([`Entry::run_executes`]). Such an entry says
-//! only that a run of that many executes was too short; it is taken for a run of at most that
-//! many executes under the share rule, never for a longer run or a search with an explicit
+//! `too_short`, the run's number of executes ([`Entry::run_executes`]) and the share the rule
+//! allowed ([`Entry::run_share`]). Such an entry says only that a run of that many executes was
+//! too short at that share; it is taken for a run of at most that many executes under the
+//! share rule at most that share, never for a longer run or a search with an explicit
 //! budget (no share rule): those search afresh (no warning: nothing is wrong with the file)
 //! and replace it with their own choice. An entry of a search that measured is taken for any
 //! run: it is a measured answer, and reading it costs less than any search.
@@ -126,18 +127,26 @@ pub struct Entry {
     /// (absent from the file) for a search that measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_executes: Option<u64>,
+    /// For a skipped search, the largest share of the run the rule allowed it
+    /// ([`SearchOptions::share`], a fraction): the entry is taken only for searches allowed at
+    /// most as much. `None` (absent from the file; entries written before it was recorded) is
+    /// read as [`search::SEARCH_SHARE`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_share: Option<f64>,
 }
 
 impl Entry {
     /// Whether this entry may choose for a search with `options`: always for a search that
     /// measured; for a skipped one (`too_short`) only under the share rule with a run of at
-    /// most [`Entry::run_executes`] executes.
+    /// most [`Entry::run_executes`] executes and a share of at most [`Entry::run_share`] (a
+    /// run too short at one share is too short at any smaller one).
     pub fn answers(&self, options: &SearchOptions) -> bool {
         if self.decision_kind != "too_short" {
             return true;
         }
+        let share = self.run_share.unwrap_or(search::SEARCH_SHARE);
         match (search::payoff::applies(options), self.run_executes) {
-            (Some(plan), Some(recorded)) => plan.executes <= recorded,
+            (Some(plan), Some(recorded)) => plan.executes <= recorded && options.share <= share,
             _ => false,
         }
     }
@@ -292,6 +301,7 @@ impl TuningKey {
             rounds: report.rounds,
             search_ms: report.search_ms,
             run_executes: report.payoff.as_ref().filter(|p| !p.fits).map(|p| p.run_executes),
+            run_share: report.payoff.as_ref().filter(|p| !p.fits).map(|p| p.share),
         }
     }
 }
@@ -608,5 +618,41 @@ mod tests {
             machine_words("Hardware\t: BCM2835\n", "arm", "linux", 4),
             "BCM2835; arm-linux; 4 cores"
         );
+    }
+
+    /// A skipped search's entry answers only runs as short under as small a share; a
+    /// measured one answers any search.
+    #[test]
+    fn a_skip_answers_no_longer_run_and_no_larger_share() {
+        let skip = |executes, share| Entry {
+            machine: String::new(),
+            runtime: String::new(),
+            question: String::new(),
+            candidates: Vec::new(),
+            selected: "fused".into(),
+            decision_kind: "too_short".into(),
+            decision: String::new(),
+            rounds: 0,
+            search_ms: 0.0,
+            run_executes: Some(executes),
+            run_share: share,
+        };
+        let plan = |executes| search::RunPlan { executes, spent: std::time::Duration::ZERO };
+        let ask = |executes, share| SearchOptions {
+            run: Some(plan(executes)),
+            share,
+            ..SearchOptions::default()
+        };
+        let e = skip(10, Some(0.1));
+        assert!(e.answers(&ask(10, 0.1)) && e.answers(&ask(3, 0.05)));
+        assert!(!e.answers(&ask(11, 0.1)) && !e.answers(&ask(10, 0.25)));
+        // No share rule (an explicit budget, or no plan): a search, whatever the entry says.
+        assert!(!e.answers(&SearchOptions { max_candidates: Some(3), ..ask(1, 0.1) }));
+        assert!(!e.answers(&SearchOptions { run: None, ..ask(1, 0.1) }));
+        // An entry from before the share was recorded was written at the default share.
+        let old = skip(10, None);
+        assert!(old.answers(&ask(10, search::SEARCH_SHARE)) && !old.answers(&ask(10, 0.3)));
+        let measured = Entry { decision_kind: "kept".into(), run_executes: None, ..skip(1, None) };
+        assert!(measured.answers(&ask(1000, 0.5)) && measured.answers(&SearchOptions::default()));
     }
 }
