@@ -503,7 +503,11 @@ fn a_default_run_searches_only_when_it_can_pay_for_itself() {
         let args = [&["run", DIGITS, "--search-share", "0.5"][..], flag].concat();
         assert_eq!(lumen_env(&args, &[]).status.code(), Some(2), "{flag:?}");
     }
-    // A share is a fraction strictly between 0 and 1.
+    // A share is a fraction strictly between 0 and 1 (a negative one is a value, not a flag).
+    let out = lumen_env(&["run", DIGITS, "--search-share", "-0.5"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`-0.5` is not a fraction strictly between 0 and 1"), "{err}");
     for bad in ["0", "1", "25", "-0.1", "nan", "a quarter"] {
         let out = lumen_env(&["run", DIGITS, &format!("--search-share={bad}")], &[]);
         assert_eq!(out.status.code(), Some(2), "{bad}");

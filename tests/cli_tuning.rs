@@ -275,7 +275,10 @@ fn a_skipped_search_is_cached_but_a_longer_run_decides_afresh() {
         ok(&["run", DIGITS, "--runs", "1", "--search-share", "0.001", "--tuning-cache", arg], &[]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains(" ms): fused, from a search skipped as too short for a run of 1 execute in "),
+        text.contains(
+            " ms): fused, from a search skipped as too short for a run of 1 execute at a 0.1% \
+             share in "
+        ),
         "{text}"
     );
     // A longer run is not held to it: it decides afresh (and records its own run), quietly.
@@ -302,5 +305,30 @@ fn a_skipped_search_is_cached_but_a_longer_run_decides_afresh() {
             )
         }
         _ => assert_eq!((recorded.get("run_executes"), recorded.get("run_share")), (None, None)),
+    }
+    // A hand-edited entry lumen would never write is a warning and a fresh search, which
+    // replaces it.
+    let edits: [(&str, Value, &str); 3] = [
+        ("run_share", 1.5.into(), "run_share 1.5 is not a fraction strictly between 0 and 1"),
+        ("run_share", (-0.5).into(), "run_share -0.5 is not a fraction strictly between 0 and 1"),
+        ("decision_kind", "bogus".into(), "decision_kind `bogus` is none lumen writes"),
+    ];
+    for (field, value, why) in edits {
+        let good = json(&run("1", "0.001"));
+        assert_eq!(good["decision"]["kind"], "too_short");
+        let mut file: Value = serde_json::from_slice(&std::fs::read(&cache).unwrap()).unwrap();
+        file["entries"][&key][field] = value;
+        std::fs::write(&cache, serde_json::to_vec(&file).unwrap()).unwrap();
+        let out = run("1", "0.001");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            stderr,
+            format!(
+                "warning: the tuning cache {arg} holds an entry under this key that does not \
+                 match this search ({why}): searching afresh\n"
+            )
+        );
+        assert_eq!(json(&out)["tuning_cache"]["status"], "stored", "{field}");
+        assert_eq!(entry(&key)["decision_kind"], "too_short", "{field}");
     }
 }

@@ -69,7 +69,7 @@ pub struct Args {
     threads: Option<usize>,
     /// With --profile: how far a candidate's outputs may be from the reference candidate's,
     /// `ABS` or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4).
-    #[arg(long, value_name = "ABS[,REL]", requires = "profile")]
+    #[arg(long, allow_negative_numbers = true, value_name = "ABS[,REL]", requires = "profile")]
     search_tolerance: Option<lumen_runtime::search::Tolerance>,
     /// With --profile: read the choice from this tuning cache when it holds one (the
     /// measurement is then skipped), and store it there after a search (default:

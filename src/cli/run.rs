@@ -100,10 +100,12 @@ pub struct Args {
     #[arg(long, value_name = "MS", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     search_time_ms: Option<u64>,
     /// Search: the largest share of the whole run, the search itself included, that a search
-    /// under the share rule may take, a fraction between 0 and 1 (default 0.25: a search that
-    /// cannot pay for itself within a quarter of the run is skipped and the cost model's pick
-    /// runs). A smaller share searches only longer runs.
-    #[arg(long, value_name = "FRACTION", value_parser = parse_share,
+    /// under the share rule may take, a fraction strictly between 0 and 1 (default 0.25: a
+    /// search that cannot pay for itself within a quarter of the run is skipped and the cost
+    /// model's pick runs). A smaller share searches only longer runs. Not with --trials,
+    /// --max-candidates or --search-time-ms (they ask for a search: no share rule), nor with
+    /// --no-search, --fuse or --no-fuse.
+    #[arg(long, allow_negative_numbers = true, value_name = "FRACTION", value_parser = parse_share,
           conflicts_with_all = ["no_search", "fuse", "no_fuse", "trials", "max_candidates",
                                 "search_time_ms"])]
     search_share: Option<f64>,
@@ -113,7 +115,7 @@ pub struct Args {
     /// Search: how far a candidate's outputs may be from the reference candidate's, as `ABS`
     /// or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4). cuBLASLt's GELU
     /// epilogues need about 3e-3.
-    #[arg(long, value_name = "ABS[,REL]", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    #[arg(long, allow_negative_numbers = true, value_name = "ABS[,REL]", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     search_tolerance: Option<search::Tolerance>,
     /// Search: read the choice from this tuning cache when it holds one for this program,
     /// runtime and machine (the search is then skipped), and store it there after a search
@@ -139,7 +141,7 @@ pub struct Args {
     algorithm: lumen_planner::SlabAlgorithm,
     /// Largest max abs error against the file's logits that passes (f32 against
     /// scikit-learn's f64).
-    #[arg(long, value_name = "ERR", default_value_t = model::DEFAULT_TOLERANCE,
+    #[arg(long, allow_negative_numbers = true, value_name = "ERR", default_value_t = model::DEFAULT_TOLERANCE,
           value_parser = parse_tolerance)]
     tolerance: f64,
     /// Print one JSON object instead of the text.
@@ -825,8 +827,9 @@ pub(super) fn cache_line(cache: &CacheUse) -> Option<String> {
             e.selected,
             match (e.decision_kind.as_str(), e.run_executes) {
                 ("too_short", Some(n)) => format!(
-                    "a search skipped as too short for a run of {n} execute{}",
-                    if n == 1 { "" } else { "s" }
+                    "a search skipped as too short for a run of {n} execute{} at a {}% share",
+                    if n == 1 { "" } else { "s" },
+                    search::payoff::share_percent(e.run_share.unwrap_or(search::SEARCH_SHARE))
                 ),
                 _ => format!(
                     "a search of {} round{}",

@@ -798,7 +798,11 @@ impl SearchReport {
         }
         let share = match &self.payoff {
             Some(p) => {
-                format!("; budget {:.3} ms, {}% of the run with it", p.budget_ms, p.share * 100.0)
+                format!(
+                    "; budget {:.3} ms, {}% of the run with it",
+                    p.budget_ms,
+                    payoff::share_percent(p.share)
+                )
             }
             None => String::new(),
         };

@@ -253,7 +253,10 @@ impl TuningKey {
         }
     }
 
-    /// Why `entry` (found under this key) does not belong to it, or `None` when it does.
+    /// Why `entry` (found under this key) does not belong to it, or `None` when it does: another
+    /// machine, runtime, question or candidate list, a selected label that is no candidate, or
+    /// a decision lumen never writes (an unknown kind, a skipped search without its run or with
+    /// a share outside (0, 1): a hand-edited file).
     fn mismatch(&self, entry: &Entry) -> Option<String> {
         if entry.machine != self.machine {
             return Some(format!("machine `{}`, this one `{}`", entry.machine, self.machine));
@@ -274,7 +277,19 @@ impl TuningKey {
         if !current.iter().any(|(l, _)| *l == entry.selected) {
             return Some(format!("selected `{}` is no candidate", entry.selected));
         }
-        None
+        match (entry.decision_kind.as_str(), entry.run_executes, entry.run_share) {
+            ("kept" | "measured_winner", None, None) => None,
+            ("too_short", Some(_), None) => None,
+            ("too_short", Some(_), Some(share)) if share > 0.0 && share < 1.0 => None,
+            ("too_short", None, _) => Some("a skipped search without run_executes".to_string()),
+            ("too_short", _, Some(share)) => {
+                Some(format!("run_share {share} is not a fraction strictly between 0 and 1"))
+            }
+            ("kept" | "measured_winner", _, _) => {
+                Some("a measured search with a skipped search's run_executes or run_share".into())
+            }
+            (kind, _, _) => Some(format!("decision_kind `{kind}` is none lumen writes")),
+        }
     }
 
     /// The entry recording `report`'s choice under this key.

@@ -107,9 +107,25 @@ impl Payoff {
             if self.challengers == 1 { "" } else { "s" },
             self.rounds,
             self.budget_ms,
-            self.share * 100.0,
+            share_percent(self.share),
         )
     }
+}
+
+/// A share (a fraction) as a percentage for reports, without the noise of binary fractions:
+/// `25`, `7` (not `7.000000000000001`), `0.1`; a share too small for three decimals in
+/// scientific notation (`1e-298`).
+///
+/// ```
+/// use lumen_runtime::search::payoff::share_percent;
+/// assert_eq!([0.25, 0.07, 0.57, 0.001].map(share_percent), ["25", "7", "57", "0.1"]);
+/// assert_eq!(share_percent(1e-300), "1e-298");
+/// ```
+pub fn share_percent(share: f64) -> String {
+    let percent = share * 100.0;
+    let fixed = format!("{percent:.3}");
+    let fixed = fixed.trim_end_matches('0').trim_end_matches('.');
+    if fixed == "0" && percent != 0.0 { format!("{percent:.0e}") } else { fixed.to_string() }
 }
 
 /// The timed rounds of a minimal useful search with `challengers` challengers at family-wise
