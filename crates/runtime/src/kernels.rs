@@ -665,11 +665,30 @@ pub fn lt_matmul_prepacked(
     let mut offsets = Vec::with_capacity(batch);
     walk(batch_shape, [&a_batch, &b_batch], |o| offsets.push(o));
     let outside = || RuntimeError::kernel(K, "an operand's matrix leaves its buffer");
-    let product = |[oa, ob]: [usize; 2], out_mat: &mut [f32], threads: &Threads| {
+    let flops = mn.saturating_mul(k).saturating_mul(2);
+    // Many small products, each with its own right operand (attention's heads): each operand
+    // packed in turn into one reused copy and multiplied by lumen's loops around the
+    // micro-kernels, where the `gemm` crate's per-call planning and packing cost more than the
+    // arithmetic (16x8x16 heads: about half the time; 16x16x8, whose strip is half padding,
+    // three quarters). Fewer rows than a micro-kernel tile stay with the crate's paths.
+    let pack_each = packed.is_none()
+        && batch > 1
+        && flops < PAR_MIN_FLOPS
+        && m >= PACK_EACH_MIN_ROWS
+        && crate::packed::vector_lanes().is_some();
+    let product = |[oa, ob]: [usize; 2],
+                   out_mat: &mut [f32],
+                   threads: &Threads,
+                   slot: &mut Option<PackedWeight>| {
         let am = Matrix::new(a, oa, (m, k), (va.strides[nb], va.strides[nb + 1]));
         let bm = Matrix::new(b, ob, (k, n), (vb.strides[nb], vb.strides[nb + 1]));
         let (am, bm) = (am.ok_or_else(outside)?, bm.ok_or_else(outside)?);
-        match packed {
+        let own = match packed {
+            Some(w) => Some(w),
+            None if pack_each => PackedWeight::pack_into(bm, slot)?,
+            None => None,
+        };
+        match own {
             Some(w) => matmul_packed(am, w, bias.as_deref(), out_mat, act, threads),
             None => {
                 matmul_epilogue(am, bm, bias.as_deref(), out_mat, act, threads);
@@ -679,21 +698,27 @@ pub fn lt_matmul_prepacked(
     };
     // Many products, each too small to split (attention's heads): the batch is split over the
     // threads instead, each product on one thread, so it runs as on one thread.
-    let flops = mn.saturating_mul(k).saturating_mul(2);
     if batch > 1 && flops < PAR_MIN_FLOPS && flops.saturating_mul(batch) >= PAR_MIN_FLOPS {
         let one = Threads::single();
         return threads.for_parts(out, (batch, mn), 1, true, |range, part| {
+            let mut slot = None;
             for (i, out_mat) in range.zip(part.chunks_mut(mn)) {
-                product(offsets[i], out_mat, &one)?;
+                product(offsets[i], out_mat, &one, &mut slot)?;
             }
             Ok(())
         });
     }
+    let mut slot = None;
     for (o, out_mat) in offsets.into_iter().zip(out.chunks_mut(mn)) {
-        product(o, out_mat, threads)?;
+        product(o, out_mat, threads, &mut slot)?;
     }
     Ok(())
 }
+
+/// Rows a product of a batch needs for its right operand to be packed on the fly
+/// ([`lt_matmul_prepacked`]): about a micro-kernel tile's (6 with AVX-512); fewer rows leave the
+/// tile mostly empty and the packing unpaid for.
+const PACK_EACH_MIN_ROWS: usize = 8;
 
 /// The id at slab word offset `word` of an ids buffer (`i64` as two words, low first; `i32`
 /// as one).

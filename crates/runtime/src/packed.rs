@@ -199,16 +199,41 @@ impl PackedWeight {
         for s in &mut strips {
             s.offset += base;
         }
-        for s in &strips {
-            let width = s.vectors * micro.lanes;
-            let block = &mut data[s.offset..s.offset + k * width];
+        let mut packed = Self { k, n, micro, strips, data };
+        packed.fill(w);
+        Ok(Some(packed))
+    }
+
+    /// Writes `w`'s values into the strips (`w` of this weight's shape); padding columns stay
+    /// as they were (zero).
+    fn fill(&mut self, w: Matrix<'_>) {
+        let k = self.k;
+        for s in &self.strips {
+            let width = s.vectors * self.micro.lanes;
+            let block = &mut self.data[s.offset..s.offset + k * width];
             for (p, row) in block.chunks_exact_mut(width).enumerate() {
                 for (slot, j) in row.iter_mut().zip(s.cols.clone()) {
                     *slot = w.at(p, j);
                 }
             }
         }
-        Ok(Some(Self { k, n, micro, strips, data }))
+    }
+
+    /// [`PackedWeight::pack`] into `slot`, reusing its allocation when it already holds a
+    /// weight of `w`'s shape: a batch of products with one right operand each (attention's
+    /// heads) packs every operand into one copy, allocated once.
+    ///
+    /// # Errors
+    /// As [`PackedWeight::pack`].
+    pub fn pack_into<'s>(
+        w: Matrix<'_>,
+        slot: &'s mut Option<Self>,
+    ) -> Result<Option<&'s Self>, RuntimeError> {
+        match slot {
+            Some(p) if p.shape() == w.shape() => p.fill(w),
+            _ => *slot = Self::pack(w)?,
+        }
+        Ok(slot.as_ref())
     }
 
     /// `(k, n)`: the weight's shape.
@@ -220,6 +245,14 @@ impl PackedWeight {
     pub fn bytes(&self) -> usize {
         self.data.len() * 4
     }
+}
+
+/// f32 lanes of the micro-kernels [`matmul_packed`] runs on this CPU (16 with AVX-512F, 8
+/// with AVX2 + FMA), or `None` when it has none (the `gemm` crate is called instead). A packed
+/// strip is a whole number of vectors wide, so a product with fewer output columns than this
+/// computes padding.
+pub fn vector_lanes() -> Option<usize> {
+    Micro::detect().map(|m| m.lanes)
 }
 
 /// The depth blocks of a product of depth `k`: as few as [`KC_MAX`] allows, as even as
@@ -562,5 +595,39 @@ mod tests {
         assert!(PackedWeight::pack(zero_depth).unwrap().is_none());
         assert_eq!(depth_blocks(1100), vec![0..366, 366..733, 733..1100]);
         assert_eq!(depth_blocks(512), vec![0..512]);
+    }
+
+    /// Packing into a slot gives what a fresh pack gives: refilled in place for a weight of
+    /// the slot's shape (every value replaced, the padding still zero), packed anew for
+    /// another shape.
+    #[test]
+    fn pack_into_reuses_the_slot_only_for_the_same_shape() {
+        if Micro::detect().is_none() {
+            return;
+        }
+        let (x, y, z) = (data(8 * 24, 1), data(8 * 24, 2), data(5 * 3, 3));
+        let wx = Matrix::new(&x, 0, (8, 24), (24, 1)).unwrap();
+        // A transposed view, as an attention head's key is read.
+        let wy = Matrix::new(&y, 0, (8, 24), (1, 8)).unwrap();
+        let wz = Matrix::new(&z, 0, (5, 3), (3, 1)).unwrap();
+        let mut slot = None;
+        let mut last: Option<((usize, usize), *const f32)> = None;
+        for w in [wx, wy, wz, wx] {
+            let fresh = PackedWeight::pack(w).unwrap().unwrap();
+            let reused = PackedWeight::pack_into(w, &mut slot).unwrap().unwrap();
+            assert_eq!(reused.shape(), w.shape());
+            // Each strip's values, wherever the allocation's alignment put them.
+            let strips = |p: &PackedWeight| -> Vec<u32> {
+                let width = |s: &Strip| s.vectors * p.micro.lanes;
+                let rows = |s: &Strip| &p.data[s.offset..s.offset + p.k * width(s)];
+                bits(&p.strips.iter().flat_map(rows).copied().collect::<Vec<_>>())
+            };
+            assert_eq!(strips(reused), strips(&fresh));
+            let ptr = reused.data.as_ptr();
+            if let Some((shape, before)) = last.filter(|(shape, _)| *shape == w.shape()) {
+                assert_eq!(ptr, before, "{shape:?}: refilled in place");
+            }
+            last = Some((w.shape(), ptr));
+        }
     }
 }
