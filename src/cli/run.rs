@@ -10,9 +10,9 @@
 //! the search's default tolerance): the cost model's pick, unless another candidate measured
 //! faster with confidence in interleaved rounds (`lumen_runtime::search`). Unless `--trials`,
 //! `--search-time-ms` or `--max-candidates` asks for a search, the search must pay for itself
-//! within this run (at most 25% of it, or `--search-share`; `lumen_runtime::search::payoff`): a run too short for
-//! that runs the cost model's pick, measured once (decision `too_short`). The search hands the
-//! selected candidate over prepared, so it is prepared once. With
+//! within this run (at most 25% of it, or `--search-share`; `lumen_runtime::search::payoff`): a
+//! run too short for that runs the cost model's pick, measured once (decision `too_short`). The
+//! search hands the selected candidate over prepared, so it is prepared once. With
 //! `--tuning-cache FILE` (or `LUMEN_TUNING_CACHE`) a choice recorded for this program,
 //! runtime and machine is taken without a search, and a search's choice is recorded;
 //! problems with the file are `warning:` lines on stderr and a fresh search. `--fuse` /
@@ -115,7 +115,8 @@ pub struct Args {
     /// Search: how far a candidate's outputs may be from the reference candidate's, as `ABS`
     /// or `ABS,REL` (|got - ref| <= ABS + REL x |ref|; default 1e-4,1e-4). cuBLASLt's GELU
     /// epilogues need about 3e-3.
-    #[arg(long, allow_negative_numbers = true, value_name = "ABS[,REL]", conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
+    #[arg(long, allow_negative_numbers = true, value_name = "ABS[,REL]",
+          conflicts_with_all = ["no_search", "fuse", "no_fuse"])]
     search_tolerance: Option<search::Tolerance>,
     /// Search: read the choice from this tuning cache when it holds one for this program,
     /// runtime and machine (the search is then skipped), and store it there after a search
@@ -141,8 +142,8 @@ pub struct Args {
     algorithm: lumen_planner::SlabAlgorithm,
     /// Largest max abs error against the file's logits that passes (f32 against
     /// scikit-learn's f64).
-    #[arg(long, allow_negative_numbers = true, value_name = "ERR", default_value_t = model::DEFAULT_TOLERANCE,
-          value_parser = parse_tolerance)]
+    #[arg(long, allow_negative_numbers = true, value_name = "ERR",
+          default_value_t = model::DEFAULT_TOLERANCE, value_parser = parse_tolerance)]
     tolerance: f64,
     /// Print one JSON object instead of the text.
     #[arg(long)]
