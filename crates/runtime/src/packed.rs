@@ -7,7 +7,10 @@
 //! micro-kernels are public, though, and read the packed operand through a pointer and a stride: lumen packs
 //! the weight into that layout once ([`PackedWeight::pack`], at prepare) and runs the BLIS
 //! loops itself ([`matmul_packed`]), the structure of Goto and van de Geijn's "Anatomy of
-//! High-Performance Matrix Multiplication" (2008) with the operands' roles swapped:
+//! High-Performance Matrix Multiplication" (2008) with the operands' roles swapped. The same
+//! loops serve a batch of small products whose right operands are not weights (attention's
+//! heads): each operand is packed at execute into one reused copy
+//! ([`PackedWeight::pack_into`]), cheaper than a `gemm` crate call per product.
 //!
 //! - The micro-kernel computes a tile `dst[MR x NR] (+)= lhs[MR x kc] · rhs[kc x NR]` with
 //!   `lhs` in SIMD registers along `MR` and `rhs` broadcast one scalar at a time, `dst`
