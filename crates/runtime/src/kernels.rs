@@ -406,7 +406,7 @@ fn map_with(ins: &[(&[f32], &View)], out: &mut [f32], f: impl Fn([f32; 3]) -> f3
 /// The reduction of `input` (read through `view`) over `axis`, written row-major to `out`
 /// (the view's shape without `axis`). An axis of length 0 gives the op's identity.
 ///
-/// A sum is accumulated in f64 (in [`SUM_LANES`] lanes) and rounded to f32 once. The f64
+/// A sum is accumulated in f64 (in eight lanes, `SUM_LANES`) and rounded to f32 once. The f64
 /// error is at most about `n · 2^-53` times the sum of the magnitudes, so the result is within
 /// half an ulp (plus that) of the exact sum wherever the terms do not cancel: for inputs of one
 /// sign, any axis shorter than about 2^29 elements (a sum that cancels, such as `1e20 + 1 -
