@@ -1,8 +1,8 @@
 //! The importer: an ONNX graph walked node by node into lumen's DSL.
 //!
 //! Initializers and `Constant` nodes are [`Const`] values; a node whose inputs are all known
-//! at import time is folded (`Importer::fold`), so shape arithmetic and constant subgraphs never reach
-//! the program. A constant a computed op reads becomes a weight (an f32 scalar becomes a DSL
+//! at import time is folded (`Importer::fold`), so shape arithmetic and constant subgraphs
+//! never reach the program. A constant a computed op reads becomes a weight (an f32 scalar becomes a DSL
 //! constant). Every other node becomes DSL calls over the primitives and composites (a
 //! `LayerNormalization` is `layer_norm`, a `Gemm` a matmul of transposed views plus a bias
 //! add that fusion makes a BIAS epilogue). Names are made identifier-like (`/attn/MatMul` ->
