@@ -293,7 +293,7 @@ def main():
 
     chosen = [w for w in workloads(args.quick) if args.only in w[0]]
     if not chosen:
-        names = ", ".join(w[0] for w in workloads(args.quick))
+        names = "; ".join(w[0] for w in workloads(args.quick))
         sys.exit(f"error: --only {args.only!r} matches no workload (they are: {names})")
     cells = {}  # (workload, threads) -> {engine: [per-round ms]}
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,19 +38,28 @@ def main():
     parser.add_argument("--threads", type=int, default=1, help="threads of both engines")
     parser.add_argument("--runs", type=int, default=200, help="executes per side of a pair")
     parser.add_argument("--pairs", type=int, default=7, help="pairs of runs")
-    parser.add_argument("--lumen", default=os.path.join(ROOT, "target", "release", "lumen"))
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+    parser.add_argument("--lumen", default=os.path.join(target, "release", "lumen"),
+                        help="the lumen binary (default: $CARGO_TARGET_DIR or target/, release)")
     args = parser.parse_args()
     if args.threads < 1 or args.runs < 1 or args.pairs < 1:
         sys.exit("error: --threads, --runs and --pairs must be at least 1")
-    if not os.path.exists(args.lumen):
-        sys.exit(f"error: {args.lumen} not found: run `cargo build --release` first")
-    feed = read_safetensors(args.inputs)
+    if not os.path.isfile(args.lumen):
+        sys.exit(f"error: {args.lumen} not found: run `cargo build --release` first (or --lumen)")
+    try:
+        feed = read_safetensors(args.inputs)
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"error: cannot read the inputs {args.inputs} as safetensors: {e}")
     options = ort.SessionOptions()
     options.intra_op_num_threads = args.threads
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
-    for _ in range(3):
-        session.run(None, feed)
+    try:
+        session = ort.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
+        for _ in range(3):
+            session.run(None, feed)
+    except Exception as e:  # onnxruntime raises its own exception types for every failure
+        message = " ".join(str(e).split())
+        sys.exit(f"error: onnxruntime cannot run {args.model} on {args.inputs}: {message}")
     command = [args.lumen, "run", args.model, "--inputs", args.inputs, "--threads",
                str(args.threads), "--runs", str(args.runs), "--no-search", "--json"]
     print(f"onnxruntime {ort.__version__}; {args.threads} thread(s); {args.runs} executes a "
@@ -61,10 +70,18 @@ def main():
         for _ in range(args.runs):
             session.run(None, feed)
         ort_ms = (time.perf_counter() - start) / args.runs * 1e3
-        done = subprocess.run(command, capture_output=True, text=True)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True)
+        except OSError as e:
+            sys.exit(f"error: cannot start {args.lumen}: {e}")
         if done.returncode != 0:
-            sys.exit(f"error: lumen failed: {done.stderr.strip()}")
-        lumen_ms = json.loads(done.stdout)["phases"]["execute"]["seconds"] / args.runs * 1e3
+            why = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+            sys.exit(f"error: lumen failed: {why[0]}")
+        try:
+            seconds = json.loads(done.stdout)["phases"]["execute"]["seconds"]
+        except (ValueError, KeyError, TypeError):
+            sys.exit(f"error: {args.lumen} printed no lumen run --json report")
+        lumen_ms = seconds / args.runs * 1e3
         ratios.append(lumen_ms / ort_ms)
         print(f"pair {pair + 1}/{args.pairs}: ORT {ort_ms:.3f} ms, lumen {lumen_ms:.3f} ms "
               f"(means), lumen/ORT {ratios[-1]:.3f}", flush=True)

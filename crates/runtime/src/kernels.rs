@@ -588,7 +588,11 @@ pub type Input<'a> = (&'a [f32], &'a View);
 /// `[n]`; `out` is written row-major `[batch, m, n]`. Any row and column strides work
 /// (a transposed operand is a view with swapped strides), so nothing is copied first. Each
 /// product is [`crate::gemm::matmul_epilogue`] (the GEMM, the GEMV path, the fused epilogue,
-/// the split over `threads`). A batch of products each below [`PAR_MIN_FLOPS`] but together at
+/// the split over `threads`), except in a batch of products each below [`PAR_MIN_FLOPS`] of at
+/// least 8 rows: there each `b` is packed in turn into one reused copy
+/// ([`crate::packed::PackedWeight::pack_into`]) and multiplied by
+/// [`crate::packed::matmul_packed`] (on a CPU with its micro-kernels), cheaper than a `gemm`
+/// crate call per product. A batch of products each below [`PAR_MIN_FLOPS`] but together at
 /// least that (attention's heads) is split over `threads` by whole products instead, each
 /// computed as on one thread, so the bits do not depend on the thread count. Measured on the
 /// digits ViT's ONNX export (1,800 heads of `16 x 8 x 16` a product), two threads: 0.62 to 0.99
