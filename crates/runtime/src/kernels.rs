@@ -476,9 +476,11 @@ fn reduce_rows(op: ReduceOp, input: &[f32], view: &View, axis: usize, out: &mut 
                 }
             });
         } else {
-            for (o, row) in out.iter_mut().zip(rows) {
-                *o = row.iter().fold(op.identity_f32(), |acc, &v| op.combine_f32(acc, v));
-            }
+            widest(|| {
+                for (o, row) in out.iter_mut().zip(rows) {
+                    *o = max_row(row);
+                }
+            });
         }
         return;
     }
@@ -537,6 +539,50 @@ fn sum_row(row: &[f32]) -> f32 {
         *a += f64::from(v);
     }
     lanes_total(acc)
+}
+
+/// Lanes of [`max_row`]'s running maxima (one AVX-512 vector).
+const MAX_LANES: usize = 16;
+
+/// The max of a contiguous run with [`ReduceOp::Max`]'s semantics, bit for bit: NaN if any
+/// element is NaN, else the first element of the largest value. A maximum is exact in any
+/// order, so [`MAX_LANES`] running maxima (independent chains, vectorized) give the value;
+/// only which zero comes first (`-0` or `+0`, equal but not the same bits) depends on the
+/// order, so a row whose maximum is zero is folded again in order. The in-order fold had
+/// taken 3.6 times as long as a sum of the same rows (softmax rows of 16 in the digits ViT);
+/// this takes about 0.4 of its time there.
+#[inline(always)]
+fn max_row(row: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; MAX_LANES];
+    let mut nan = false;
+    let chunks = row.chunks_exact(MAX_LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (a, &v) in acc.iter_mut().zip(chunk) {
+            nan |= v.is_nan();
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(tail) {
+        nan |= v.is_nan();
+        *a = if v > *a { v } else { *a };
+    }
+    if nan {
+        return f32::NAN;
+    }
+    // The lanes in a tree (four dependent steps, not sixteen).
+    let mut width = MAX_LANES;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] = if acc[l + width] > acc[l] { acc[l + width] } else { acc[l] };
+        }
+    }
+    let max = acc[0];
+    if max == 0.0 {
+        return row.iter().fold(f32::NEG_INFINITY, |m, &v| ReduceOp::Max.combine_f32(m, v));
+    }
+    max
 }
 
 #[inline(always)]
@@ -1098,6 +1144,47 @@ mod tests {
         let mut empty = vec![1.0; 2];
         reduce(ReduceOp::Max, &[], &View::contiguous(&[2, 0]), 1, &mut empty, &ONE).unwrap();
         assert_eq!(empty, [f32::NEG_INFINITY; 2]);
+    }
+
+    /// The lane-parallel max of contiguous rows gives the in-order fold's bits: NaN anywhere,
+    /// infinities, and which zero comes first when the maximum is zero; rows shorter and
+    /// longer than the lanes, with a tail. The strided path (the same rows read transposed)
+    /// folds in order and must agree.
+    #[test]
+    fn row_maxima_match_the_in_order_fold() {
+        let specials = [0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1.5, -2.0];
+        for len in [1, 2, 15, 16, 17, 33, 64] {
+            let rows = 200;
+            let x: Vec<f32> = (0..rows * len)
+                .map(|i| {
+                    let r = i / len;
+                    let h = (i as u32).wrapping_mul(2_654_435_761) >> 7;
+                    match r % 4 {
+                        // Zeros of both signs and negatives: the maximum is a zero.
+                        0 => [-0.0, 0.0, -1.0][h as usize % 3],
+                        // Now and then a special value.
+                        1 if h.is_multiple_of(5) => specials[h as usize % specials.len()],
+                        _ => (h % 1000) as f32 / 100.0 - 5.0,
+                    }
+                })
+                .collect();
+            let want: Vec<u32> = x
+                .chunks(len)
+                .map(|row| {
+                    row.iter().fold(f32::NEG_INFINITY, |m, &v| ReduceOp::Max.combine_f32(m, v))
+                })
+                .map(f32::to_bits)
+                .collect();
+            let mut out = vec![0.0; rows];
+            reduce(ReduceOp::Max, &x, &View::contiguous(&[rows, len]), 1, &mut out, &ONE).unwrap();
+            assert_eq!(bits(&out), want, "rows of {len}");
+            let t = View::contiguous(&[rows, len]).permute(&[1, 0]);
+            let mut strided = vec![0.0; rows];
+            reduce(ReduceOp::Max, &x, &t, 0, &mut strided, &ONE).unwrap();
+            assert_eq!(bits(&strided), want, "rows of {len}, strided");
+            assert!(out.iter().any(|v| v.is_nan()) || len < 5, "the test holds NaN rows");
+            assert!(out.iter().any(|v| v.to_bits() == (-0.0f32).to_bits()), "and -0 maxima");
+        }
     }
 
     #[test]
