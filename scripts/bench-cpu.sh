@@ -35,6 +35,9 @@ if ! "$VENV/bin/python" -c 'import onnxruntime, onnx, numpy' 2>/dev/null; then
     fi
 fi
 
+# Bad flags fail here, before minutes of building.
+"$VENV/bin/python" scripts/bench_cpu.py --check-args "$@"
+
 step "building lumen and the bare GEMM (release)"
 # One build of every binary and example: two builds with different package selections resolve
 # features differently and rebuild each other's crates.

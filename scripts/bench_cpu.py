@@ -28,7 +28,8 @@ against ONNX Runtime's (`--expect`), so both compute the same thing.
 
 It is a benchmark, not a test: `scripts/bench-cpu.sh` installs what it needs into .venv-bench and
 runs it. Flags: --rounds N (default 5), --quick (fewer executes per measurement), --only NAME
-(substring of a workload's name), --lumen PATH, --bare PATH.
+(substring of a workload's name), --lumen PATH, --bare PATH, --check-args (check the others and
+exit: bench-cpu.sh runs it before building, so a bad flag fails at once).
 """
 
 import argparse
@@ -278,9 +279,17 @@ def main():
     parser.add_argument("--lumen", default=os.path.join(ROOT, "target", "release", "lumen"))
     parser.add_argument("--bare", default=os.path.join(ROOT, "target", "release", "examples",
                                                       "bare_gemm"))
+    parser.add_argument("--check-args", action="store_true",
+                        help="check the other flags and exit (bench-cpu.sh, before it builds)")
     args = parser.parse_args()
     if args.rounds < 1:
         sys.exit(f"error: --rounds must be at least 1, got {args.rounds}")
+    chosen = [w for w in workloads(args.quick) if args.only in w[0]]
+    if not chosen:
+        names = "; ".join(w[0] for w in workloads(args.quick))
+        sys.exit(f"error: --only {args.only!r} matches no workload (they are: {names})")
+    if args.check_args:
+        return
     for path, how in [(args.lumen, "cargo build --release"),
                       (args.bare, "cargo build --release --workspace --bins --examples")]:
         if not os.path.exists(path):
@@ -291,10 +300,6 @@ def main():
     print(f"onnxruntime {ort.__version__}, numpy {np.__version__}, onnx {onnx.__version__}; "
           f"{cores} cores; {args.rounds} interleaved rounds", flush=True)
 
-    chosen = [w for w in workloads(args.quick) if args.only in w[0]]
-    if not chosen:
-        names = "; ".join(w[0] for w in workloads(args.quick))
-        sys.exit(f"error: --only {args.only!r} matches no workload (they are: {names})")
     cells = {}  # (workload, threads) -> {engine: [per-round ms]}
     with tempfile.TemporaryDirectory() as tmp:
         prepared = []
