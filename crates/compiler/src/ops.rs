@@ -628,8 +628,8 @@ pub fn erf_f32(x: f32) -> f32 {
 
 /// `e^y` for `y <= 0` (or NaN), all in f32: within 2 ulps of the exact value (1 on the
 /// tests' sweep of 3 million inputs) down to the subnormal range, where the result is rounded
-/// once (`exp(-inf) = 0`, NaN in, NaN out; positive `y` is outside its contract). Cody and Waite's reduction: `n = round(y / ln 2)`,
-/// `r = y - n ln 2` (with `ln 2` split in two f32 parts and fused multiply-adds, exact), so
+/// once (`exp(-inf) = 0`, NaN in, NaN out; positive `y` is outside its contract). Cody and
+/// Waite's reduction: `n = round(y / ln 2)`, `r = y - n ln 2` (with `ln 2` split in two f32 parts and fused multiply-adds, exact), so
 /// `|r| <= ln 2 / 2`; `e^r` by its Taylor polynomial of degree 7 (truncation below 1e-8
 /// relative); then `2^n` as two exponent-field scalings of at most `2^-76` each, so a result
 /// below `f32::MIN_POSITIVE` is rounded once, by the last multiply. Straight-line arithmetic

@@ -41,6 +41,7 @@
 
 use std::ops::Range;
 
+use crate::isa::lane_tree;
 use crate::threads::{PAR_MIN_FLOPS, Threads};
 use lumen_compiler::{Epilogue, UnaryOp};
 
@@ -406,15 +407,8 @@ fn dots_body(a: Matrix<'_>, b: Matrix<'_>, out: &mut [f32]) {
                     }
                 }
             }
-            for (r, lanes) in acc.iter_mut().enumerate().take(rows) {
-                let mut width = DOT_LANES;
-                while width > 1 {
-                    width /= 2;
-                    for l in 0..width {
-                        lanes[l] += lanes[l + width];
-                    }
-                }
-                let mut sum = lanes[0];
+            for (r, lanes) in acc.iter().enumerate().take(rows) {
+                let mut sum = lane_tree(*lanes, |a, b| a + b);
                 for p in full..k {
                     sum += x[r][p] * col[p];
                 }

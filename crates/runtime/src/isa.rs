@@ -43,3 +43,23 @@ pub fn widest<R>(f: impl FnOnce() -> R) -> R {
     }
     f()
 }
+
+/// Combines `N` lanes (a power of two) in the one fixed tree every lane-parallel reduction of
+/// the CPU runtime uses (sums, maxima, dot products): lane `l` takes `combine(l, l + N/2)`,
+/// then `l + N/4`, and so on down to lane 0. The same pairs in the same order on every
+/// instruction set, so the result's bits do not depend on it; `log2 N` dependent steps
+/// instead of `N - 1`.
+#[inline(always)]
+pub(crate) fn lane_tree<T: Copy, const N: usize>(
+    mut lanes: [T; N],
+    combine: impl Fn(T, T) -> T,
+) -> T {
+    let mut width = N;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            lanes[l] = combine(lanes[l], lanes[l + width]);
+        }
+    }
+    lanes[0]
+}

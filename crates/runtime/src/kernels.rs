@@ -19,7 +19,7 @@ use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, UnaryOp, View};
 use crate::RuntimeError;
 pub use crate::gemm::{Activation, epilogue_parts};
 use crate::gemm::{Matrix, matmul_epilogue};
-use crate::isa::widest;
+use crate::isa::{lane_tree, widest};
 use crate::packed::{PackedWeight, matmul_packed};
 use crate::threads::{PAR_MIN_ELEMS, PAR_MIN_FLOPS, PAR_MIN_PART_ELEMS, Threads};
 
@@ -631,31 +631,17 @@ fn max_row(row: &[f32]) -> f32 {
     if nan {
         return f32::NAN;
     }
-    // The lanes in a tree (four dependent steps, not sixteen).
-    let mut width = MAX_LANES;
-    while width > 1 {
-        width /= 2;
-        for l in 0..width {
-            acc[l] = if acc[l + width] > acc[l] { acc[l + width] } else { acc[l] };
-        }
-    }
-    let max = acc[0];
+    let max = lane_tree(acc, |a, b| if b > a { b } else { a });
     if max == 0.0 {
         return row.iter().fold(f32::NEG_INFINITY, |m, &v| ReduceOp::Max.combine_f32(m, v));
     }
     max
 }
 
+/// A sum's lanes added in [`lane_tree`]'s order and rounded to f32 once.
 #[inline(always)]
-fn lanes_total(mut acc: [f64; SUM_LANES]) -> f32 {
-    let mut width = SUM_LANES;
-    while width > 1 {
-        width /= 2;
-        for l in 0..width {
-            acc[l] += acc[l + width];
-        }
-    }
-    acc[0] as f32
+fn lanes_total(acc: [f64; SUM_LANES]) -> f32 {
+    lane_tree(acc, |a, b| a + b) as f32
 }
 
 /// `out[m, n] = act(a[m, k] · b[k, n] + bias[n])`, row-major contiguous f32, bias broadcast

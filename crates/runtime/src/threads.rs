@@ -82,8 +82,9 @@ impl Threads {
     /// A team of `requested` threads (`None` = every core `std::thread::available_parallelism`
     /// reports, 1 if it reports nothing): `requested - 1` workers and a rayon pool of
     /// `requested` (neither for 1), kept until the process exits: the workers shared by every
-    /// team of that size and wait policy, the pool by every team of that size. With `spin` the workers spin between kernels
-    /// ([`crate::team`]); without, they sleep as soon as they find no work.
+    /// team of that size and wait policy, the pool by every team of that size. With `spin` the
+    /// workers spin between kernels ([`crate::team`]); without, they sleep as soon as they find
+    /// no work.
     ///
     /// # Errors
     /// [`RuntimeError::Threads`] for `Some(0)` or when a thread cannot be spawned.
