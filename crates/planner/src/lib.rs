@@ -17,6 +17,7 @@ mod flow;
 pub mod lower_bound;
 mod memory;
 pub mod order;
+pub mod plan;
 pub mod problem;
 pub mod reach;
 pub mod slab;
@@ -30,10 +31,11 @@ pub mod verify;
 pub use error::{PlanError, VerifyError};
 pub use lower_bound::{Antichain, antichain_of, lower_bound, max_weight_antichain};
 pub use order::BufferOrder;
+pub use plan::plan_slab;
 pub use problem::{ProblemError, SlabProblem};
 pub use reach::Reachability;
 pub use slab::{
-    SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, in_place_allowed, plan_slab, reserved_bytes,
+    SlabAlgorithm, SlabBuffer, SlabOptions, SlabPlan, in_place_allowed, reserved_bytes,
 };
 pub use svg::{layout_svg, layout_svg_with_names};
 pub use verify::verify;

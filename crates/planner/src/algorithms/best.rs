@@ -19,8 +19,10 @@
 use std::time::Instant;
 
 use super::greedy::{Fit, Greedy, Lowest};
+use super::instance::{Instance, capacity_error};
+use super::local::{self, Incumbent};
+use super::orders;
 use super::skyline::{Intervals, Outcome};
-use super::{Instance, capacity_error, local, orders};
 use crate::{PlanError, SlabOptions};
 
 /// Work budget of the interval search, in segment visits: about half a second on a 2-core
@@ -119,26 +121,6 @@ fn finish(
         return Err(capacity_error(inst, Some(capacity), worst.unwrap_or(0)));
     }
     Ok(incumbent.offsets)
-}
-
-/// The best plan so far.
-#[derive(Debug, Clone)]
-pub(crate) struct Incumbent {
-    /// Its slab in bytes (`usize::MAX` before any plan).
-    pub(crate) slab: usize,
-    /// Its offsets in request order.
-    pub(crate) offsets: Vec<usize>,
-}
-
-impl Incumbent {
-    /// Keeps `offsets` if its `slab` is strictly smaller.
-    pub(crate) fn offer(&mut self, slab: usize, offsets: &[usize]) {
-        if slab < self.slab {
-            self.slab = slab;
-            self.offsets.clear();
-            self.offsets.extend_from_slice(offsets);
-        }
-    }
 }
 
 /// Binary search on the slab size between the peak load (the exact lower bound here) and the

@@ -4,7 +4,8 @@
 //! arena planner and XLA's `GlobalDecreasingSizeBestFitHeap`; lifetime-descending + best fit is
 //! XLA's temporal sort.
 
-use super::{Conflicts, Occupancy};
+use super::conflicts::Conflicts;
+use super::occupancy::Occupancy;
 
 /// Which gap a buffer takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,23 +58,6 @@ impl Greedy {
         }
         Ok(slab)
     }
-}
-
-/// Start of the smallest gap between the sorted `busy` ranges that holds `size` bytes (the
-/// lowest such on ties), or the top of the busy ranges when none does.
-pub(crate) fn best_gap(busy: &[(usize, usize)], size: usize) -> usize {
-    let mut best: Option<(usize, usize)> = None;
-    let mut cursor = 0usize;
-    for &(start, end) in busy {
-        if start > cursor {
-            let gap = start - cursor;
-            if gap >= size && best.is_none_or(|(g, _)| gap < g) {
-                best = Some((gap, cursor));
-            }
-        }
-        cursor = cursor.max(end);
-    }
-    best.map_or(cursor, |(_, offset)| offset)
 }
 
 /// Reusable scratch for [`Lowest::place`].

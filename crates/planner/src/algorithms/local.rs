@@ -8,10 +8,29 @@
 
 use std::time::Instant;
 
-use super::Instance;
-use super::best::Incumbent;
 use super::greedy::{Fit, Greedy};
+use super::instance::Instance;
 use super::rng::SplitMix64;
+
+/// The best plan so far.
+#[derive(Debug, Clone)]
+pub(crate) struct Incumbent {
+    /// Its slab in bytes (`usize::MAX` before any plan).
+    pub(crate) slab: usize,
+    /// Its offsets in request order.
+    pub(crate) offsets: Vec<usize>,
+}
+
+impl Incumbent {
+    /// Keeps `offsets` if its `slab` is strictly smaller.
+    pub(crate) fn offer(&mut self, slab: usize, offsets: &[usize]) {
+        if slab < self.slab {
+            self.slab = slab;
+            self.offsets.clear();
+            self.offsets.extend_from_slice(offsets);
+        }
+    }
+}
 
 /// Work budget of the local search in neighbour visits (one decode of a plan costs its
 /// number of conflicting pairs, twice, plus its buffers).

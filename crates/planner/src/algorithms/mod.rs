@@ -20,6 +20,7 @@
 mod best;
 mod conflicts;
 mod greedy;
+mod instance;
 mod local;
 mod occupancy;
 mod orders;
@@ -27,19 +28,10 @@ mod rng;
 mod skyline;
 
 pub(crate) use conflicts::Conflicts;
-pub(crate) use occupancy::Occupancy;
 
 use crate::{PlanError, Reachability, SlabAlgorithm, SlabBuffer, SlabOptions};
 use greedy::{Fit, Greedy};
-
-/// A validated problem: the interference graph and reserved sizes (bytes, request order).
-/// Algorithms other than first fit run only once the sizes are known to sum within `usize`, so
-/// no offset they compute (at most the sum of the sizes placed so far) overflows.
-pub(crate) struct Instance<'a> {
-    pub(crate) buffers: &'a [SlabBuffer],
-    pub(crate) reserved: &'a [usize],
-    pub(crate) conflicts: Conflicts,
-}
+use instance::{Instance, capacity_error};
 
 /// Runs `options.algorithm` on validated input: offsets in request order. `lower_bound` (the
 /// exact heaviest antichain, bytes) lets `best` stop as soon as a plan meets it.
@@ -92,18 +84,5 @@ fn greedy_plan(
     match Greedy::default().place(&inst.conflicts, inst.reserved, order, fit, limit, &mut offsets) {
         Ok(_) => Ok(offsets),
         Err(i) => Err(capacity_error(inst, capacity, i)),
-    }
-}
-
-/// The capacity error for buffer `index` (request order).
-pub(crate) fn capacity_error(
-    inst: &Instance<'_>,
-    capacity: Option<usize>,
-    index: usize,
-) -> PlanError {
-    PlanError::CapacityExceeded {
-        capacity: capacity.unwrap_or(usize::MAX),
-        index,
-        bytes: inst.buffers.get(index).map_or(0, |b| b.bytes),
     }
 }

@@ -281,7 +281,7 @@ impl Occupancy {
             self.ranges.extend(runs.0.iter().map(|(&s, &e)| (s, e)));
         }
         self.ranges.sort_unstable();
-        super::greedy::best_gap(&self.ranges, size)
+        best_gap(&self.ranges, size)
     }
 
     /// Fills `nodes` with the unions a query of span `[lo, hi]` reads: `starts` at the canonical
@@ -311,13 +311,29 @@ impl Occupancy {
     }
 }
 
+/// Start of the smallest gap between the sorted `busy` ranges that holds `size` bytes (the
+/// lowest such on ties), or the top of the busy ranges when none does.
+pub(crate) fn best_gap(busy: &[(usize, usize)], size: usize) -> usize {
+    let mut best: Option<(usize, usize)> = None;
+    let mut cursor = 0usize;
+    for &(start, end) in busy {
+        if start > cursor {
+            let gap = start - cursor;
+            if gap >= size && best.is_none_or(|(g, _)| gap < g) {
+                best = Some((gap, cursor));
+            }
+        }
+        cursor = cursor.max(end);
+    }
+    best.map_or(cursor, |(_, offset)| offset)
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
     use super::*;
     use crate::Reachability;
-    use crate::algorithms::greedy::best_gap;
 
     proptest! {
         /// First and best fit answer what a scan of the placed conflicting ranges answers, for

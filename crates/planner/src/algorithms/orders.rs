@@ -3,7 +3,7 @@
 
 use std::cmp::Reverse;
 
-use super::Instance;
+use super::instance::Instance;
 
 /// Largest reserved size first; ties by longer lifetime, then request order (TFLite's arena
 /// planner and XLA's `GlobalDecreasingSizeBestFitHeap` sort this way). On the MiniMalloc
