@@ -13,7 +13,7 @@
 //!
 //! - `build`: the DSL calls that build the program, and the HLIR snapshot (`Graph::hlir`);
 //! - `validate`: `Hlir::infer` (structure, names, shapes);
-//! - `load`: the HLIR into an e-graph (`fusion::lang::load`: validation, canonical order);
+//! - `load`: the HLIR into an e-graph (`fusion::egraph::load`: validation, canonical order);
 //! - `saturate`: the rewrite rules under the runner's bounds (`fusion::saturate`);
 //! - `extract`: the three fused policies' extractions and their HLIRs over one extraction table
 //!   and one HLIR builder (`extract_with`, `HlirBuilder::build`), one after another (`compile`
@@ -30,7 +30,7 @@
 
 use std::time::{Duration, Instant};
 
-use lumen_compiler::fusion::{self, FusionConfig, candidates::POLICIES, lang};
+use lumen_compiler::fusion::{self, FusionConfig, candidates::POLICIES, egraph};
 use lumen_compiler::program::ProgramOptions;
 use lumen_compiler::{
     CompileOptions, CompiledProgram, Figures, Graph, Hlir, dump, lower, programs,
@@ -161,12 +161,12 @@ fn run(build: fn(usize) -> Graph, n: usize) -> Row {
     let mut t = [Duration::ZERO; 7];
     let hlir: Hlir = time(&mut t[0], || build(n).hlir());
     time(&mut t[1], || hlir.infer().expect("valid"));
-    let loaded = time(&mut t[2], || lang::load(&hlir).expect("load"));
+    let loaded = time(&mut t[2], || egraph::load(&hlir).expect("load"));
     let rules = fusion::rules::rules(&config.rules).expect("rules");
     let (loaded, sat) = time(&mut t[3], || fusion::saturate(loaded, &rules, &config.limits));
     let extracted: Vec<Hlir> = time(&mut t[4], || {
         let table = fusion::extract::ExtractionTable::new(&loaded, &config);
-        let builder = lang::HlirBuilder::new(&hlir, &loaded);
+        let builder = egraph::HlirBuilder::new(&hlir, &loaded);
         POLICIES[1..]
             .iter()
             .map(|&(_, fusions)| {

@@ -420,7 +420,7 @@ pub fn write_dumps_all(
     programs: &[&CompiledProgram],
 ) -> Result<Vec<PathBuf>, CompileError> {
     for program in programs {
-        crate::compile::validate_label(&program.label)?;
+        crate::options::validate_label(&program.label)?;
     }
     let fail =
         |path: &Path, message: String| CompileError::Dump { path: path.to_path_buf(), message };

@@ -11,6 +11,10 @@ use std::path::PathBuf;
 use lumen_planner::PlanError;
 use thiserror::Error;
 
+use crate::dtype::DType;
+use crate::names::MAX_PROGRAM_NAME_BYTES;
+use crate::sizes::SizeOption;
+
 /// A shape as it appears in messages: `[64, 256]`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ShapeText(pub Vec<usize>);
@@ -152,7 +156,7 @@ pub enum CompileError {
         /// What the op takes.
         expected: &'static str,
         /// What it got.
-        got: crate::dtype::DType,
+        got: DType,
         /// The user's source line of the op.
         location: SourceLocation,
     },
@@ -189,7 +193,7 @@ pub enum CompileError {
         location: SourceLocation,
     },
     /// An input, weight or output name that is empty, repeated, reserved, or not
-    /// identifier-like (see [`crate::hlir::tensor_name_problem`]).
+    /// identifier-like (see [`crate::names::tensor_name_problem`]).
     #[error("{kind} name {name:?} is {problem} (at {location})")]
     BadName {
         /// `input`, `weight` or `output`: the DSL call that named the tensor.
@@ -243,14 +247,14 @@ pub enum CompileError {
     },
     /// [`crate::CompileOptions::name`] (or the `name` given to [`crate::compile_hlir`],
     /// [`crate::fusion::explore`]) cannot be the stem of a dump file name: it must be 1 to
-    /// [`crate::compile::MAX_PROGRAM_NAME_BYTES`] bytes of ASCII letters, digits, `_`, `-`
-    /// and `.`, not starting with `.` ([`crate::compile::validate_program_name`]). Checked at
+    /// [`MAX_PROGRAM_NAME_BYTES`] bytes of ASCII letters, digits, `_`, `-`
+    /// and `.`, not starting with `.` (`validate_program_name` in [`crate::options`]). Checked at
     /// compile time whether or not dumps are written, so a name that would escape the dump
     /// folder (`../x`, `/tmp/x`, `sub/dir`) fails the same way everywhere.
     #[error(
         "program name {name:?} cannot label dump files: {problem} (use ASCII letters, digits, \
          '_', '-' and '.', not starting with '.', at most {max} bytes)",
-        max = crate::compile::MAX_PROGRAM_NAME_BYTES
+        max = MAX_PROGRAM_NAME_BYTES
     )]
     ProgramName {
         /// The name given.
@@ -295,7 +299,7 @@ pub enum CompileError {
     #[error("{} applies to {}, not {program}", option.flag(), option.programs_text())]
     NotApplicable {
         /// The size that was given.
-        option: crate::programs::SizeOption,
+        option: SizeOption,
         /// The program it was given to.
         program: String,
     },

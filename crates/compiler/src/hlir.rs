@@ -20,6 +20,7 @@ use petgraph::visit::EdgeRef;
 use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::llir::Epilogue;
+pub use crate::names::{is_reserved_name, tensor_name_problem};
 use crate::ops::{ElemOp, ReduceOp};
 use crate::view::broadcast_shapes;
 
@@ -516,30 +517,6 @@ impl Hlir {
     }
 }
 
-/// Why `name` cannot name a tensor, if it cannot: tensor names appear in the one-line
-/// canonical dumps (`reads=[x, w]`, `buffer x f32[64, 256] input bytes=65536`), the plan
-/// table and the JSON, so they are restricted to an identifier-like set that keeps every line
-/// unambiguous: ASCII letters, digits, `_`, `.` and `-` (`w1`, `layers.0.weight`, `b-1`). A
-/// space, `,`, a bracket, a quote, `=` or a control character would let one name read as two,
-/// or end a line. Empty names are reported separately (`empty`).
-///
-/// Returns `not identifier-like: ' ' is not allowed (...)` for the first character outside
-/// the set, `None` for a valid (or empty) name.
-pub fn tensor_name_problem(name: &str) -> Option<String> {
-    let c = name.chars().find(|&c| !crate::compile::is_name_char(c))?;
-    Some(format!(
-        "not identifier-like: {} is not allowed (a tensor name uses ASCII letters, digits, \
-         '_', '.' and '-': dumps print one entry per line)",
-        quoted_char(c)
-    ))
-}
-
-/// A character as messages quote it: `'/'`, `' '`, `'\n'` (escaped, so the message stays on
-/// one line).
-pub(crate) fn quoted_char(c: char) -> String {
-    format!("{c:?}")
-}
-
 /// The type of `node` given its operands' types (already checked for arity).
 pub(crate) fn infer_type(
     node: &HlirNode,
@@ -837,15 +814,6 @@ fn expand_problem(from: &[usize], to: &[usize]) -> Option<String> {
 /// Elements of `shape` (the product of its dimensions), or `None` when it overflows `usize`.
 pub fn element_count(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
-}
-
-/// Whether a user name would collide with compiler-made buffer names: `t` or `workspace`
-/// followed by digits, and `workspace` itself.
-pub fn is_reserved_name(name: &str) -> bool {
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    name == "workspace"
-        || name.strip_prefix("workspace").is_some_and(digits)
-        || name.strip_prefix('t').is_some_and(digits)
 }
 
 /// Size in bytes of an f32 tensor of `shape`, or `None` when it overflows `usize`.

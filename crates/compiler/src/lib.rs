@@ -27,14 +27,19 @@ pub mod interpret;
 pub mod llir;
 pub mod lower;
 pub mod models;
+pub mod names;
 pub mod ops;
+pub mod options;
+pub mod plan;
 pub mod program;
 pub mod programs;
 mod refine;
+pub mod sizes;
 pub mod target;
+pub mod tensor;
 pub mod view;
 
-pub use compile::{CompileOptions, LLIR_DUMP_DIR, compile_hlir, plan_hlir};
+pub use compile::compile_hlir;
 pub use composite::{multi_head_attention, scaled_dot_product_attention};
 pub use dsl::{Graph, IntoOperand, Tensor};
 pub use dtype::{DType, Scalar};
@@ -44,6 +49,9 @@ pub use llir::{
     BufferId, BufferRole, Epilogue, Llir, LlirBuffer, LlirNode, LlirOp, NodeId, Operand,
 };
 pub use ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
+pub use options::{CompileOptions, LLIR_DUMP_DIR};
+pub use plan::plan_hlir;
 pub use program::{CompiledProgram, Figures, ProgramOptions};
 pub use target::Target;
+pub use tensor::{HostTensor, TensorError, Tensors};
 pub use view::View;

@@ -3,8 +3,8 @@
 use lumen_planner::{Dag, SlabAlgorithm, SlabPlan};
 use serde::Serialize;
 
-use crate::compile::CompileOptions;
 use crate::llir::Llir;
+use crate::options::CompileOptions;
 
 /// What `compile` produces and a runtime prepares.
 ///

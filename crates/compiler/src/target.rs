@@ -10,8 +10,6 @@
 
 use std::fmt;
 
-use crate::compile::CompileOptions;
-
 /// The runtime a program is compiled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Target {
@@ -75,15 +73,6 @@ impl Target {
     pub fn alignment(self) -> usize {
         SLAB_ALIGNMENT
     }
-
-    /// [`CompileOptions::default`] with this target's workspace and alignment.
-    pub fn options(self) -> CompileOptions {
-        CompileOptions {
-            workspace_bytes: self.workspace_bytes(),
-            alignment: self.alignment(),
-            ..CompileOptions::default()
-        }
-    }
 }
 
 impl fmt::Display for Target {
@@ -95,6 +84,7 @@ impl fmt::Display for Target {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::CompileOptions;
 
     #[test]
     fn facts_of_each_target() {

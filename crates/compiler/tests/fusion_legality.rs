@@ -14,7 +14,8 @@ use lumen_compiler::fusion::analysis::{
     BiasBroadcast, ShapeAnalysis, add_shape, bias_broadcast, bias_is_fusable,
 };
 use lumen_compiler::fusion::cost::{CostModel, ExtractionCost, Fusions};
-use lumen_compiler::fusion::lang::{FusionEGraph, FusionLang};
+use lumen_compiler::fusion::egraph::FusionEGraph;
+use lumen_compiler::fusion::lang::FusionLang;
 use lumen_compiler::fusion::rules::{FusionRewrite, RuleSet, rules};
 use lumen_compiler::fusion::{self, FusionConfig, Limits, Stop};
 use lumen_compiler::{
@@ -353,7 +354,7 @@ fn long_sum(terms: usize) -> Graph {
 fn a_cyclic_exploding_rule_set_stops_at_the_node_limit() {
     let cx = long_sum(12);
     let hlir = cx.hlir();
-    let loaded = fusion::lang::load(&hlir).unwrap();
+    let loaded = fusion::egraph::load(&hlir).unwrap();
     let limits = Limits {
         node_limit: 2_000,
         iter_limit: 1_000,
@@ -377,7 +378,7 @@ fn a_cyclic_exploding_rule_set_stops_at_the_node_limit() {
 #[test]
 fn the_iteration_limit_stops_a_cyclic_rule_set() {
     let cx = long_sum(12);
-    let loaded = fusion::lang::load(&cx.hlir()).unwrap();
+    let loaded = fusion::egraph::load(&cx.hlir()).unwrap();
     let limits = Limits {
         node_limit: 1_000_000,
         iter_limit: 3,
@@ -392,7 +393,7 @@ fn the_iteration_limit_stops_a_cyclic_rule_set() {
 #[test]
 fn the_default_limits_bound_a_cyclic_rule_set() {
     let cx = long_sum(16);
-    let loaded = fusion::lang::load(&cx.hlir()).unwrap();
+    let loaded = fusion::egraph::load(&cx.hlir()).unwrap();
     let (_, sat) = fusion::saturate(loaded, &ac_rules(), &Limits::default());
     assert!(!matches!(sat.stop, Stop::Saturated | Stop::Other(_)), "{sat:?}");
 }
@@ -423,7 +424,7 @@ fn assert_monotone(eg: &FusionEGraph, fusions: Fusions) {
 fn costs_are_positive_and_monotone() {
     let g = programs::mlp(&[8, 16, 8, 4], 2).unwrap();
     let hlir = g.hlir();
-    let loaded = fusion::lang::load(&hlir).unwrap();
+    let loaded = fusion::egraph::load(&hlir).unwrap();
     let rules = rules(&RuleSet { relu_idempotence: true }).unwrap();
     let (loaded, _) = fusion::saturate(loaded, &rules, &Limits::default());
     for fusions in [Fusions::ALL, Fusions { bias: true, activation: false }] {

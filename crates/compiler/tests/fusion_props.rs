@@ -99,7 +99,7 @@ proptest! {
         activation in any::<bool>(),
     ) {
         let hlir = build(&ops, &outputs, &priority).hlir();
-        let loaded = fusion::lang::load(&hlir).unwrap();
+        let loaded = fusion::egraph::load(&hlir).unwrap();
         let rules = fusion::rules::rules(&RuleSet { relu_idempotence: idempotence }).unwrap();
         let (loaded, _) = fusion::saturate(loaded, &rules, &fusion::Limits::default());
         let eg = &loaded.egraph;

@@ -2,7 +2,7 @@
 //! keep. No wall-clock assertion; each test stays well under 2 s in a debug build, and
 //! `cargo bench -p lumen-compiler --bench stages` has the times.
 
-use lumen_compiler::fusion::{self, FusionConfig, Fusions, Stop, extract::extract, lang};
+use lumen_compiler::fusion::{self, FusionConfig, Fusions, Stop, egraph, extract::extract};
 use lumen_compiler::lower::lower;
 use lumen_compiler::{Epilogue, Graph, HlirOp, Tensor, programs};
 
@@ -55,7 +55,7 @@ fn a_large_mlp_saturates_in_a_few_iterations_and_fuses_every_layer() {
     // which used to ban the rules for a while (more iterations, each over the whole e-graph).
     let layers = 1_500;
     let hlir = programs::mlp(&vec![2; layers + 1], 1).unwrap().hlir();
-    let loaded = lang::load(&hlir).unwrap();
+    let loaded = egraph::load(&hlir).unwrap();
     let before = loaded.egraph.total_number_of_nodes();
     let config = FusionConfig::default();
     let rules = fusion::rules::rules(&config.rules).unwrap();
@@ -64,7 +64,7 @@ fn a_large_mlp_saturates_in_a_few_iterations_and_fuses_every_layer() {
     assert!(sat.iterations <= 4, "{sat:?}");
     assert!(sat.egraph_nodes <= 3 * before, "{sat:?} from {before} e-nodes");
     let choice = extract(&loaded, &config, Fusions::ALL).unwrap();
-    let fused = lang::build_hlir(&hlir, &loaded, &choice).unwrap();
+    let fused = egraph::build_hlir(&hlir, &loaded, &choice).unwrap();
     let epilogues: Vec<Epilogue> = fused
         .graph
         .node_weights()

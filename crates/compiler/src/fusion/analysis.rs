@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use egg::{Analysis, DidMerge, Id, Language};
+use egg::{Analysis, DidMerge, EGraph, Id, Language};
 
-use super::lang::{FusionEGraph, FusionLang};
+use super::lang::FusionLang;
 use crate::error::SourceLocation;
 use crate::hlir::{HlirNode, Shape, TensorType, infer_type};
 
@@ -126,7 +126,7 @@ pub fn add_shape(a: &[usize], b: &[usize]) -> Option<Shape> {
 impl Analysis<FusionLang> for ShapeAnalysis {
     type Data = ClassData;
 
-    fn make(egraph: &mut FusionEGraph, enode: &FusionLang, _id: Id) -> ClassData {
+    fn make(egraph: &mut EGraph<FusionLang, Self>, enode: &FusionLang, _id: Id) -> ClassData {
         let t = match enode {
             FusionLang::Leaf(name) => egraph.analysis.leaves.get(name.as_str()).cloned(),
             FusionLang::Outputs(_) => None,

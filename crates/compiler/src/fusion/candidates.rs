@@ -14,12 +14,13 @@
 
 use super::FusionConfig;
 use super::cost::Fusions;
+use super::egraph::{HlirBuilder, Loaded};
 use super::extract::{Choice, ExtractionTable, extract_with};
-use super::lang::{HlirBuilder, Loaded};
-use crate::compile::{CompileOptions, llir_figures, lower_with_options, plan_llir};
 use crate::error::CompileError;
 use crate::hlir::Hlir;
 use crate::llir::Llir;
+use crate::options::CompileOptions;
+use crate::plan::{llir_figures, lower_with_options, plan_llir};
 use crate::program::CompiledProgram;
 
 /// The extraction policies, in candidate order: label and the fused forms allowed.

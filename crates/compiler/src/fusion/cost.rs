@@ -15,7 +15,8 @@ use std::collections::BTreeSet;
 
 use egg::{CostFunction, Id, Language};
 
-use super::lang::{FusionEGraph, FusionLang};
+use super::egraph::FusionEGraph;
+use super::lang::FusionLang;
 use crate::hlir::checked_bytes;
 use crate::llir::Epilogue;
 use crate::program::Figures;

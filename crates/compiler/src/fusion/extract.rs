@@ -26,7 +26,8 @@ use egg::{CostFunction, Id, Language};
 
 use super::FusionConfig;
 use super::cost::{Fusions, add_child, own_cost, own_score};
-use super::lang::{FusionEGraph, FusionLang, Loaded};
+use super::egraph::{FusionEGraph, Loaded};
+use super::lang::FusionLang;
 use crate::error::CompileError;
 use crate::llir::Epilogue;
 use crate::ops::BinaryOp;

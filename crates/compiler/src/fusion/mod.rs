@@ -1,7 +1,7 @@
 //! Fusion with egg: matmul + bias + activation -> one cuBLASLt call with an epilogue,
 //! found by e-graph rewrites the way Luminal runs egg over its graph.
 //!
-//! Pipeline: the HLIR is loaded into an e-graph ([`lang::load`]); the rewrite rules
+//! Pipeline: the HLIR is loaded into an e-graph ([`egraph::load`]); the rewrite rules
 //! ([`rules`]) run under a bounded runner ([`Limits`]: e-nodes, iterations, time), with an
 //! e-class analysis of shapes that decides legality ([`analysis`]); each fusion policy extracts
 //! a program with the launches-and-DRAM-bytes cost model ([`cost`]), which is converted back to
@@ -33,6 +33,7 @@
 pub mod analysis;
 pub mod candidates;
 pub mod cost;
+pub mod egraph;
 pub mod extract;
 pub mod lang;
 pub mod report;
@@ -47,9 +48,9 @@ pub use candidates::Candidate;
 pub use cost::{CostModel, Fusions};
 pub use rules::RuleSet;
 
-use crate::compile::CompileOptions;
 use crate::error::CompileError;
 use crate::hlir::Hlir;
+use crate::options::CompileOptions;
 use crate::program::CompiledProgram;
 
 /// Bounds of the equality-saturation runner, so any rule set (cyclic ones included) stops,
@@ -176,11 +177,11 @@ pub struct Saturation {
 /// every rule set stops at a limit. O(n) per iteration for n e-nodes, and the built-in rules
 /// take at most 4 iterations at any size.
 pub fn saturate(
-    loaded: lang::Loaded,
+    loaded: egraph::Loaded,
     rules: &[rules::FusionRewrite],
     limits: &Limits,
-) -> (lang::Loaded, Saturation) {
-    let lang::Loaded { egraph, root, outputs, class_of, written } = loaded;
+) -> (egraph::Loaded, Saturation) {
+    let egraph::Loaded { egraph, root, outputs, class_of, written } = loaded;
     let (node_limit, match_limit, time_limit) = limits.applied(egraph.total_number_of_nodes());
     let started = std::time::Instant::now();
     let runner = Runner::default()
@@ -206,7 +207,7 @@ pub fn saturate(
         time: started.elapsed(),
     };
     let root = runner.egraph.find(root);
-    (lang::Loaded { egraph: runner.egraph, root, outputs, class_of, written }, saturation)
+    (egraph::Loaded { egraph: runner.egraph, root, outputs, class_of, written }, saturation)
 }
 
 /// The candidates of one program, the cost model's pick, and how the e-graph got there.
@@ -286,11 +287,11 @@ fn saturated(
     name: &str,
     options: &CompileOptions,
     config: &FusionConfig,
-) -> Result<(lang::Loaded, Saturation), CompileError> {
+) -> Result<(egraph::Loaded, Saturation), CompileError> {
     // Refused before saturating: every candidate would be refused the same way.
-    crate::compile::validate_program_name(name)?;
+    crate::options::validate_program_name(name)?;
     options.validate()?;
-    let loaded = lang::load(hlir)?;
+    let loaded = egraph::load(hlir)?;
     let rules = rules::rules(&config.rules)?;
     Ok(saturate(loaded, &rules, &config.limits))
 }
@@ -336,7 +337,7 @@ const BACKGROUND_FREE_ENODES: usize = 10_000;
 /// large (the 10,000-layer MLP's 80,000 e-nodes take about 40 ms to free, time `compile` need
 /// not wait for), here otherwise, or when no thread can be started (the closure, and the
 /// e-graph with it, is then dropped on this thread).
-fn free_in_background(loaded: lang::Loaded) {
+fn free_in_background(loaded: egraph::Loaded) {
     if loaded.egraph.total_number_of_nodes() <= BACKGROUND_FREE_ENODES {
         return;
     }

@@ -319,8 +319,8 @@ pub fn compare_json(e: &Exploration) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::CompileOptions;
     use crate::fusion::{FusionConfig, explore};
+    use crate::options::CompileOptions;
     use crate::programs;
 
     fn linear_relu(m: usize, k: usize, n: usize, capacity: Option<usize>) -> Exploration {

@@ -25,7 +25,8 @@
 use egg::{ConditionalApplier, Id, Pattern, Rewrite, Subst, Var};
 
 use super::analysis::{ShapeAnalysis, enode_type};
-use super::lang::{FusionEGraph, FusionLang};
+use super::egraph::FusionEGraph;
+use super::lang::FusionLang;
 use crate::error::CompileError;
 use crate::hlir::TensorType;
 use crate::llir::Epilogue;
