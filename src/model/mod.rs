@@ -299,6 +299,12 @@ pub(crate) fn f32_tensor(
     decode(&view)?.ok_or_else(wrong)
 }
 
+impl From<lumen_runtime::TensorError> for ModelError {
+    fn from(e: lumen_runtime::TensorError) -> Self {
+        ModelError::Tensor(RuntimeError::from(e))
+    }
+}
+
 /// One tensor of a safetensors file as a host tensor: f32 values, or i64/i32 indices
 /// (little-endian, row-major); `None` for any other dtype.
 ///

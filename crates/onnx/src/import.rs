@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use lumen_compiler::view::View;
 use lumen_compiler::{DType, Graph, Tensor};
-use lumen_runtime::{HostTensor, Tensors};
+use lumen_compiler::{HostTensor, Tensors};
 use prost::Message;
 
 use crate::constant::{Const, Data, ReadError};

@@ -25,16 +25,10 @@ impl std::fmt::Display for TensorKind {
 #[derive(Debug, Clone, PartialEq, Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
-    /// A host tensor's data length is not the product of its shape.
-    #[error("tensor data has {len} elements but shape {shape:?} holds {expected}")]
-    DataLength {
-        /// The declared shape.
-        shape: Vec<usize>,
-        /// Elements the shape holds (`None`-free: saturates at `usize::MAX` on overflow).
-        expected: usize,
-        /// Elements given.
-        len: usize,
-    },
+    /// A host tensor could not be made: its data length is not the product of its shape, or
+    /// its memory could not be allocated.
+    #[error(transparent)]
+    Tensor(#[from] lumen_compiler::tensor::TensorError),
     /// The program declares an input or weight the caller did not give.
     #[error("missing {kind} `{name}` (shape {shape:?})")]
     Missing {
@@ -141,7 +135,7 @@ pub enum RuntimeError {
     /// libraries accept (alignment, workspace, no algorithm). Only with the `cuda` feature.
     #[cfg(feature = "cuda")]
     #[error(transparent)]
-    Cuda(#[from] crate::cuda::CudaError),
+    Cuda(#[from] crate::cuda::error::CudaError),
     /// `runtime_by_name` got a name it does not know.
     #[error("unknown runtime `{name}` (expected cpu or cuda)")]
     UnknownRuntime {

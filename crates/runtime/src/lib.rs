@@ -46,7 +46,6 @@ pub mod reference;
 pub mod runtime;
 pub mod search;
 pub mod team;
-pub mod tensor;
 pub mod threads;
 pub mod tuning;
 
@@ -54,13 +53,15 @@ pub use cpu::{CpuOptions, CpuProgram, CpuRuntime};
 pub use env::RuntimeEnv;
 pub use error::{RuntimeError, TensorKind};
 pub use layout::{Placement, SlabLayout};
+/// Host tensors, shared with the front ends: see [`lumen_compiler::tensor`].
+pub use lumen_compiler::tensor;
+pub use lumen_compiler::tensor::{HostTensor, TensorError, Tensors};
 pub use phases::{Achieved, Peak, Phase, PhaseReport, PhaseTimes};
 pub use runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
 pub use search::{
     BreakEven, CandidateStatus, CandidateTiming, Progress, SearchError, SearchOptions,
     SearchReport, search,
 };
-pub use tensor::{HostTensor, Tensors};
 pub use threads::Threads;
 
 /// Runtime names [`runtime_by_name`] accepts, in `--help` order.
