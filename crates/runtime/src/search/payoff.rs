@@ -1,10 +1,9 @@
 //! The share rule: a search must pay for itself within the run that asked for it.
 //!
 //! A caller that knows what it will do after the search (`lumen run`: prepare the selected
-//! candidate and execute it `--runs` times) says so in [`SearchOptions::run`](super::SearchOptions::run).
-//! The search then measures before it commits: it prepares and first-executes the cost
-//! model's pick (the baseline) alone, and from its prepare time and first execute time
-//! estimates
+//! candidate and execute it `--runs` times) says so in [`SearchOptions::run`]. The search
+//! then measures before it commits: it prepares and first-executes the cost model's pick (the
+//! baseline) alone, and from its prepare time and first execute time estimates
 //!
 //! * **the run** without the search: the time the caller already spent ([`RunPlan::spent`]:
 //!   load, graph compile) + one prepare + [`RunPlan::executes`] executes, and
@@ -18,36 +17,23 @@
 //! of the run at 25%). When the minimal useful search exceeds it, no challenger is prepared
 //! and the cost model's pick stands ([`Payoff::fits`] false: the report's decision is
 //! `too_short`); otherwise what is left of the budget after the challengers' first executes
-//! is the timed rounds' budget (never more than [`SearchOptions::budget`](super::SearchOptions::budget),
-//! never fewer than [`useful_rounds`] rounds). The arithmetic is [`payoff`], a pure function.
+//! is the timed rounds' budget (never more than [`SearchOptions::budget`], never fewer than
+//! [`useful_rounds`] rounds). The arithmetic is [`payoff`], a pure function.
 //!
 //! An explicit budget is a request for a search, and overrides the rule: the rule applies only
-//! when [`SearchOptions::run`](super::SearchOptions::run) is set and neither
-//! [`SearchOptions::time_limit`](super::SearchOptions::time_limit) nor
-//! [`SearchOptions::max_candidates`](super::SearchOptions::max_candidates) is
-//! ([`applies`]); `lumen run` leaves `run` unset when `--trials`, `--search-time-ms` or
-//! `--max-candidates` is given, and `lumen compare --profile` never sets it.
-
-use std::time::Duration;
+//! when [`SearchOptions::run`] is set and neither [`SearchOptions::time_limit`] nor
+//! [`SearchOptions::max_candidates`] is ([`applies`]); `lumen run` leaves `run` unset when
+//! `--trials`, `--search-time-ms` or `--max-candidates` is given, and `lumen compare
+//! --profile` never sets it.
+//!
+//! [`RunPlan`] and [`SEARCH_SHARE`] are options (they live in [`options`](super::options),
+//! below this file, and are re-exported here).
 
 use serde::Serialize;
 
+use super::options::SearchOptions;
+pub use super::options::{RunPlan, SEARCH_SHARE};
 use super::stats::min_rounds_to_reject;
-
-/// The largest share of the whole run (search included) the search may take, a fraction:
-/// 0.25, so a search of a run that would otherwise take 9 ms may take 3 ms.
-pub const SEARCH_SHARE: f64 = 0.25;
-
-/// What the caller will do after the search, for the share rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunPlan {
-    /// Executes of the selected candidate the caller runs after the search (`lumen run`'s
-    /// `--runs`).
-    pub executes: u64,
-    /// Wall time the caller already spent on the run before the search (reading the model,
-    /// compiling the candidates).
-    pub spent: Duration,
-}
 
 /// The share rule's arithmetic for one search (every time in milliseconds).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -199,14 +185,15 @@ pub fn payoff(
 
 /// Whether the share rule applies to a search with these options: a [`RunPlan`] is given,
 /// and no explicit budget (a time limit or a candidate limit) asks for a search regardless.
-pub fn applies(options: &super::SearchOptions) -> Option<RunPlan> {
+pub fn applies(options: &SearchOptions) -> Option<RunPlan> {
     options.run.filter(|_| options.time_limit.is_none() && options.max_candidates.is_none())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
-    use crate::search::SearchOptions;
 
     fn plan(executes: u64, spent_ms: u64) -> RunPlan {
         RunPlan { executes, spent: Duration::from_millis(spent_ms) }

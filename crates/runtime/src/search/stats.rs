@@ -31,6 +31,19 @@
 
 use serde::Serialize;
 
+/// The median of `samples` (the mean of the two middle values for an even count); `None` for
+/// no samples. NaNs sort last.
+pub fn median(samples: &[f64]) -> Option<f64> {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => v.get(n / 2).copied(),
+        _ => Some((v.get(n / 2 - 1)? + v.get(n / 2)?) / 2.0),
+    }
+}
+
 /// `P(X >= k)` for `X ~ Binomial(n, 1/2)`: the one-sided p-value of a sign test with `k` of `n`
 /// rounds for the challenger. Exact up to f64 rounding for any `n` (summed in log space, so
 /// `n` in the thousands neither overflows nor underflows to a wrong 0 before the end). 1 for
@@ -176,7 +189,7 @@ pub fn paired_sign_test(
     let losses = speedups.iter().filter(|&&s| s < min_speedup).count();
     let ties = speedups.len() - wins - losses;
     let p_value = binomial_tail(wins + losses, wins);
-    let median_speedup = super::median(&speedups).unwrap_or(f64::NAN);
+    let median_speedup = median(&speedups).unwrap_or(f64::NAN);
     PairedComparison {
         candidate: 0,
         label: String::new(),
@@ -568,5 +581,15 @@ mod tests {
             decide((0, "unfused", false, Some("fused")), &base, &[(1, "bias", &fast)], 0.01, 0.03);
         assert_eq!(d.selected, 1);
         assert!(d.to_string().contains(" median speedup 20.0% over unfused, "), "{d}");
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[4.0]), Some(4.0));
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        // One stray slow trial does not move it.
+        assert_eq!(median(&[1.0, 1.1, 50.0, 0.9, 1.0]), Some(1.0));
     }
 }
