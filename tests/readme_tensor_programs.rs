@@ -1,5 +1,6 @@
-//! The README's tensor-program section stays true: the attention example runs and its quoted
-//! LLIR lines are what the compiler prints; the transformer table is `lumen compare`'s output.
+//! The guide's tensor-program page (`docs/src/tensor-programs.md`, once the README's
+//! tensor-program section) stays true: the attention example runs and its quoted LLIR lines are
+//! what the compiler prints; the transformer table is `lumen compare`'s output.
 
 #[path = "../examples/attention.rs"]
 #[allow(dead_code)]
@@ -7,10 +8,12 @@ mod attention;
 
 use std::process::Command;
 
+/// The first ```text block after `after` on the guide's tensor-program page.
 fn readme_block(after: &str) -> String {
-    let readme = include_str!("../README.md");
-    let at = readme.find(after).unwrap_or_else(|| panic!("README lacks {after:?}"));
-    let rest = &readme[at..];
+    let page = include_str!("../docs/src/tensor-programs.md");
+    let at =
+        page.find(after).unwrap_or_else(|| panic!("docs/src/tensor-programs.md lacks {after:?}"));
+    let rest = &page[at..];
     let start = rest.find("```text\n").expect("a text block") + "```text\n".len();
     let end = rest[start..].find("```").expect("its end") + start;
     rest[start..end].to_string()
@@ -25,7 +28,7 @@ fn the_attention_example_runs_and_the_readme_quotes_its_llir() {
     let text = lumen::compiler::dump::llir_text(&program);
     let quoted = readme_block("Its LLIR (B = 1, H = 2, S = 4, D = 8)");
     for line in quoted.lines() {
-        assert!(text.lines().any(|l| l == line), "README line not in the LLIR:\n{line}\n{text}");
+        assert!(text.lines().any(|l| l == line), "guide line not in the LLIR:\n{line}\n{text}");
     }
 }
 
