@@ -32,183 +32,25 @@
 
 pub mod analysis;
 pub mod candidates;
+pub mod config;
 pub mod cost;
 pub mod egraph;
 pub mod extract;
 pub mod lang;
 pub mod report;
 pub mod rules;
-
-use std::fmt;
-use std::time::Duration;
-
-use egg::{BackoffScheduler, Runner, StopReason};
+pub mod saturate;
 
 pub use candidates::Candidate;
+pub use config::{FusionConfig, GROWTH, Limits, TIME_PER_ENODE};
 pub use cost::{CostModel, Fusions};
 pub use rules::RuleSet;
+pub use saturate::{Saturation, Stop, saturate};
 
 use crate::error::CompileError;
 use crate::hlir::Hlir;
 use crate::options::CompileOptions;
 use crate::program::CompiledProgram;
-
-/// Bounds of the equality-saturation runner, so any rule set (cyclic ones included) stops,
-/// and its e-graph grows at most linearly with the program.
-///
-/// The count limits scale with the program: each applies as the larger of its value and
-/// [`GROWTH`] x the loaded program's e-nodes, and the time limit as the larger of its value and
-/// [`TIME_PER_ENODE`] x those e-nodes, so a program of any size gets every rewrite of the
-/// built-in rules and the same result on any machine. Why these numbers: the built-in rules
-/// add at most one e-node per loaded e-node and rule (a commuted `add`/`mul`/`equal`, an
-/// `lt_bias` over a matmul and an add, an `lt_*` over an activation), so the saturated e-graph
-/// of any program holds at most about 3 x its loaded e-nodes (the 96-block transformer: 7,493
-/// HLIR nodes, 10,181 e-nodes saturated; the 10,000-layer MLP: 80,000 from about 50,000) and a
-/// rule matches at most that many times in an iteration; they saturate in at most 4
-/// iterations whatever the size (a rule needs at most the previous rule's result: commute,
-/// bias, activation, then a check). A rule set that does grow (associativity with
-/// commutativity, exponential on a long sum) stops at [`Limits::node_limit`] instead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Stop once the e-graph holds more e-nodes than this, or than [`GROWTH`] x the loaded
-    /// program's e-nodes when that is larger (default 10,000).
-    pub node_limit: usize,
-    /// Stop after this many iterations (default 30; the built-in rules saturate in at most 4
-    /// at any program size).
-    pub iter_limit: usize,
-    /// The matches a rule may find in one iteration before egg's backoff scheduler bans it
-    /// for a few iterations (egg's default 1,000), or [`GROWTH`] x the loaded program's
-    /// e-nodes when that is larger, so the built-in rules are never banned: a ban on a large
-    /// program cost extra iterations, each a search over the whole e-graph (a 10,000-layer
-    /// MLP took 11 iterations instead of 4), and on a larger one could reach the iteration
-    /// limit before the bias rule ever ran.
-    pub match_limit: usize,
-    /// Stop after this much wall-clock time (default 1 s), or [`TIME_PER_ENODE`] x the loaded
-    /// program's e-nodes when that is longer. Hitting it makes the result depend on the
-    /// machine's speed; the other limits do not, and the built-in rules never come near it.
-    pub time_limit: Duration,
-}
-
-/// How many times its loaded e-nodes a program's e-graph may grow to, and the matches per rule
-/// and iteration allowed before a ban: [`Limits`] apply at least this many times the program.
-pub const GROWTH: usize = 16;
-
-/// The wall-clock time a program may saturate for, per loaded e-node, when that is more than
-/// [`Limits::time_limit`]: 100 us, about 20 times what the built-in rules take per e-node in a
-/// release build (about 5 us on a 10,000-layer MLP), so an unoptimized build stays under it too.
-pub const TIME_PER_ENODE: Duration = Duration::from_micros(100);
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            node_limit: 10_000,
-            iter_limit: 30,
-            match_limit: 1_000,
-            time_limit: Duration::from_secs(1),
-        }
-    }
-}
-
-impl Limits {
-    /// The limits as they apply to a program of `loaded` e-nodes: `(node limit, match limit,
-    /// time limit)` (see [`Limits`]).
-    pub fn applied(&self, loaded: usize) -> (usize, usize, Duration) {
-        let scaled = loaded.saturating_mul(GROWTH);
-        let time = TIME_PER_ENODE.saturating_mul(u32::try_from(loaded).unwrap_or(u32::MAX));
-        (self.node_limit.max(scaled), self.match_limit.max(scaled), self.time_limit.max(time))
-    }
-}
-
-/// Everything fusion can be configured with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FusionConfig {
-    /// Which rules run.
-    pub rules: RuleSet,
-    /// The runner's bounds.
-    pub limits: Limits,
-    /// The cost model of extraction and of the pick.
-    pub cost: CostModel,
-}
-
-/// Why the runner stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Stop {
-    /// No rule adds anything: every program the rules can reach is in the e-graph.
-    Saturated,
-    /// [`Limits::iter_limit`] reached.
-    IterationLimit(usize),
-    /// [`Limits::node_limit`] (as applied) reached.
-    NodeLimit(usize),
-    /// [`Limits::time_limit`] reached.
-    TimeLimit(Duration),
-    /// Anything else egg reports.
-    Other(String),
-}
-
-impl fmt::Display for Stop {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Stop::Saturated => f.write_str("saturated"),
-            Stop::IterationLimit(n) => write!(f, "iteration limit {n}"),
-            Stop::NodeLimit(n) => write!(f, "node limit {n}"),
-            Stop::TimeLimit(d) => write!(f, "time limit {:.3} s", d.as_secs_f64()),
-            Stop::Other(s) => f.write_str(s),
-        }
-    }
-}
-
-/// What the runner did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Saturation {
-    /// Iterations run.
-    pub iterations: usize,
-    /// E-nodes in the e-graph at the end.
-    pub egraph_nodes: usize,
-    /// E-classes in the e-graph at the end.
-    pub egraph_classes: usize,
-    /// Why it stopped.
-    pub stop: Stop,
-    /// Wall-clock time of the run (machine-dependent: never in deterministic output).
-    pub time: Duration,
-}
-
-/// Runs `rules` over `loaded` within `limits` (as [`Limits::applied`] scales them to the
-/// program) and returns the rewritten e-graph with what the runner did. Never loops forever:
-/// every rule set stops at a limit. O(n) per iteration for n e-nodes, and the built-in rules
-/// take at most 4 iterations at any size.
-pub fn saturate(
-    loaded: egraph::Loaded,
-    rules: &[rules::FusionRewrite],
-    limits: &Limits,
-) -> (egraph::Loaded, Saturation) {
-    let egraph::Loaded { egraph, root, outputs, class_of, written } = loaded;
-    let (node_limit, match_limit, time_limit) = limits.applied(egraph.total_number_of_nodes());
-    let started = std::time::Instant::now();
-    let runner = Runner::default()
-        .with_egraph(egraph)
-        .with_scheduler(BackoffScheduler::default().with_initial_match_limit(match_limit))
-        .with_node_limit(node_limit)
-        .with_iter_limit(limits.iter_limit)
-        .with_time_limit(time_limit)
-        .run(rules);
-    let stop = match &runner.stop_reason {
-        Some(StopReason::Saturated) => Stop::Saturated,
-        Some(StopReason::IterationLimit(n)) => Stop::IterationLimit(*n),
-        Some(StopReason::NodeLimit(n)) => Stop::NodeLimit(*n),
-        Some(StopReason::TimeLimit(s)) => Stop::TimeLimit(Duration::from_secs_f64(s.max(0.0))),
-        Some(StopReason::Other(s)) => Stop::Other(s.clone()),
-        None => Stop::Other("not run".to_string()),
-    };
-    let saturation = Saturation {
-        iterations: runner.iterations.len(),
-        egraph_nodes: runner.egraph.total_number_of_nodes(),
-        egraph_classes: runner.egraph.number_of_classes(),
-        stop,
-        time: started.elapsed(),
-    };
-    let root = runner.egraph.find(root);
-    (egraph::Loaded { egraph: runner.egraph, root, outputs, class_of, written }, saturation)
-}
 
 /// The candidates of one program, the cost model's pick, and how the e-graph got there.
 #[derive(Debug, Clone)]
