@@ -9,7 +9,10 @@
 
 pub mod constant;
 pub mod error;
+mod fold;
 pub mod import;
+mod importer;
+pub mod ops;
 pub mod proto;
 
 pub use error::OnnxError;

@@ -1,0 +1,87 @@
+//! Reductions over axes (`ReduceSum`, `ReduceMean`, ...) and the softmax family.
+
+use lumen_compiler::Tensor;
+
+use crate::error::OnnxError;
+use crate::importer::{Handler, Importer, attr_i, attr_ints, axis, one};
+use crate::proto::NodeProto;
+
+/// The reduce operators this family imports, by ONNX `op_type`.
+pub(super) const OPS: &[(&str, Handler)] = &[
+    ("ReduceMean", reduce),
+    ("ReduceSum", reduce),
+    ("ReduceMax", reduce),
+    ("ReduceMin", reduce),
+    ("ReduceL1", reduce),
+    ("ReduceL2", reduce),
+    ("ReduceSumSquare", reduce),
+    ("ReduceLogSumExp", reduce),
+    ("Softmax", softmax),
+    ("LogSoftmax", softmax),
+];
+
+/// `ReduceMean`, `ReduceSum`, `ReduceMax`, `ReduceMin`, `ReduceL1`, `ReduceL2`, `ReduceSumSquare`, `ReduceLogSumExp`: axis by axis.
+fn reduce(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let op = n.op_type.as_str();
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    let axes = match im.ints(n, 1)? {
+        Some(a) => Some(a),
+        None => attr_ints(n, "axes"),
+    };
+    let keep = attr_i(n, "keepdims", 1) != 0;
+    let mut axes: Vec<usize> = match axes {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .map(|&v| {
+                axis(v, rank).ok_or_else(|| im.malformed(n, format!("axis {v} out of range")))
+            })
+            .collect::<Result<_, _>>()?,
+        _ if attr_i(n, "noop_with_empty_axes", 0) != 0 => return one(x),
+        _ => (0..rank).collect(),
+    };
+    axes.sort_unstable();
+    axes.dedup();
+    // What is summed (or maximised) per element, reduced axis by axis, then mapped.
+    let mut t = match op {
+        "ReduceMin" => -&x,
+        "ReduceL1" => x.maximum(-&x),
+        "ReduceL2" | "ReduceSumSquare" => &x * &x,
+        _ => x.clone(),
+    };
+    // log-sum-exp as max + log(sum(exp(x - max))), stable for large x.
+    let shift = if op == "ReduceLogSumExp" {
+        let mut m = x.clone();
+        for &a in axes.iter().rev() {
+            m = m.max(a as isize, true);
+        }
+        t = (&x - &m).exp();
+        Some(m)
+    } else {
+        None
+    };
+    for &a in axes.iter().rev() {
+        t = match op {
+            "ReduceMean" => t.mean(a as isize, keep),
+            "ReduceMax" | "ReduceMin" => t.max(a as isize, keep),
+            _ => t.sum(a as isize, keep),
+        };
+    }
+    one(match (op, shift) {
+        ("ReduceMin", _) => -t,
+        ("ReduceL2", _) => t.sqrt(),
+        ("ReduceLogSumExp", Some(m)) => {
+            let m = if keep { m } else { m.reshape(t.shape().unwrap_or_default()) };
+            t.log() + m
+        }
+        _ => t,
+    })
+}
+
+/// `Softmax`, `LogSoftmax` over one axis (the composites).
+fn softmax(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let op = n.op_type.as_str();
+    let x = im.f32_tensor(n, 0)?;
+    let a = attr_i(n, "axis", -1);
+    one(if op == "Softmax" { x.softmax(a as isize) } else { x.log_softmax(a as isize) })
+}
