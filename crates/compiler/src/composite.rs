@@ -118,12 +118,6 @@ impl Tensor {
         -((-self).maximum(-rhs))
     }
 
-    /// The logistic sigmoid `1 / (1 + exp(-x))` (0 at -inf, 1 at +inf).
-    #[track_caller]
-    pub fn sigmoid(&self) -> Tensor {
-        ((-self).exp() + 1.0).recip()
-    }
-
     /// A linear layer `x [..., K] x w [K, N] (+ b [N])`: one GEMM over every leading axis,
     /// whose bias the fusion can make a BIAS epilogue.
     #[track_caller]

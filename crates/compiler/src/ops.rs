@@ -49,6 +49,16 @@ pub enum UnaryOp {
     /// through becomes contiguous (Luminal's `Contiguous`). Every value, NaN included, is
     /// copied bit for bit.
     Contiguous,
+    /// The logistic sigmoid `1 / (1 + e^-x)`, see [`sigmoid_f32`]: 1 at +inf, 0 at -inf.
+    Sigmoid,
+    /// SiLU (swish) `x * sigmoid(x)`, see [`silu_f32`]: silu(+inf) = +inf, silu(-inf) = -0
+    /// (the limit; the formula alone gives `-inf * 0 = NaN`).
+    Silu,
+    /// Hard swish `x * min(max(x + 3, 0), 6) / 6` (MobileNetV3; ONNX `HardSwish`, PyTorch's
+    /// `Hardswish`): `x` from 3 up, `x * 0` (so -0 for negative `x`) from -3 down, -0 at -inf.
+    HardSwish,
+    /// `min(max(x, 0), 6)` (MobileNetV2's ReLU6): NaN stays NaN, -0 stays -0.
+    Relu6,
 }
 
 /// Binary elementwise ops (operands broadcast NumPy-style in the HLIR).
@@ -89,7 +99,7 @@ pub enum ElemOp {
 
 impl UnaryOp {
     /// Every unary op, in declaration order.
-    pub const ALL: [UnaryOp; 10] = [
+    pub const ALL: [UnaryOp; 14] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -100,12 +110,33 @@ impl UnaryOp {
         UnaryOp::Relu,
         UnaryOp::Gelu,
         UnaryOp::Contiguous,
+        UnaryOp::Sigmoid,
+        UnaryOp::Silu,
+        UnaryOp::HardSwish,
+        UnaryOp::Relu6,
     ];
 
     /// The activation a cuBLASLt epilogue can apply for this op (`Relu`, `Gelu`), if any.
     /// Only the tanh-form GELU is cuBLASLt's GELU; erf-GELU is a composite and never fuses.
     pub fn epilogue_activation(self) -> Option<UnaryOp> {
         matches!(self, UnaryOp::Relu | UnaryOp::Gelu).then_some(self)
+    }
+
+    /// Whether a convolution's epilogue may apply this op to its output (lumen's own conv
+    /// kernels take any activation of the table, as ONNX Runtime's `FusedConv` does): relu,
+    /// relu6, sigmoid, silu, hard swish, tanh and both GELUs' tanh form. Not the other math
+    /// (exp, log, ...) nor `contiguous`: fusing them saves a launch but no model asks for it.
+    pub fn is_activation(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Relu
+                | UnaryOp::Relu6
+                | UnaryOp::Sigmoid
+                | UnaryOp::Silu
+                | UnaryOp::HardSwish
+                | UnaryOp::Tanh
+                | UnaryOp::Gelu
+        )
     }
 }
 
@@ -125,7 +156,7 @@ impl BinaryOp {
 
 impl ElemOp {
     /// Every elementwise op: the unary ops, the binary ops, then select.
-    pub const ALL: [ElemOp; 19] = [
+    pub const ALL: [ElemOp; 23] = [
         ElemOp::Unary(UnaryOp::Neg),
         ElemOp::Unary(UnaryOp::Exp),
         ElemOp::Unary(UnaryOp::Log),
@@ -136,6 +167,10 @@ impl ElemOp {
         ElemOp::Unary(UnaryOp::Relu),
         ElemOp::Unary(UnaryOp::Gelu),
         ElemOp::Unary(UnaryOp::Contiguous),
+        ElemOp::Unary(UnaryOp::Sigmoid),
+        ElemOp::Unary(UnaryOp::Silu),
+        ElemOp::Unary(UnaryOp::HardSwish),
+        ElemOp::Unary(UnaryOp::Relu6),
         ElemOp::Binary(BinaryOp::Add),
         ElemOp::Binary(BinaryOp::Sub),
         ElemOp::Binary(BinaryOp::Mul),
@@ -163,6 +198,10 @@ impl ElemOp {
                 UnaryOp::Relu => "relu",
                 UnaryOp::Gelu => "gelu",
                 UnaryOp::Contiguous => "contiguous",
+                UnaryOp::Sigmoid => "sigmoid",
+                UnaryOp::Silu => "silu",
+                UnaryOp::HardSwish => "hardswish",
+                UnaryOp::Relu6 => "relu6",
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => "add",
@@ -188,12 +227,16 @@ impl ElemOp {
     }
 
     /// FLOP per output element: 0 for `contiguous` (a copy), 8 for `gelu` (its tanh form),
-    /// 1 for every other op (one instruction or one library call, the convention of fvcore
-    /// and XLA's cost analysis).
+    /// 4 for `sigmoid` and `hardswish`, 5 for `silu`, 2 for `relu6` (their arithmetic
+    /// around one exp), 1 for every other op (one instruction or one library call, the
+    /// convention of fvcore and XLA's cost analysis).
     pub fn flops_per_element(self) -> u64 {
         match self {
             ElemOp::Unary(UnaryOp::Contiguous) => 0,
             ElemOp::Unary(UnaryOp::Gelu) => 8,
+            ElemOp::Unary(UnaryOp::Sigmoid | UnaryOp::HardSwish) => 4,
+            ElemOp::Unary(UnaryOp::Silu) => 5,
+            ElemOp::Unary(UnaryOp::Relu6) => 2,
             ElemOp::Unary(_) | ElemOp::Binary(_) | ElemOp::Select => 1,
         }
     }
@@ -221,6 +264,10 @@ impl ElemOp {
                 UnaryOp::Relu => relu_f32(x),
                 UnaryOp::Gelu => gelu_f32(x),
                 UnaryOp::Contiguous => x,
+                UnaryOp::Sigmoid => sigmoid_f32(x),
+                UnaryOp::Silu => silu_f32(x),
+                UnaryOp::HardSwish => hardswish_f32(x),
+                UnaryOp::Relu6 => relu6_f32(x),
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => x + y,
@@ -266,6 +313,10 @@ impl ElemOp {
                 UnaryOp::Relu => relu_f64(x),
                 UnaryOp::Gelu => gelu_f64(x),
                 UnaryOp::Contiguous => x,
+                UnaryOp::Sigmoid => sigmoid_f64(x),
+                UnaryOp::Silu => silu_f64(x),
+                UnaryOp::HardSwish => hardswish_f64(x),
+                UnaryOp::Relu6 => relu6_f64(x),
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => x + y,
@@ -316,6 +367,18 @@ impl ElemOp {
                      (1.0f + 0.044715f * a * a))"
                 }
                 UnaryOp::Contiguous => "a",
+                UnaryOp::Sigmoid => {
+                    "a >= 0.0f ? 1.0f / (1.0f + expf(-a)) : expf(a) / (1.0f + expf(a))"
+                }
+                UnaryOp::Silu => {
+                    "a < -3.40282347e+38f ? -0.0f : (a >= 0.0f ? a / (1.0f + expf(-a)) : a * \
+                     expf(a) / (1.0f + expf(a)))"
+                }
+                UnaryOp::HardSwish => {
+                    "a < -3.40282347e+38f ? -0.0f : (a <= -3.0f ? a * 0.0f : (a >= 3.0f ? a : a \
+                     * (a + 3.0f) / 6.0f))"
+                }
+                UnaryOp::Relu6 => "a < 0.0f ? 0.0f : (a > 6.0f ? 6.0f : a)",
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => "a + b",
@@ -531,6 +594,86 @@ pub fn relu_f32(x: f32) -> f32 {
 /// relu in f64 with the same contract as [`relu_f32`].
 pub fn relu_f64(x: f64) -> f64 {
     if x < 0.0 { 0.0 } else { x }
+}
+
+/// ReLU6 in f32: `min(max(x, 0), 6)` written as [`relu_f32`] then a cap, so NaN stays NaN
+/// and -0 stays -0.
+#[inline(always)]
+pub fn relu6_f32(x: f32) -> f32 {
+    let r = relu_f32(x);
+    if r > 6.0 { 6.0 } else { r }
+}
+
+/// [`relu6_f32`] in f64.
+pub fn relu6_f64(x: f64) -> f64 {
+    let r = relu_f64(x);
+    if r > 6.0 { 6.0 } else { r }
+}
+
+/// The logistic sigmoid in f32, in the form that never overflows: with `t = e^-|x|` in
+/// `(0, 1]` ([`exp_nonpositive_f32`], so a loop vectorizes), `1 / (1 + t)` for `x >= 0` and
+/// `t / (1 + t)` below. sigmoid(+inf) = 1, sigmoid(-inf) = 0, NaN in, NaN out; within a few
+/// ulps everywhere (the naive `1 / (1 + e^-x)` is as accurate but overflows `e^-x` below -88).
+#[inline(always)]
+pub fn sigmoid_f32(x: f32) -> f32 {
+    let t = exp_nonpositive_f32(-x.abs());
+    if x >= 0.0 { 1.0 / (1.0 + t) } else { t / (1.0 + t) }
+}
+
+/// [`sigmoid_f32`] in f64, the same form.
+pub fn sigmoid_f64(x: f64) -> f64 {
+    let t = (-x.abs()).exp();
+    if x >= 0.0 { 1.0 / (1.0 + t) } else { t / (1.0 + t) }
+}
+
+/// SiLU `x * sigmoid(x)` in f32, as `x / (1 + t)` for `x >= 0` and `x t / (1 + t)` below
+/// (`t = e^-|x|`, as [`sigmoid_f32`]). silu(+inf) = +inf; silu(-inf) = -0, the limit (the
+/// product form gives `-inf * 0 = NaN`, which ONNX Runtime's `x * Sigmoid(x)` returns).
+#[inline(always)]
+pub fn silu_f32(x: f32) -> f32 {
+    if x == f32::NEG_INFINITY {
+        return -0.0;
+    }
+    let t = exp_nonpositive_f32(-x.abs());
+    if x >= 0.0 { x / (1.0 + t) } else { x * t / (1.0 + t) }
+}
+
+/// [`silu_f32`] in f64, the same form and limits.
+pub fn silu_f64(x: f64) -> f64 {
+    if x == f64::NEG_INFINITY {
+        return -0.0;
+    }
+    let t = (-x.abs()).exp();
+    if x >= 0.0 { x / (1.0 + t) } else { x * t / (1.0 + t) }
+}
+
+/// Hard swish in f32: `x * relu6(x + 3) / 6` as PyTorch's `hardswish` computes it: `x` from 3
+/// up, `x * 0` from -3 down (-0 for a negative `x`, and -0 at -inf, the limit, where the
+/// product would be NaN), NaN in, NaN out.
+#[inline(always)]
+pub fn hardswish_f32(x: f32) -> f32 {
+    if x == f32::NEG_INFINITY {
+        -0.0
+    } else if x <= -3.0 {
+        x * 0.0
+    } else if x >= 3.0 {
+        x
+    } else {
+        x * (x + 3.0) / 6.0
+    }
+}
+
+/// [`hardswish_f32`] in f64.
+pub fn hardswish_f64(x: f64) -> f64 {
+    if x == f64::NEG_INFINITY {
+        -0.0
+    } else if x <= -3.0 {
+        x * 0.0
+    } else if x >= 3.0 {
+        x
+    } else {
+        x * (x + 3.0) / 6.0
+    }
 }
 
 /// GELU, tanh form (Hendrycks & Gimpel; what PyTorch's `approximate="tanh"` computes):
@@ -970,6 +1113,23 @@ mod tests {
         let gelu = ElemOp::Unary(UnaryOp::Gelu);
         assert_eq!(e(gelu, f32::INFINITY, 0.0), f32::INFINITY);
         assert!(e(gelu, f32::NEG_INFINITY, 0.0).is_sign_negative());
+        let sigmoid = ElemOp::Unary(UnaryOp::Sigmoid);
+        assert_eq!(
+            (e(sigmoid, f32::INFINITY, 0.0), e(sigmoid, f32::NEG_INFINITY, 0.0)),
+            (1.0, 0.0)
+        );
+        assert_eq!(e(sigmoid, 0.0, 0.0), 0.5);
+        assert!(e(sigmoid, f32::NAN, 0.0).is_nan());
+        let silu = ElemOp::Unary(UnaryOp::Silu);
+        assert_eq!(e(silu, f32::INFINITY, 0.0), f32::INFINITY);
+        assert_eq!(e(silu, f32::NEG_INFINITY, 0.0).to_bits(), (-0.0f32).to_bits());
+        assert!(e(silu, f32::NAN, 0.0).is_nan());
+        let hs = ElemOp::Unary(UnaryOp::HardSwish);
+        assert_eq!([e(hs, -4.0, 0.0), e(hs, 1.5, 0.0), e(hs, 3.0, 0.0)], [-0.0, 1.125, 3.0]);
+        assert!(e(hs, -4.0, 0.0).is_sign_negative() && e(hs, f32::NAN, 0.0).is_nan());
+        let relu6 = ElemOp::Unary(UnaryOp::Relu6);
+        assert_eq!([e(relu6, -1.0, 0.0), e(relu6, 2.5, 0.0), e(relu6, 7.0, 0.0)], [0.0, 2.5, 6.0]);
+        assert!(e(relu6, -0.0, 0.0).is_sign_negative() && e(relu6, f32::NAN, 0.0).is_nan());
         assert!(ReduceOp::Max.combine_f32(1.0, f32::NAN).is_nan());
         assert!(ReduceOp::Max.combine_f32(f32::NAN, 1.0).is_nan());
         assert!(ReduceOp::Max.combine_f32(-0.0, 0.0).is_sign_negative());

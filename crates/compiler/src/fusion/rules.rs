@@ -7,6 +7,7 @@
 //! | `fuse-gelu-bias` | `(gelu (lt_bias ?a ?w ?b))` | `(lt_gelu_bias ?a ?w ?b)` | |
 //! | `fuse-relu` | `(relu (matmul ?a ?w))` | `(lt_relu ?a ?w)` | |
 //! | `fuse-gelu` | `(gelu (matmul ?a ?w))` | `(lt_gelu ?a ?w)` | |
+//! | `fuse-silu` | `(mul ?x (sigmoid ?x))` | `(silu ?x)` | |
 //! | `add-commute` (and `mul-`, `equal-commute`) | `(add ?x ?y)` | `(add ?y ?x)` | |
 //! | `relu-idempotent` (optional) | `(relu (relu ?x))` | `(relu ?x)` | |
 //!
@@ -143,6 +144,9 @@ pub fn rules(set: &RuleSet) -> Result<Vec<FusionRewrite>, CompileError> {
             )?);
         }
     }
+    // SiLU as exporters write it (PyTorch's `x * torch.sigmoid(x)`, ONNX `Mul(x, Sigmoid(x))`):
+    // one map instead of two; `mul-commute` puts the other operand order in the same e-class.
+    rules.push(rule("fuse-silu", "(mul ?x (sigmoid ?x))", "(silu ?x)")?);
     for op in BinaryOp::ALL.into_iter().filter(|&op| ElemOp::Binary(op).is_commutative()) {
         rules.push(rule(
             &format!("{op}-commute"),
