@@ -385,6 +385,31 @@ impl Tensor {
         self.unary(UnaryOp::Gelu)
     }
 
+    /// Elementwise logistic sigmoid `1 / (1 + e^-x)` (0 at -inf, 1 at +inf; see
+    /// [`crate::ops::sigmoid_f32`]).
+    #[track_caller]
+    pub fn sigmoid(&self) -> Tensor {
+        self.unary(UnaryOp::Sigmoid)
+    }
+
+    /// Elementwise SiLU (swish) `x * sigmoid(x)` (YOLO's activation; -0 at -inf).
+    #[track_caller]
+    pub fn silu(&self) -> Tensor {
+        self.unary(UnaryOp::Silu)
+    }
+
+    /// Elementwise hard swish `x * min(max(x + 3, 0), 6) / 6` (MobileNetV3's activation).
+    #[track_caller]
+    pub fn hardswish(&self) -> Tensor {
+        self.unary(UnaryOp::HardSwish)
+    }
+
+    /// Elementwise ReLU6 `min(max(x, 0), 6)` (MobileNetV2's activation; NaN stays NaN).
+    #[track_caller]
+    pub fn relu6(&self) -> Tensor {
+        self.unary(UnaryOp::Relu6)
+    }
+
     /// A row-major copy of the tensor (a no-op for the values; a view becomes a buffer of its
     /// own). Lowering inserts one where a kernel cannot read a view; call it to force one.
     #[track_caller]
@@ -528,6 +553,19 @@ impl Tensor {
         self.op_at(HlirOp::Move(MoveOp::Slice { axis, start, end }), &[], location, poisoned)
     }
 
+    /// Sliding windows along `axis` (negative counts from the last): the axis of length `len`
+    /// becomes two, `[count, size]`, window `i` holding elements `i * step + j * dilation`
+    /// (`count = (len - (size - 1) * dilation - 1) / step + 1`). A view: overlapping windows
+    /// share elements, nothing is copied. Pooling is a window per spatial axis and a reduction
+    /// over the window axes ([`Tensor::max_pool`]).
+    #[track_caller]
+    pub fn window(&self, axis: isize, size: usize, step: usize, dilation: usize) -> Tensor {
+        let location = SourceLocation::caller();
+        let (axis, poisoned) = self.axis_at("window", axis, 0, location);
+        let op = HlirOp::Move(MoveOp::Window { axis, size, step, dilation });
+        self.op_at(op, &[], location, poisoned)
+    }
+
     /// A new axis of length 1 at `axis` (of the result; negative counts from the last). A view.
     #[track_caller]
     pub fn unsqueeze(&self, axis: isize) -> Tensor {
@@ -538,6 +576,45 @@ impl Tensor {
             shape.insert(axis, 1);
         }
         self.op_at(HlirOp::Move(MoveOp::Reshape { shape }), &[], location, poisoned)
+    }
+
+    /// A convolution ([`crate::conv`], ONNX's `Conv`): `self` is `x [N, C, *spatial]` (1 to 3
+    /// spatial axes), `w` the kernels `[OC, C / groups, *kernel]`, `bias` an optional `[OC]`;
+    /// the result `[N, OC, *out]` with `out = (in + pads - dilation (k - 1) - 1) / stride + 1`
+    /// along each axis. One op with its own kernel (im2col and a GEMM on the CPU), which
+    /// fusion can give an activation and a residual add ([`crate::ConvEpilogue`]). Groups that
+    /// do not divide the channels, or a kernel larger than the padded input, are reported by
+    /// `compile`.
+    #[track_caller]
+    pub fn conv(
+        &self,
+        w: impl std::borrow::Borrow<Tensor>,
+        bias: Option<&Tensor>,
+        spec: &crate::conv::ConvSpec,
+    ) -> Tensor {
+        let w: &Tensor = std::borrow::Borrow::borrow(&w);
+        let epilogue = crate::conv::ConvEpilogue { bias: bias.is_some(), ..Default::default() };
+        let mut operands = vec![w];
+        operands.extend(bias);
+        self.op(HlirOp::Conv { spec: spec.clone(), epilogue }, &operands)
+    }
+
+    /// Elements picked along `axis` (negative counts from the last) by `indices`, a 1-D
+    /// i32/i64 tensor of length L: the result is `self` with that axis of length L, position
+    /// `j` holding slice `indices[j]`, or `fill` where the index is negative ([`HlirOp::Take`]).
+    /// An index at or past the axis' length is a runtime error.
+    #[track_caller]
+    pub fn take(
+        &self,
+        axis: isize,
+        indices: impl std::borrow::Borrow<Tensor>,
+        fill: f32,
+    ) -> Tensor {
+        let location = SourceLocation::caller();
+        let indices: &Tensor = std::borrow::Borrow::borrow(&indices);
+        let (axis, poisoned) = self.axis_at("take", axis, 0, location);
+        let op = HlirOp::Take { axis, fill: Scalar::new(fill) };
+        self.op_at(op, &[indices], location, poisoned)
     }
 
     /// Embedding lookup: `self` is a table `[V, D]`, `ids` an i32/i64 tensor of any shape;

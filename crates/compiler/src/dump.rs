@@ -33,7 +33,9 @@ fn role_name(role: BufferRole) -> &'static str {
 /// The op's semantic parameters as `key=value` words: `m=64 k=256 n=64 epilogue=DEFAULT`
 /// (`batch=8 m=...` for a batched product), `len=4096` for an elementwise op,
 /// `axis=2 len=128 extent=16` for a reduction, `rows=32 dim=64 vocab=1000` for a gather,
-/// `axis=1 len=512` for a concat, or nothing for upload and readback.
+/// `axis=1 len=512` for a concat, `n=1 c=3 oc=8 g=1 in=32x32 k=3x3 out=32x32 s=1x1 d=1x1
+/// p=1x1 epilogue=bias+relu` for a convolution, `axis=2 len=96 extent=4 fill=0.0` for a take,
+/// or nothing for upload and readback.
 pub fn op_params(op: &LlirOp) -> String {
     match *op {
         LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
@@ -46,6 +48,10 @@ pub fn op_params(op: &LlirOp) -> String {
         }
         LlirOp::Gather { rows, dim, vocab } => format!("rows={rows} dim={dim} vocab={vocab}"),
         LlirOp::Concat { axis, len } => format!("axis={axis} len={len}"),
+        LlirOp::Conv { geometry, epilogue } => format!("{} epilogue={epilogue}", geometry.text()),
+        LlirOp::Take { axis, len, extent, fill } => {
+            format!("axis={axis} len={len} extent={extent} fill={fill}")
+        }
         LlirOp::Upload | LlirOp::Readback => String::new(),
     }
 }
@@ -297,6 +303,16 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                 LlirOp::Concat { axis, len } => {
                     put("axis", json!(axis));
                     put("len", json!(len));
+                }
+                LlirOp::Conv { geometry, epilogue } => {
+                    put("geometry", json!(geometry));
+                    put("epilogue", json!(epilogue.to_string()));
+                }
+                LlirOp::Take { axis, len, extent, fill } => {
+                    put("axis", json!(axis));
+                    put("len", json!(len));
+                    put("extent", json!(extent));
+                    put("fill", json!(fill.value()));
                 }
                 LlirOp::Upload | LlirOp::Readback => {}
             }

@@ -160,6 +160,17 @@ pub enum CompileError {
         /// The user's source line of the op.
         location: SourceLocation,
     },
+    /// An op's parameter out of its range (a window of size 0, a convolution whose groups do
+    /// not divide its channels, a kernel larger than the padded input).
+    #[error("{op}: {reason} (at {location})")]
+    BadArgument {
+        /// The op.
+        op: &'static str,
+        /// What is wrong, naming the parameter and its value.
+        reason: String,
+        /// The user's source line of the op.
+        location: SourceLocation,
+    },
     /// A tensor whose size in bytes overflows `usize`.
     #[error("{name}: shape {shape} is too large ({op}, at {location})")]
     ShapeOverflow {

@@ -17,12 +17,13 @@ use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
+use crate::conv::{ConvEpilogue, ConvGeometry, ConvSpec};
 use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::llir::Epilogue;
 pub use crate::names::{is_reserved_name, tensor_name_problem};
 use crate::ops::{ElemOp, ReduceOp};
-use crate::view::broadcast_shapes;
+use crate::view::{View, broadcast_shapes, window_count};
 
 /// A tensor shape in elements, row-major.
 pub type Shape = Vec<usize>;
@@ -58,16 +59,50 @@ pub enum MoveOp {
         /// One past the last element kept.
         end: usize,
     },
+    /// Sliding windows along `axis` ([`View::window`]): the axis becomes `[count, size]`,
+    /// window `i` holding elements `i * step + j * dilation`. Pooling reduces over the window
+    /// axes; a window of size 1 is a strided slice.
+    Window {
+        /// The axis.
+        axis: usize,
+        /// Elements per window (at least 1).
+        size: usize,
+        /// Elements between window starts (at least 1).
+        step: usize,
+        /// Elements between a window's elements (at least 1; 1 = adjacent).
+        dilation: usize,
+    },
 }
 
 impl MoveOp {
-    /// `reshape`, `permute`, `expand` or `slice`.
+    /// `reshape`, `permute`, `expand`, `slice` or `window`.
     pub fn name(&self) -> &'static str {
         match self {
             MoveOp::Reshape { .. } => "reshape",
             MoveOp::Permute { .. } => "permute",
             MoveOp::Expand { .. } => "expand",
             MoveOp::Slice { .. } => "slice",
+            MoveOp::Window { .. } => "window",
+        }
+    }
+
+    /// `view` moved by this op: the view of the same buffer that the op's result is, or
+    /// `None` when strides cannot express it (a reshape of a permuted view, say: lowering
+    /// copies first) or the op does not fit the view (checked earlier by [`Hlir::infer`]).
+    pub fn apply(&self, view: &View) -> Option<View> {
+        let axis_ok = |axis: usize| axis < view.rank();
+        match self {
+            MoveOp::Reshape { shape } => view.reshape(shape),
+            MoveOp::Permute { perm } => (perm.len() == view.rank()).then(|| view.permute(perm)),
+            MoveOp::Expand { shape } => view.expand(shape),
+            MoveOp::Slice { axis, start, end } => {
+                (axis_ok(*axis) && start <= end && *end <= view.shape[*axis])
+                    .then(|| view.slice(*axis, *start, *end))
+            }
+            MoveOp::Window { axis, size, step, dilation } => {
+                (axis_ok(*axis) && *size >= 1 && *step >= 1 && *dilation >= 1)
+                    .then(|| view.window(*axis, *size, *step, *dilation))
+            }
         }
     }
 }
@@ -77,7 +112,8 @@ fn join(v: &[usize]) -> String {
 }
 
 impl fmt::Display for MoveOp {
-    /// `reshape:2,3,4`, `permute:0,2,1`, `expand:64,64`, `slice:1:0:16` (the e-graph's and the
+    /// `reshape:2,3,4`, `permute:0,2,1`, `expand:64,64`, `slice:1:0:16`, `window:2:3:2:1`
+    /// (axis, size, step, dilation) (the e-graph's and the
     /// HLIR text's form; [`MoveOp::from_str`] reads it back).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -85,6 +121,9 @@ impl fmt::Display for MoveOp {
             MoveOp::Permute { perm } => write!(f, "permute:{}", join(perm)),
             MoveOp::Expand { shape } => write!(f, "expand:{}", join(shape)),
             MoveOp::Slice { axis, start, end } => write!(f, "slice:{axis}:{start}:{end}"),
+            MoveOp::Window { axis, size, step, dilation } => {
+                write!(f, "window:{axis}:{size}:{step}:{dilation}")
+            }
         }
     }
 }
@@ -109,14 +148,18 @@ impl FromStr for MoveOp {
                 &[axis, start, end] => Ok(MoveOp::Slice { axis, start, end }),
                 _ => Err(bad()),
             },
+            "window" => match list(':')?.as_slice() {
+                &[axis, size, step, dilation] => Ok(MoveOp::Window { axis, size, step, dilation }),
+                _ => Err(bad()),
+            },
             _ => Err(bad()),
         }
     }
 }
 
 /// One HLIR operation. Computed tensors are row-major f32; inputs and weights may be integer
-/// indices (i32, i64) for [`HlirOp::Gather`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// indices (i32, i64) for [`HlirOp::Gather`] and [`HlirOp::Take`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HlirOp {
     /// A program input (uploaded on every execute); no operands.
     Input {
@@ -163,6 +206,27 @@ pub enum HlirOp {
     /// `[..., D]`, row `ids[i]` of the table for every id. An id outside `0..V` is a runtime
     /// error naming the tensor and the index.
     Gather,
+    /// A convolution ([`crate::conv`]): operands `x [N, C, *in]` and `w [OC, C / groups,
+    /// *kernel]`, then `bias [OC]` when the epilogue has one, then `residual` of the output's
+    /// shape when it has one; output `[N, OC, *out]` = `act(conv(x, w) + bias + residual)`.
+    Conv {
+        /// Strides, dilations, pads and groups.
+        spec: ConvSpec,
+        /// What is applied to each output element after the sum.
+        epilogue: ConvEpilogue,
+    },
+    /// Elements picked along `axis` by a list of indices: operands `x` (f32) and `indices`
+    /// (i32 or i64, 1-D of length L); the output is `x` with `axis` of length L, position `j`
+    /// holding `x`'s slice `indices[j]`, or `fill` where `indices[j]` is negative. How
+    /// padding (constant, edge, reflect), nearest-neighbour resizing, flips and a gather with
+    /// constant indices are written: one copy whatever the pattern. An index at or past the
+    /// axis' length is a runtime error naming the indices tensor.
+    Take {
+        /// The axis picked along.
+        axis: usize,
+        /// The value where an index is negative.
+        fill: Scalar,
+    },
     /// The operands (at least one; equal shapes but along `axis`) joined along `axis`.
     Concat {
         /// The joined axis.
@@ -190,6 +254,8 @@ impl HlirOp {
             HlirOp::Reduce { op, .. } => op.name(),
             HlirOp::Matmul { .. } => "matmul",
             HlirOp::Gather => "gather",
+            HlirOp::Conv { .. } => "conv",
+            HlirOp::Take { .. } => "take",
             HlirOp::Concat { .. } => "concat",
             HlirOp::Move(m) => m.name(),
             HlirOp::Output { .. } => "output",
@@ -215,6 +281,8 @@ impl HlirOp {
                 | HlirOp::Reduce { .. }
                 | HlirOp::Matmul { .. }
                 | HlirOp::Gather
+                | HlirOp::Conv { .. }
+                | HlirOp::Take { .. }
                 | HlirOp::Concat { .. }
         )
     }
@@ -225,7 +293,8 @@ impl HlirOp {
             HlirOp::Input { .. } | HlirOp::Weight { .. } | HlirOp::Constant { .. } => 0,
             HlirOp::Map(op) => op.arity(),
             HlirOp::Matmul { epilogue } if epilogue.has_bias() => 3,
-            HlirOp::Matmul { .. } | HlirOp::Gather => 2,
+            HlirOp::Matmul { .. } | HlirOp::Gather | HlirOp::Take { .. } => 2,
+            HlirOp::Conv { epilogue, .. } => epilogue.operands(),
             HlirOp::Reduce { .. }
             | HlirOp::Concat { .. }
             | HlirOp::Move(_)
@@ -240,7 +309,7 @@ impl HlirOp {
 
     /// The node's text in HLIR dumps and structural labels: the name with its parameters
     /// (`matmul[RELU_BIAS]`, `sum:1`, `reshape:2,3`, `input x`, `input ids i64`,
-    /// `constant 0.5`).
+    /// `constant 0.5`, `conv[s=1,1 d=1,1 p=1,1,1,1 g=1 bias+relu]`, `take:2:0.0`).
     pub fn text(&self) -> String {
         let typed = |kind: &str, name: &str, dtype: &DType| match dtype {
             DType::F32 => format!("{kind} {name}"),
@@ -252,6 +321,8 @@ impl HlirOp {
             HlirOp::Constant { value } => format!("constant {value}"),
             HlirOp::Matmul { epilogue } => format!("matmul[{}]", epilogue.name()),
             HlirOp::Reduce { op, axis } => format!("{op}:{axis}"),
+            HlirOp::Conv { spec, epilogue } => format!("conv[{spec} {epilogue}]"),
+            HlirOp::Take { axis, fill } => format!("take:{axis}:{fill}"),
             HlirOp::Concat { axis } => format!("concat:{axis}"),
             HlirOp::Move(m) => m.to_string(),
             HlirOp::Output { name } => format!("output {name}"),
@@ -669,6 +740,68 @@ pub(crate) fn infer_type(
             shape.push(table.shape[1]);
             TensorType::f32(shape)
         }
+        (HlirOp::Conv { spec, epilogue }, [x, w, rest @ ..]) => {
+            for (i, t) in [x, w].into_iter().chain(rest.iter()).enumerate() {
+                f32_only(i, t)?;
+            }
+            let bad = |reason: String| CompileError::BadArgument { op, reason, location };
+            let geo = ConvGeometry::new(spec, &x.shape, &w.shape).map_err(bad)?;
+            let out = geo.output_shape();
+            if let Some(a) = epilogue.activation.filter(|a| !a.is_activation()) {
+                return Err(bad(format!(
+                    "{a} is not an activation a convolution's epilogue applies"
+                )));
+            }
+            let mut extra = rest.iter();
+            if epilogue.bias
+                && let Some(b) = extra.next()
+                && b.shape != [geo.c_out]
+            {
+                return Err(mismatch(
+                    &out,
+                    &b.shape,
+                    format!("the bias must be [{}], one value per output channel", geo.c_out),
+                ));
+            }
+            if epilogue.residual
+                && let Some(r) = extra.next()
+                && r.shape != out
+            {
+                return Err(mismatch(
+                    &out,
+                    &r.shape,
+                    "the residual must have the output's shape".into(),
+                ));
+            }
+            TensorType::f32(out)
+        }
+        (HlirOp::Take { axis, .. }, [x, indices]) => {
+            f32_only(0, x)?;
+            if !indices.dtype.is_index() {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 1,
+                    expected: "i32 or i64",
+                    got: indices.dtype,
+                    location,
+                });
+            }
+            if indices.shape.len() != 1 {
+                return Err(CompileError::Rank {
+                    op,
+                    shape: ShapeText(indices.shape.clone()),
+                    rank: indices.shape.len(),
+                    expected: 1,
+                    location,
+                });
+            }
+            if *axis >= x.shape.len() {
+                return Err(axis_error(*axis, x.shape.len()));
+            }
+            let mut shape = x.shape.clone();
+            shape[*axis] = indices.shape[0];
+            TensorType::f32(shape)
+        }
         (HlirOp::Concat { axis }, [first, rest @ ..]) => {
             f32_only(0, first)?;
             let rank = first.shape.len();
@@ -746,6 +879,25 @@ pub(crate) fn infer_type(
                     }
                     let mut shape = x.shape.clone();
                     shape[*axis] = end - start;
+                    shape
+                }
+                MoveOp::Window { axis, size, step, dilation } => {
+                    if *axis >= rank {
+                        return Err(axis_error(*axis, rank));
+                    }
+                    if *size == 0 || *step == 0 || *dilation == 0 {
+                        return Err(CompileError::BadArgument {
+                            op,
+                            reason: format!(
+                                "size {size}, step {step} and dilation {dilation} must each be \
+                                 at least 1"
+                            ),
+                            location,
+                        });
+                    }
+                    let count = window_count(x.shape[*axis], *size, *step, *dilation);
+                    let mut shape = x.shape.clone();
+                    shape.splice(*axis..=*axis, [count, *size]);
                     shape
                 }
             };

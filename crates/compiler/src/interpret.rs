@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use crate::error::CompileError;
-use crate::hlir::{Hlir, HlirOp, MoveOp, Shape};
+use crate::hlir::{Hlir, HlirOp, Shape};
 use crate::llir::Epilogue;
 use crate::ops::ElemOp;
 use crate::view::{View, walk};
@@ -141,6 +141,44 @@ pub fn eval_hlir(
                 }
                 out
             }
+            HlirOp::Conv { spec, epilogue } => {
+                let geo = crate::conv::ConvGeometry::new(spec, &shape(0), &shape(1))
+                    .map_err(|e| bad(format!("conv: {e}")))?;
+                let (x, w) = (v(0), v(1));
+                let extra = |k: usize| if k < ops.len() { Some(v(k)) } else { None };
+                let bias = if epilogue.bias { extra(2) } else { None };
+                let residual =
+                    if epilogue.residual { extra(2 + usize::from(epilogue.bias)) } else { None };
+                crate::conv::conv_f64(
+                    &geo,
+                    *epilogue,
+                    |i| x[i],
+                    |i| w[i],
+                    |i| bias.map_or(0.0, |b| b[i]),
+                    |i| residual.map_or(0.0, |r| r[i]),
+                )
+            }
+            HlirOp::Take { axis, fill } => {
+                let (x, idx) = (v(0), v(1));
+                let s = shape(0);
+                let extent = s[*axis];
+                let inner: usize = s[axis + 1..].iter().product();
+                let outer: usize = s[..*axis].iter().product();
+                let mut out = Vec::with_capacity(len);
+                for o in 0..outer {
+                    for &id in idx {
+                        if id < 0.0 {
+                            out.extend(std::iter::repeat_n(f64::from(fill.value()), inner));
+                        } else if id >= extent as f64 {
+                            return Err(bad(format!("take index {id} outside 0..{extent}")));
+                        } else {
+                            let start = (o * extent + id as usize) * inner;
+                            out.extend_from_slice(&x[start..start + inner]);
+                        }
+                    }
+                }
+                out
+            }
             HlirOp::Concat { axis } => {
                 let mut out = vec![0.0; len];
                 let whole = View::contiguous(&out_shape);
@@ -159,14 +197,8 @@ pub fn eval_hlir(
                 out
             }
             HlirOp::Move(m) => {
-                let src = View::contiguous(&shape(0));
-                let view = match m {
-                    MoveOp::Reshape { shape } => Some(View::contiguous(shape)),
-                    MoveOp::Permute { perm } => Some(src.permute(perm)),
-                    MoveOp::Expand { shape } => src.expand(shape),
-                    MoveOp::Slice { axis, start, end } => Some(src.slice(*axis, *start, *end)),
-                };
-                read(v(0), &view.ok_or_else(|| bad("expand".into()))?)
+                let view = m.apply(&View::contiguous(&shape(0)));
+                read(v(0), &view.ok_or_else(|| bad(format!("{m}")))?)
             }
             HlirOp::Output { name } => {
                 outs.insert(name.clone(), Value { shape: out_shape.clone(), data: v(0).clone() });

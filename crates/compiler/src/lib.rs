@@ -17,6 +17,7 @@
 
 pub mod compile;
 pub mod composite;
+pub mod conv;
 pub mod dsl;
 pub mod dtype;
 pub mod dump;
@@ -35,12 +36,14 @@ pub mod program;
 pub mod programs;
 mod refine;
 pub mod sizes;
+pub mod spatial;
 pub mod target;
 pub mod tensor;
 pub mod view;
 
 pub use compile::compile_hlir;
 pub use composite::{multi_head_attention, scaled_dot_product_attention};
+pub use conv::{ConvEpilogue, ConvGeometry, ConvSpec};
 pub use dsl::{Graph, IntoOperand, Tensor};
 pub use dtype::{DType, Scalar};
 pub use error::{CompileError, ShapeText, SourceLocation};
@@ -52,6 +55,7 @@ pub use ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
 pub use options::{CompileOptions, LLIR_DUMP_DIR};
 pub use plan::plan_hlir;
 pub use program::{CompiledProgram, Figures, ProgramOptions};
+pub use spatial::{ConvTransposeSpec, PadMode};
 pub use target::Target;
 pub use tensor::{HostTensor, TensorError, Tensors};
 pub use view::View;

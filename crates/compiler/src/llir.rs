@@ -7,6 +7,7 @@
 
 use serde::Serialize;
 
+use crate::conv::{ConvEpilogue, ConvGeometry};
 use crate::dtype::{DType, Scalar};
 use crate::ops::{ElemOp, ReduceOp, UnaryOp};
 use crate::view::View;
@@ -151,6 +152,30 @@ pub enum LlirOp {
         /// Rows of the table.
         vocab: usize,
     },
+    /// A convolution ([`crate::conv`]): reads `x [N, C, *in]` and `w [OC, C / groups,
+    /// *kernel]` through their views, then `bias [OC]` and `residual [N, OC, *out]` when the
+    /// epilogue has them; writes `[N, OC, *out]`. Its workspace (when
+    /// [`ConvGeometry::workspace_bytes`] is not 0) holds the im2col patch matrix of one image
+    /// and group.
+    Conv {
+        /// Shapes, strides, dilations, pads and groups, resolved.
+        geometry: ConvGeometry,
+        /// Bias, residual and activation applied to each output element.
+        epilogue: ConvEpilogue,
+    },
+    /// Elements picked along `axis` by an index operand ([`crate::HlirOp::Take`]): reads `x`
+    /// and `indices` (1-D, i32/i64), writes `len` elements; `extent` is `x`'s length along
+    /// `axis` (an index at or past it is a runtime error), `fill` the value of a negative index.
+    Take {
+        /// The axis picked along.
+        axis: usize,
+        /// Output elements.
+        len: usize,
+        /// The input's length along `axis`.
+        extent: usize,
+        /// The value of a negative index.
+        fill: Scalar,
+    },
     /// Operands joined along `axis` into one contiguous output of `len` elements.
     Concat {
         /// The joined axis.
@@ -172,6 +197,8 @@ impl LlirOp {
             LlirOp::Map { op, .. } => op.name(),
             LlirOp::Reduce { op, .. } => op.name(),
             LlirOp::Gather { .. } => "gather",
+            LlirOp::Conv { .. } => "conv",
+            LlirOp::Take { .. } => "take",
             LlirOp::Concat { .. } => "concat",
             LlirOp::Readback => "readback",
         }
@@ -184,8 +211,9 @@ impl LlirOp {
 
     /// Floating-point operations the op performs: `batch * (2 m n k + m n e)` for a matmul
     /// whose epilogue does `e` per element ([`Epilogue::flops_per_element`]); `len x`
-    /// [`ElemOp::flops_per_element`] for a map; `len x extent` for a reduction; none for
-    /// gather, concat, upload and readback (copies).
+    /// [`ElemOp::flops_per_element`] for a map; `len x extent` for a reduction;
+    /// [`ConvGeometry::flops`] for a convolution; none for gather, take, concat, upload and
+    /// readback (copies).
     ///
     /// Saturates at `u64::MAX` rather than wrapping: a `[2^21, 2^21] x [2^21, 2^21]` matmul
     /// is 2^64 FLOP, one past what a `u64` holds, and is reported as `u64::MAX`.
@@ -200,7 +228,12 @@ impl LlirOp {
             }
             LlirOp::Map { op, len } => wide(len).saturating_mul(op.flops_per_element()),
             LlirOp::Reduce { len, extent, .. } => wide(len).saturating_mul(wide(extent)),
-            LlirOp::Gather { .. } | LlirOp::Concat { .. } | LlirOp::Upload | LlirOp::Readback => 0,
+            LlirOp::Conv { geometry, epilogue } => geometry.flops(epilogue),
+            LlirOp::Gather { .. }
+            | LlirOp::Take { .. }
+            | LlirOp::Concat { .. }
+            | LlirOp::Upload
+            | LlirOp::Readback => 0,
         }
     }
 }

@@ -46,9 +46,10 @@ use std::collections::BTreeSet;
 
 use petgraph::graph::NodeIndex;
 
+use crate::conv::ConvGeometry;
 use crate::dtype::DType;
 use crate::error::{CompileError, ShapeText};
-use crate::hlir::{Hlir, HlirOp, MoveOp, Shape, TensorType, checked_bytes_of, element_count};
+use crate::hlir::{Hlir, HlirOp, Shape, TensorType, checked_bytes_of, element_count};
 use crate::llir::{BufferId, BufferRole, Llir, LlirBuffer, LlirNode, LlirOp, NodeId, Operand};
 use crate::ops::{ElemOp, UnaryOp};
 use crate::view::{View, broadcast_shapes};
@@ -96,12 +97,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 src[n.index()] = Some(own);
             }
             (HlirOp::Move(m), Some((base, view))) => {
-                let moved = match m {
-                    MoveOp::Reshape { shape } => view.reshape(shape),
-                    MoveOp::Permute { perm } => Some(view.permute(perm)),
-                    MoveOp::Expand { shape } => view.expand(shape),
-                    MoveOp::Slice { axis, start, end } => Some(view.slice(*axis, *start, *end)),
-                };
+                let moved = m.apply(&view);
                 src[n.index()] = match moved {
                     Some(v) => Some((base, v)),
                     None if t.dtype != DType::F32 => {
@@ -213,7 +209,24 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
     };
     let mut nodes = vec![upload];
 
-    let matmuls = order.iter().filter(|&&n| matches!(g[n].op, HlirOp::Matmul { .. })).count();
+    // Nodes that get a workspace buffer: matmuls given workspace bytes, convolutions that need
+    // an im2col matrix. One alone names its buffer `workspace`.
+    let with_workspace = order
+        .iter()
+        .filter(|&&n| match &g[n].op {
+            HlirOp::Matmul { .. } => workspace_bytes > 0,
+            HlirOp::Conv { spec, .. } => {
+                let shape = |i: usize| {
+                    hlir.operands(n)
+                        .get(i)
+                        .map(|a| types[a.index()].shape.clone())
+                        .unwrap_or_default()
+                };
+                ConvGeometry::new(spec, &shape(0), &shape(1)).is_ok_and(|g| g.workspace_bytes() > 0)
+            }
+            _ => false,
+        })
+        .count();
     let mut next_ws = 0usize;
     let mut next_t = 0usize;
     for &n in &order {
@@ -271,6 +284,17 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 let rows = reads.get(1).map_or(0, |r| r.view.elements());
                 LlirOp::Gather { rows, dim, vocab }
             }
+            HlirOp::Conv { spec, epilogue } => {
+                let shape =
+                    |i: usize| reads.get(i).map(|r| r.view.shape.clone()).unwrap_or_default();
+                let geometry = ConvGeometry::new(spec, &shape(0), &shape(1)).map_err(malformed)?;
+                LlirOp::Conv { geometry, epilogue: *epilogue }
+            }
+            HlirOp::Take { axis, fill } => {
+                let extent =
+                    reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
+                LlirOp::Take { axis: *axis, len, extent, fill: *fill }
+            }
             HlirOp::Concat { axis } => LlirOp::Concat { axis: *axis, len },
             // A reshape the strides cannot express, or an output read through a view.
             HlirOp::Move(_) | HlirOp::Output { .. } => {
@@ -279,16 +303,25 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             op => return Err(malformed(format!("{} cannot be lowered", op.name()))),
         };
         // A matmul given no workspace bytes (the CPU target) gets no workspace buffer: a
-        // zero-byte buffer would still reserve one alignment unit of the slab.
-        let workspace = if matches!(op, LlirOp::LtMatmul { .. }) && workspace_bytes > 0 {
-            let name =
-                if matmuls == 1 { "workspace".to_string() } else { format!("workspace{next_ws}") };
+        // zero-byte buffer would still reserve one alignment unit of the slab. A convolution
+        // gets its im2col matrix (none when pointwise or depthwise), whatever the target.
+        let ws_bytes = match op {
+            LlirOp::LtMatmul { .. } => workspace_bytes,
+            LlirOp::Conv { geometry, .. } => geometry.workspace_bytes(),
+            _ => 0,
+        };
+        let workspace = if ws_bytes > 0 {
+            let name = if with_workspace == 1 {
+                "workspace".to_string()
+            } else {
+                format!("workspace{next_ws}")
+            };
             next_ws += 1;
             buffers.push(LlirBuffer {
                 id: name,
                 dtype: DType::U8,
-                shape: vec![workspace_bytes],
-                bytes: workspace_bytes,
+                shape: vec![ws_bytes],
+                bytes: ws_bytes,
                 role: BufferRole::Workspace,
                 uses: Vec::new(),
                 in_place_of: None,

@@ -21,6 +21,14 @@ pub struct View {
     pub offset: usize,
 }
 
+/// Windows of `size` elements `dilation` apart, starting every `step` elements, that fit in an
+/// axis of length `len` (see [`View::window`]): `(len - span) / step + 1` with `span = (size -
+/// 1) * dilation + 1`, or 0 when even one does not fit. `step` and `dilation` of 0 count as 1.
+pub fn window_count(len: usize, size: usize, step: usize, dilation: usize) -> usize {
+    let span = size.saturating_sub(1).saturating_mul(dilation.max(1)).saturating_add(1);
+    if len < span { 0 } else { (len - span) / step.max(1) + 1 }
+}
+
 /// Row-major strides of `shape`: `[6, 2, 1]` for `[4, 3, 2]` (saturating: validated shapes
 /// never overflow).
 pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
@@ -160,6 +168,22 @@ impl View {
             view.offset += start * self.strides[axis];
         }
         view.shape[axis] = end - start;
+        view
+    }
+
+    /// Sliding windows along `axis` (Luminal's `pool_last_dim`, NumPy's
+    /// `sliding_window_view` with a step and a dilation): the axis of length `len` becomes two,
+    /// `[count, size]`, where window `i` holds elements `i * step + j * dilation` for `j` in
+    /// `0..size`, and `count = (len - span) / step + 1` windows fit (`span = (size - 1) *
+    /// dilation + 1`; none when `len < span`). Windows overlap when `step < span`; no element
+    /// moves. `size`, `step` and `dilation` are at least 1 (checked by the HLIR).
+    pub fn window(&self, axis: usize, size: usize, step: usize, dilation: usize) -> Self {
+        let len = self.shape[axis];
+        let count = window_count(len, size, step, dilation);
+        let stride = self.strides[axis];
+        let mut view = self.clone();
+        view.shape.splice(axis..=axis, [count, size]);
+        view.strides.splice(axis..=axis, [stride * step, stride * dilation]);
         view
     }
 

@@ -29,6 +29,8 @@ use lumen_compiler::{
 
 use crate::error::TensorKind;
 use crate::gemm::Matrix;
+use lumen_compiler::conv::{ConvEpilogue, ConvGeometry};
+
 use crate::kernels::{self, Activation, epilogue_parts};
 use crate::layout::{Placement, SLAB_ALIGNMENT, SlabLayout, memory_plan_lines};
 use crate::packed::PackedWeight;
@@ -258,6 +260,24 @@ enum Step {
         shape: Vec<usize>,
         out: Range<usize>,
     },
+    Conv {
+        geometry: ConvGeometry,
+        epilogue: ConvEpilogue,
+        // x, w, then the bias and the residual the epilogue names.
+        ins: Vec<Arg>,
+        // The im2col workspace (empty when the node has none).
+        work: Range<usize>,
+        out: Range<usize>,
+    },
+    Take {
+        x: Arg,
+        indices: Arg,
+        wide: bool,
+        axis: usize,
+        fill: f32,
+        indices_name: String,
+        out: Range<usize>,
+    },
     Readback {
         outputs: Vec<(String, Vec<usize>, Range<usize>)>,
     },
@@ -428,6 +448,28 @@ impl CpuProgram {
                         out: out()?,
                     }
                 }
+                LlirOp::Conv { geometry, epilogue } => Step::Conv {
+                    geometry,
+                    epilogue,
+                    ins: node.reads.iter().map(arg).collect(),
+                    work: node.workspace.map_or(NOTHING, range),
+                    out: out()?,
+                },
+                LlirOp::Take { axis, fill, .. } => {
+                    let [x, indices] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "take operands"));
+                    };
+                    let indices_buf = &llir.buffers[indices.buffer];
+                    Step::Take {
+                        x: arg(x),
+                        indices: arg(indices),
+                        wide: indices_buf.dtype == DType::I64,
+                        axis,
+                        fill: fill.value(),
+                        indices_name: indices_buf.id.clone(),
+                        out: out()?,
+                    }
+                }
                 LlirOp::Readback => Step::Readback {
                     outputs: node
                         .read_buffers()
@@ -591,6 +633,30 @@ impl CpuProgram {
                 let (dst, bufs) = split(slab, ext, o, &[&table.0, &ids.0], &self.label)?;
                 kernels::gather((bufs[0], &table.1), (bufs[1], &ids.1), *wide, ids_name, dst)?;
             }
+            Step::Conv { geometry, epilogue, ins, work, out: o } => {
+                let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
+                let (dst, ws, bufs) = split_with_work(slab, ext, o, work, &reads, &self.label)?;
+                let arg = |i: usize| bufs.get(i).map(|b| (*b, &ins[i].1));
+                let (Some(x), Some(w)) = (arg(0), arg(1)) else {
+                    return Err(RuntimeError::invalid(&self.label, "conv operands"));
+                };
+                let bias = if epilogue.bias { arg(2) } else { None };
+                let residual =
+                    if epilogue.residual { arg(2 + usize::from(epilogue.bias)) } else { None };
+                crate::conv::conv(geometry, *epilogue, x, w, bias, residual, dst, ws, threads)?;
+            }
+            Step::Take { x, indices, wide, axis, fill, indices_name, out: o } => {
+                let (dst, bufs) = split(slab, ext, o, &[&x.0, &indices.0], &self.label)?;
+                kernels::take(
+                    (bufs[0], &x.1),
+                    (bufs[1], &indices.1),
+                    *wide,
+                    *axis,
+                    *fill,
+                    indices_name,
+                    dst,
+                )?;
+            }
             Step::Concat { ins, axis, shape, out: o } => {
                 let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
                 let (dst, bufs) = split(slab, ext, o, &reads, &self.label)?;
@@ -711,6 +777,51 @@ fn split<'s>(
     let mut ins: Vec<&'s [f32]> = vec![&[]; reads.len()];
     let dst = split_into(slab, ext, out, reads.iter().copied(), &mut ins, label)?;
     Ok((dst, ins))
+}
+
+/// [`split`] with a second mutable range, the node's workspace `work` (empty: none): both
+/// borrowed mutably, each operand shared from the slab around them (or, past the slab's end,
+/// from an input read in place). The three kinds must not overlap (the layout check
+/// guarantees it).
+fn split_with_work<'s>(
+    slab: &'s mut [f32],
+    ext: External<'s>,
+    out: &Range<usize>,
+    work: &Range<usize>,
+    reads: &[&Range<usize>],
+    label: &str,
+) -> Result<(&'s mut [f32], &'s mut [f32], Vec<&'s [f32]>), RuntimeError> {
+    if work.is_empty() {
+        let (dst, ins) = split(slab, ext, out, reads, label)?;
+        return Ok((dst, &mut [], ins));
+    }
+    let slab_len = slab.len();
+    let overlaps = || RuntimeError::invalid(label, "a kernel's output or workspace overlaps");
+    let (first, second) = if out.start <= work.start { (out, work) } else { (work, out) };
+    if first.end > second.start {
+        return Err(overlaps());
+    }
+    let (lo, rest) = slab.split_at_mut_checked(first.start).ok_or_else(|| oob(label))?;
+    let (a, rest) = rest.split_at_mut_checked(first.len()).ok_or_else(|| oob(label))?;
+    let (mid, rest) =
+        rest.split_at_mut_checked(second.start - first.end).ok_or_else(|| oob(label))?;
+    let (b, hi) = rest.split_at_mut_checked(second.len()).ok_or_else(|| oob(label))?;
+    let shared: [(usize, &'s [f32]); 3] = [(0, lo), (first.end, mid), (second.end, hi)];
+    let mut ins = Vec::with_capacity(reads.len());
+    for r in reads {
+        ins.push(if r.is_empty() {
+            &[][..]
+        } else if r.start >= slab_len {
+            let (_, data) = ext.iter().find(|(e, _)| e == *r).ok_or_else(|| oob(label))?;
+            data
+        } else {
+            let piece = shared.iter().find(|(at, p)| *at <= r.start && r.end <= at + p.len());
+            let (at, p) = piece.ok_or_else(overlaps)?;
+            &p[r.start - at..r.end - at]
+        });
+    }
+    let (dst, ws) = if out.start <= work.start { (a, b) } else { (b, a) };
+    Ok((dst, ws, ins))
 }
 
 /// Inputs read in place for one execute: (the range past the slab's end that stands for an

@@ -312,6 +312,10 @@ fn with_op(op: ElemOp, v: impl OpVisitor) {
         ElemOp::Unary(UnaryOp::Relu),
         ElemOp::Unary(UnaryOp::Gelu),
         ElemOp::Unary(UnaryOp::Contiguous),
+        ElemOp::Unary(UnaryOp::Sigmoid),
+        ElemOp::Unary(UnaryOp::Silu),
+        ElemOp::Unary(UnaryOp::HardSwish),
+        ElemOp::Unary(UnaryOp::Relu6),
         ElemOp::Binary(BinaryOp::Add),
         ElemOp::Binary(BinaryOp::Sub),
         ElemOp::Binary(BinaryOp::Mul),
@@ -878,6 +882,93 @@ pub fn gather(
         position += 1;
     });
     result
+}
+
+/// `x` picked along `axis` by `indices` into `out` (row-major): position `j` of the axis
+/// holds `x`'s slice `indices[j]`, or `fill` where the index is negative ([`LlirOp::Take`]).
+/// `indices` is a 1-D view of slab words (`wide`: i64 as two words each; else i32); every
+/// index is checked before anything is written. Each slice copy is one contiguous run when
+/// `x`'s axes after `axis` are row-major.
+///
+/// # Errors
+/// [`RuntimeError::IndexOutOfRange`] for an index at or past the axis' length, naming
+/// `indices_name`; [`RuntimeError::Kernel`] for views that leave their buffers or do not fit,
+/// or an output of another size.
+///
+/// [`LlirOp::Take`]: lumen_compiler::LlirOp::Take
+#[allow(clippy::too_many_arguments)]
+pub fn take(
+    (x, xv): Input<'_>,
+    (idx, iv): Input<'_>,
+    wide: bool,
+    axis: usize,
+    fill: f32,
+    indices_name: &str,
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "take";
+    check_view(K, "x", xv, x.len(), None)?;
+    let words = if wide { idx.len() / 2 } else { idx.len() };
+    check_view(K, "indices", iv, words, Some(1))?;
+    if axis >= xv.rank() {
+        return Err(RuntimeError::kernel(K, "axis out of range"));
+    }
+    let (extent, count) = (xv.shape[axis], iv.shape[0]);
+    let outer: usize = xv.shape[..axis].iter().product();
+    let inner: usize = xv.shape[axis + 1..].iter().product();
+    check_len(K, "out", out.len(), outer.checked_mul(count).and_then(|v| v.checked_mul(inner)))?;
+    let mut rows = Vec::with_capacity(count);
+    for j in 0..count {
+        let e = iv.offset + j * iv.strides[0];
+        let id = id_at(idx, e, wide);
+        rows.push(match usize::try_from(id) {
+            Err(_) => None,
+            Ok(r) if r < extent => Some(r),
+            Ok(_) => {
+                return Err(RuntimeError::IndexOutOfRange {
+                    tensor: indices_name.to_string(),
+                    index: id,
+                    position: e,
+                    rows: extent,
+                });
+            }
+        });
+    }
+    let outer_view = View {
+        shape: xv.shape[..axis].to_vec(),
+        strides: xv.strides[..axis].to_vec(),
+        offset: xv.offset,
+    };
+    let inner_view = View {
+        shape: xv.shape[axis + 1..].to_vec(),
+        strides: xv.strides[axis + 1..].to_vec(),
+        offset: 0,
+    };
+    let runs = inner_view.is_contiguous();
+    let mut chunks = out.chunks_exact_mut(inner.max(1));
+    let mut inner_offsets = Vec::new();
+    if !runs {
+        inner_view.for_each_offset(|o| inner_offsets.push(o));
+    }
+    walk(&outer_view.shape, [&outer_view], |[base]| {
+        for row in &rows {
+            let Some(dst) = chunks.next() else { return };
+            match row {
+                None => dst.fill(fill),
+                Some(r) => {
+                    let start = base + r * xv.strides[axis];
+                    if runs {
+                        dst.copy_from_slice(&x[start..start + inner]);
+                    } else {
+                        for (d, &o) in dst.iter_mut().zip(&inner_offsets) {
+                            *d = x[start + o];
+                        }
+                    }
+                }
+            }
+        }
+    });
+    Ok(())
 }
 
 /// `ins` joined along `axis` into `out` (row-major, of shape `out_shape`): each operand is

@@ -515,6 +515,64 @@ fn check_operands(
             }
             output(rows.checked_mul(dim))?;
         }
+        LlirOp::Conv { geometry: g, epilogue } => {
+            arity(epilogue.operands())?;
+            f32_reads()?;
+            let out = g.output_shape();
+            let mut x = vec![g.batch, g.c_in];
+            x.extend(&g.input[..g.rank]);
+            let mut w = vec![g.c_out, g.c_in / g.groups.max(1)];
+            w.extend(&g.kernel[..g.rank]);
+            let mut want = vec![x, w];
+            if epilogue.bias {
+                want.push(vec![g.c_out]);
+            }
+            if epilogue.residual {
+                want.push(out.clone());
+            }
+            if let Some((o, shape)) =
+                node.reads.iter().zip(&want).find(|(o, shape)| o.view.shape != **shape)
+            {
+                return Err(fail(format!(
+                    "reads `{}` through a view of shape {:?}, the op needs {shape:?}",
+                    buf(o.buffer).id,
+                    o.view.shape
+                )));
+            }
+            let ws = node.workspace.map_or(0, |b| buf(b).bytes);
+            if ws < g.workspace_bytes() {
+                return Err(fail(format!(
+                    "has {ws} bytes of workspace, the op needs {}",
+                    g.workspace_bytes()
+                )));
+            }
+            output(out.iter().try_fold(1usize, |a, &d| a.checked_mul(d)))?;
+        }
+        LlirOp::Take { axis, len, extent, .. } => {
+            arity(2)?;
+            let (x, idx) = (&node.reads[0], &node.reads[1]);
+            if buf(x.buffer).dtype != DType::F32 || x.view.shape.get(axis) != Some(&extent) {
+                return Err(fail(format!(
+                    "reads a view {:?} of `{}`, the op needs f32 with axis {axis} of length {extent}",
+                    x.view.shape,
+                    buf(x.buffer).id
+                )));
+            }
+            let mut shape = x.view.shape.clone();
+            shape[axis] = idx.view.elements();
+            if !buf(idx.buffer).dtype.is_index() || idx.view.rank() != 1 {
+                return Err(fail(format!(
+                    "reads indices `{}` ({}, shape {:?}), the op needs 1-D i32 or i64",
+                    buf(idx.buffer).id,
+                    buf(idx.buffer).dtype,
+                    idx.view.shape
+                )));
+            }
+            if shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(len) {
+                return Err(fail(format!("writes {len} elements, its operands make {shape:?}")));
+            }
+            output(Some(len))?;
+        }
         LlirOp::Concat { axis, len } => {
             if node.reads.is_empty() {
                 return Err(fail("reads nothing".to_string()));

@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+pub mod conv;
 pub mod cpu;
 pub mod cpu_peak;
 #[cfg(feature = "cuda")]

@@ -182,6 +182,73 @@ pub fn execute_f64(
                 }
                 Some(out)
             }
+            LlirOp::Conv { geometry: g, epilogue } => {
+                let out_shape = g.output_shape();
+                let mut xs = vec![g.batch, g.c_in];
+                xs.extend(&g.input[..g.rank]);
+                let mut ws = vec![g.c_out, g.c_in / g.groups.max(1)];
+                ws.extend(&g.kernel[..g.rank]);
+                let (x, w) = (read(0)?, read(1)?);
+                let bias = if epilogue.bias { Some(read(2)?) } else { None };
+                let residual = if epilogue.residual {
+                    Some(read(2 + usize::from(epilogue.bias))?)
+                } else {
+                    None
+                };
+                let fits = x.1.shape == xs
+                    && w.1.shape == ws
+                    && bias.is_none_or(|b| b.1.shape == [g.c_out])
+                    && residual.is_none_or(|r| r.1.shape == out_shape);
+                if !fits {
+                    return Err(bad(format!("node {n}: conv views do not match {}", g.text())));
+                }
+                Some(lumen_compiler::conv::conv_f64(
+                    &g,
+                    epilogue,
+                    |i| at(x, i),
+                    |i| at(w, i),
+                    |i| bias.map_or(0.0, |b| at(b, i)),
+                    |i| residual.map_or(0.0, |r| at(r, i)),
+                ))
+            }
+            LlirOp::Take { axis, len, extent, fill } => {
+                let (x, idx) = (read(0)?, read(1)?);
+                if x.1.shape.get(axis) != Some(&extent) || idx.1.rank() != 1 {
+                    return Err(bad(format!("node {n}: take views do not match its sizes")));
+                }
+                let inner: usize = x.1.shape[axis + 1..].iter().product();
+                let picks = idx.1.shape[0];
+                let outer: usize = x.1.shape[..axis].iter().product();
+                if count(outer, picks)?.checked_mul(inner) != Some(len) {
+                    return Err(bad(format!("node {n}: take writes {len} elements")));
+                }
+                let mut out = Vec::with_capacity(len);
+                for o in 0..outer {
+                    for j in 0..picks {
+                        let id = at(idx, j);
+                        if id < 0.0 {
+                            out.extend(std::iter::repeat_n(f64::from(fill.value()), inner));
+                            continue;
+                        }
+                        if id >= extent as f64 {
+                            let tensor = node
+                                .reads
+                                .get(1)
+                                .and_then(|o| llir.buffers.get(o.buffer))
+                                .map_or_else(String::new, |b| b.id.clone());
+                            return Err(RuntimeError::IndexOutOfRange {
+                                tensor,
+                                index: id as i64,
+                                position: idx.1.index(j),
+                                rows: extent,
+                            });
+                        }
+                        let base = (o * extent + id as usize) * inner;
+                        out.extend((0..inner).map(|e| at(x, base + e)));
+                    }
+                }
+                Some(out)
+            }
             LlirOp::Concat { axis, len } => {
                 let shape = node
                     .concat_shape()

@@ -89,6 +89,29 @@ impl FromStr for ConstValue {
     }
 }
 
+/// The data of an e-node for an HLIR op the language has no form of its own for (a
+/// convolution, a take, and any op added later): the op itself, written as its HLIR text
+/// (`conv[s=1,1 d=1,1 p=0,0,0,0 g=1 none]`). Patterns never name such ops (the text does not
+/// parse back), so rules that rewrite them are written in Rust ([`super::rules`]); every
+/// other stage (types, costs, extraction, conversion back to the HLIR) handles them through
+/// the HLIR op, with no code per op.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpData(pub HlirOp);
+
+impl fmt::Display for OpData {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.text())
+    }
+}
+
+impl FromStr for OpData {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Err(UnknownOp(s.to_string()))
+    }
+}
+
 egg::define_language! {
     /// One e-node of the fusion e-graph. Computed tensors are row-major f32.
     ///
@@ -104,6 +127,7 @@ egg::define_language! {
     ///   primitives with their parameters.
     /// - `Const(const:0.5)`: a scalar constant; a leaf: an input or weight, by its (unique)
     ///   name.
+    /// - `Op(op, [..])`: any other compute op ([`OpData`]: convolutions, takes).
     #[allow(missing_docs)]
     pub enum FusionLang {
         "matmul" = Matmul([Id; 2]),
@@ -121,6 +145,7 @@ egg::define_language! {
         Move(MoveOp, Id),
         Concat(ConcatAxis, Box<[Id]>),
         Const(ConstValue),
+        Op(OpData, Box<[Id]>),
         Leaf(Symbol),
     }
 }
@@ -179,6 +204,10 @@ impl FusionLang {
                 FusionLang::Concat(ConcatAxis(*axis), ids.into())
             }
             (HlirOp::Constant { value }, []) => FusionLang::Const(ConstValue(*value)),
+            // Every other compute op: carried whole.
+            (op, ids) if op.is_compute() && !op.is_variadic() && ids.len() == op.arity() => {
+                FusionLang::Op(OpData(op.clone()), ids.into())
+            }
             _ => return None,
         })
     }
@@ -197,6 +226,7 @@ impl FusionLang {
             FusionLang::Gather(_) => HlirOp::Gather,
             FusionLang::Concat(axis, _) => HlirOp::Concat { axis: axis.0 },
             FusionLang::Const(v) => HlirOp::Constant { value: v.0 },
+            FusionLang::Op(data, _) => data.0.clone(),
             _ => return None,
         })
     }

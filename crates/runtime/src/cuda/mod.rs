@@ -432,6 +432,8 @@ impl CudaProgram {
                 LlirOp::Map { .. }
                 | LlirOp::Reduce { .. }
                 | LlirOp::Gather { .. }
+                | LlirOp::Conv { .. }
+                | LlirOp::Take { .. }
                 | LlirOp::Concat { .. } => Step::Kernels(
                     plans[n].kernels().iter().map(|k| resolve(n, k)).collect::<Result<_, _>>()?,
                 ),

@@ -202,6 +202,9 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             }
             Ok(Launch::Kernels(kernels))
         }
+        LlirOp::Conv { .. } | LlirOp::Take { .. } => {
+            Err(refuse("no CUDA kernel is generated for it yet (the CPU runtime runs it)".into()))
+        }
         LlirOp::Concat { axis, .. } => {
             let shape = node.concat_shape().ok_or_else(|| invalid("concat shape"))?;
             let whole = View::contiguous(&shape);

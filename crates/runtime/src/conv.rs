@@ -1,0 +1,482 @@
+//! The CPU convolution ([`LlirOp::Conv`]): im2col and a GEMM per image and group, a direct
+//! kernel for depthwise convolutions, and the epilogue on each block of output while it is in
+//! cache.
+//!
+//! - Dense and grouped: the patches of one image and group are laid out as the `[depth, P]`
+//!   matrix `cols` (depth = input channels per group x kernel taps, P = output positions) in
+//!   the node's workspace (the im2col of Caffe and ONNX Runtime's MLAS, planned in the slab
+//!   like cuBLASLt's workspace), then `out [OC/g, P] = w [OC/g, depth] x cols` is one GEMM by
+//!   the `gemm` crate, whose rows (output channels) or, for few channels, columns (output
+//!   positions) are split over the threads. The output of a group is NCHW already: no
+//!   transpose. Each patch row is copied in runs along the innermost axis (a `memcpy` at
+//!   stride 1), padding written as zeros.
+//! - Pointwise (1x1, stride 1, no padding): `cols` is the input itself, read in place.
+//! - Depthwise (one input channel per group, MobileNet's 3x3): each output plane is a sum of
+//!   shifted input rows scaled by one tap, accumulated along the innermost axis (vectorized),
+//!   planes split over the threads.
+//! - Epilogue ([`ConvEpilogue`], ONNX Runtime's `FusedConv`): `act(sum + bias[oc] +
+//!   residual)` on each block of rows right after it is computed.
+//!
+//! Operands are read through their views with any strides (a channel slice of a
+//! concatenation, a batch of a larger tensor): the kernel addresses `x` by its five strides.
+//!
+//! [`LlirOp::Conv`]: lumen_compiler::LlirOp::Conv
+
+use lumen_compiler::conv::{ConvEpilogue, ConvGeometry, MAX_SPATIAL};
+use lumen_compiler::ops::{gelu_f32, hardswish_f32, relu_f32, relu6_f32, sigmoid_f32, silu_f32};
+use lumen_compiler::{ElemOp, UnaryOp, View};
+
+use crate::RuntimeError;
+use crate::kernels::Input;
+use crate::threads::{PAR_MIN_ELEMS, PAR_MIN_FLOPS, Threads};
+
+const K: &str = "conv";
+
+/// Applies `act` to every value of `vals`, dispatched once per call so the loop compiles for
+/// each activation on its own (and vectorizes).
+pub(crate) fn activate(act: Option<UnaryOp>, vals: &mut [f32]) {
+    #[inline(always)]
+    fn each(vals: &mut [f32], f: impl Fn(f32) -> f32) {
+        for v in vals {
+            *v = f(*v);
+        }
+    }
+    match act {
+        None => {}
+        Some(UnaryOp::Relu) => each(vals, relu_f32),
+        Some(UnaryOp::Relu6) => each(vals, relu6_f32),
+        Some(UnaryOp::Sigmoid) => each(vals, sigmoid_f32),
+        Some(UnaryOp::Silu) => each(vals, silu_f32),
+        Some(UnaryOp::HardSwish) => each(vals, hardswish_f32),
+        Some(UnaryOp::Gelu) => each(vals, gelu_f32),
+        Some(op) => each(vals, |x| ElemOp::Unary(op).eval_f32([x, 0.0, 0.0])),
+    }
+}
+
+/// `x`'s five strides and offset, spatial axes padded to three (a missing axis has length 1).
+#[derive(Debug, Clone, Copy)]
+struct Strides {
+    offset: usize,
+    n: usize,
+    c: usize,
+    sp: [usize; MAX_SPATIAL],
+}
+
+impl Strides {
+    fn of(view: &View, rank: usize) -> Self {
+        let mut sp = [0; MAX_SPATIAL];
+        sp[..rank].copy_from_slice(&view.strides[2..2 + rank]);
+        Self { offset: view.offset, n: view.strides[0], c: view.strides[1], sp }
+    }
+
+    /// Whether the spatial axes are one row-major run of `input` (so a channel's positions
+    /// are `p * 1` apart): the pointwise path reads such an input in place.
+    fn spatial_is_flat(&self, input: [usize; MAX_SPATIAL]) -> bool {
+        let mut want = 1;
+        for a in (0..MAX_SPATIAL).rev() {
+            if input[a] > 1 && self.sp[a] != want {
+                return false;
+            }
+            want *= input[a];
+        }
+        true
+    }
+}
+
+/// The output positions `c` along one axis whose input position `c * stride + off - pad` lies
+/// in `0..len`: `lo..hi` (possibly empty), out of `0..out`.
+#[inline]
+fn valid_range(out: usize, stride: usize, off: usize, pad: usize, len: usize) -> (usize, usize) {
+    let lo = if pad > off { (pad - off).div_ceil(stride) } else { 0 };
+    let hi = if len + pad > off { (len + pad - off).div_ceil(stride) } else { 0 };
+    (lo.min(out), hi.min(out).max(lo.min(out)))
+}
+
+/// Fills one row of the patch matrix: input channel base `xbase` (the element of position 0),
+/// kernel tap `tap`, over every output position (row-major), zeros where padded.
+fn im2col_row(
+    row: &mut [f32],
+    x: &[f32],
+    xbase: usize,
+    st: &Strides,
+    g: &ConvGeometry,
+    tap: [usize; 3],
+) {
+    let [o0, o1, o2] = g.output;
+    let off = |a: usize| tap[a] * g.dilation[a];
+    let (lo2, hi2) = valid_range(o2, g.stride[2], off(2), g.pad[2], g.input[2]);
+    let mut chunks = row.chunks_exact_mut(o2.max(1));
+    for a in 0..o0 {
+        let i0 = (a * g.stride[0] + off(0)).checked_sub(g.pad[0]).filter(|&i| i < g.input[0]);
+        for b in 0..o1 {
+            let Some(dst) = chunks.next() else { return };
+            let i1 = (b * g.stride[1] + off(1)).checked_sub(g.pad[1]).filter(|&i| i < g.input[1]);
+            let (Some(i0), Some(i1)) = (i0, i1) else {
+                dst.fill(0.0);
+                continue;
+            };
+            dst[..lo2].fill(0.0);
+            dst[hi2..].fill(0.0);
+            if lo2 >= hi2 {
+                continue;
+            }
+            let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
+            let first = lo2 * g.stride[2] + off(2) - g.pad[2];
+            if g.stride[2] == 1 && st.sp[2] == 1 {
+                let start = base + first;
+                dst[lo2..hi2].copy_from_slice(&x[start..start + (hi2 - lo2)]);
+            } else {
+                let step = g.stride[2] * st.sp[2];
+                let mut at = base + first * st.sp[2];
+                for d in &mut dst[lo2..hi2] {
+                    *d = x[at];
+                    at += step;
+                }
+            }
+        }
+    }
+}
+
+/// A raw pointer the threads of one GEMM share: each writes its own columns or rows.
+#[derive(Clone, Copy)]
+struct SharedMut(*mut f32);
+// SAFETY: every part writes a disjoint set of elements (see the callers), and the pointer
+// outlives the parts (they run inside `Threads::run_parts`, which returns when all finish).
+unsafe impl Send for SharedMut {}
+unsafe impl Sync for SharedMut {}
+
+/// `dst [m, n] (row stride dst_rs) = lhs [m, k] (row stride lhs_rs, unit column stride) x rhs
+/// [k, n] (row stride rhs_rs, unit column stride)` on the calling thread.
+///
+/// # Safety
+/// Every element addressed must lie inside its allocation, and `dst`'s elements must not be
+/// read or written by anyone else during the call.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_block(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut f32,
+    dst_rs: usize,
+    lhs: *const f32,
+    lhs_rs: usize,
+    rhs: *const f32,
+    rhs_rs: usize,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let s = |v: usize| v as isize;
+    if k == 0 {
+        for i in 0..m {
+            // SAFETY: row i of dst, inside its allocation by the caller's contract.
+            unsafe { std::slice::from_raw_parts_mut(dst.add(i * dst_rs), n) }.fill(0.0);
+        }
+        return;
+    }
+    // SAFETY: the caller's contract; read_dst = false, so dst is only written.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            s(dst_rs),
+            false,
+            lhs,
+            1,
+            s(lhs_rs),
+            rhs,
+            1,
+            s(rhs_rs),
+            0.0f32,
+            1.0f32,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// What the epilogue reads for one image: the bias and the residual with its view.
+struct Epilogue<'a> {
+    epilogue: ConvEpilogue,
+    bias: Option<Input<'a>>,
+    residual: Option<Input<'a>>,
+}
+
+impl Epilogue<'_> {
+    /// Applies the epilogue to output channel `oc` of image `n`, positions `p0..p0 +
+    /// row.len()` (the sum already in `row`).
+    fn row(&self, g: &ConvGeometry, n: usize, oc: usize, p0: usize, row: &mut [f32]) {
+        if let Some((b, v)) = self.bias {
+            let bias = b[v.offset + oc * v.strides[0]];
+            row.iter_mut().for_each(|x| *x += bias);
+        }
+        if let Some((r, v)) = self.residual {
+            let flat = (n * g.c_out + oc) * g.output_positions() + p0;
+            if v.is_contiguous() {
+                let start = v.offset + flat;
+                let len = row.len();
+                for (x, &y) in row.iter_mut().zip(&r[start..start + len]) {
+                    *x += y;
+                }
+            } else {
+                for (j, x) in row.iter_mut().enumerate() {
+                    *x += r[v.index(flat + j)];
+                }
+            }
+        }
+        activate(self.epilogue.activation, row);
+    }
+}
+
+/// The convolution of `geometry` with `epilogue` (see the module docs): `x`, `w`, and the
+/// `bias` and `residual` operands the epilogue names, each a slab slice and its view; `out`
+/// the `[N, OC, *out]` output (row-major, overwritten); `work` the workspace (at least
+/// [`ConvGeometry::workspace_bytes`] / 4 elements).
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] when a view does not have the geometry's shape or leaves its
+/// buffer, an operand the epilogue needs is missing, or `out` or `work` is too small.
+#[allow(clippy::too_many_arguments)]
+pub fn conv(
+    g: &ConvGeometry,
+    epilogue: ConvEpilogue,
+    (x, xv): Input<'_>,
+    (w, wv): Input<'_>,
+    bias: Option<Input<'_>>,
+    residual: Option<Input<'_>>,
+    out: &mut [f32],
+    work: &mut [f32],
+    threads: &Threads,
+) -> Result<(), RuntimeError> {
+    let bad = |what: String| RuntimeError::kernel(K, what);
+    let mut xs = vec![g.batch, g.c_in];
+    xs.extend(&g.input[..g.rank]);
+    let mut ws = vec![g.c_out, g.c_in / g.groups.max(1)];
+    ws.extend(&g.kernel[..g.rank]);
+    let fits = |v: &View, len: usize, shape: &[usize]| {
+        v.shape == shape && v.strides.len() == shape.len() && v.extent().is_some_and(|e| e <= len)
+    };
+    if !fits(xv, x.len(), &xs) || !fits(wv, w.len(), &ws) {
+        return Err(bad(format!(
+            "views {:?} and {:?} do not fit {}",
+            xv.shape,
+            wv.shape,
+            g.text()
+        )));
+    }
+    if epilogue.bias != bias.is_some() || epilogue.residual != residual.is_some() {
+        return Err(bad(format!("operands do not match the epilogue {epilogue}")));
+    }
+    if let Some((b, v)) = bias
+        && !fits(v, b.len(), &[g.c_out])
+    {
+        return Err(bad(format!("bias view {:?}, expected [{}]", v.shape, g.c_out)));
+    }
+    let out_shape = g.output_shape();
+    if let Some((r, v)) = residual
+        && !fits(v, r.len(), &out_shape)
+    {
+        return Err(bad(format!("residual view {:?}, expected {out_shape:?}", v.shape)));
+    }
+    let p = g.output_positions();
+    if out.len() != g.batch * g.c_out * p {
+        return Err(bad(format!(
+            "out has {} elements, expected {}",
+            out.len(),
+            g.batch * g.c_out * p
+        )));
+    }
+    let epi = Epilogue { epilogue, bias, residual };
+    let st = Strides::of(xv, g.rank);
+    // The weights as a row-major [OC, depth] matrix (lumen's weights always are; a view that
+    // is not gets copied).
+    let owned: Vec<f32>;
+    let w_rows: &[f32] = if wv.is_contiguous() {
+        &w[wv.offset..wv.offset + wv.elements()]
+    } else {
+        let mut v = Vec::with_capacity(wv.elements());
+        wv.for_each_offset(|o| v.push(w[o]));
+        owned = v;
+        &owned
+    };
+    if g.is_depthwise() {
+        depthwise(g, &epi, x, &st, w_rows, out, threads);
+        return Ok(());
+    }
+    let depth = g.depth();
+    let groups = g.groups.max(1);
+    let (cg, ocg) = (g.c_in / groups, g.c_out / groups);
+    let in_place = g.is_pointwise() && st.spatial_is_flat(g.input);
+    if !in_place && work.len() < depth * p {
+        return Err(bad(format!("workspace of {} elements, expected {}", work.len(), depth * p)));
+    }
+    let taps = g.taps();
+    for n in 0..g.batch {
+        for grp in 0..groups {
+            let xbase = |ci: usize| st.offset + n * st.n + (grp * cg + ci) * st.c;
+            // The [depth, P] right operand: the input itself, or its patches in the workspace.
+            let (rhs, rhs_rs): (&[f32], usize) = if in_place {
+                (&x[xbase(0)..], st.c)
+            } else {
+                let cols = &mut work[..depth * p];
+                let parallel = depth * p >= PAR_MIN_ELEMS;
+                let _ = threads.for_parts::<()>(cols, (depth, p), 1, parallel, |rows, part| {
+                    for (r, row) in rows.zip(part.chunks_exact_mut(p.max(1))) {
+                        let (ci, t) = (r / taps, r % taps);
+                        let tap = lumen_compiler::conv::unravel3(t, g.kernel);
+                        im2col_row(row, x, xbase(ci), &st, g, tap);
+                    }
+                    Ok(())
+                });
+                (&work[..depth * p], p)
+            };
+            let lhs = &w_rows[grp * ocg * depth..(grp + 1) * ocg * depth];
+            let out_g =
+                &mut out[(n * g.c_out + grp * ocg) * p..(n * g.c_out + (grp + 1) * ocg) * p];
+            gemm_epilogue(g, &epi, n, grp * ocg, (lhs, depth), (rhs, rhs_rs), out_g, threads);
+        }
+    }
+    Ok(())
+}
+
+/// `out_g [ocg, P] = lhs [ocg, depth] x rhs [depth, P]`, then the epilogue, split over the
+/// threads by rows (output channels) when there are enough of them, else by columns.
+#[allow(clippy::too_many_arguments)]
+fn gemm_epilogue(
+    g: &ConvGeometry,
+    epi: &Epilogue<'_>,
+    n: usize,
+    oc0: usize,
+    (lhs, depth): (&[f32], usize),
+    (rhs, rhs_rs): (&[f32], usize),
+    out_g: &mut [f32],
+    threads: &Threads,
+) {
+    let p = g.output_positions();
+    let ocg = out_g.len() / p.max(1);
+    let flops = 2usize.saturating_mul(ocg).saturating_mul(p).saturating_mul(depth);
+    let parallel = flops >= PAR_MIN_FLOPS && threads.count() > 1;
+    // Enough channels for every thread: rows, each part a contiguous block of out_g.
+    if !parallel || threads.parts(ocg, 4).len() >= threads.count() {
+        let _ = threads.for_parts::<()>(out_g, (ocg, p), 4, parallel, |rows, part| {
+            let lhs = &lhs[rows.start * depth..rows.end * depth];
+            // SAFETY: the part's rows of lhs, all of rhs ([depth, P] at row stride rhs_rs,
+            // inside rhs by construction), and this part's own output rows.
+            unsafe {
+                gemm_block(
+                    (rows.len(), p, depth),
+                    part.as_mut_ptr(),
+                    p,
+                    lhs.as_ptr(),
+                    depth,
+                    rhs.as_ptr(),
+                    rhs_rs,
+                );
+            }
+            for (i, row) in rows.zip(part.chunks_exact_mut(p.max(1))) {
+                epi.row(g, n, oc0 + i, 0, row);
+            }
+            Ok(())
+        });
+        return;
+    }
+    // Few channels, many positions: columns, each part a block of every row.
+    let cols = threads.parts(p, 16);
+    let dst = SharedMut(out_g.as_mut_ptr());
+    let _ = threads.run_parts::<()>(cols.len(), |i| {
+        let c = &cols[i];
+        let dst = dst;
+        // SAFETY: columns c of every row of out_g are this part's alone; lhs and rhs are
+        // only read, and every element addressed lies inside them.
+        unsafe {
+            gemm_block(
+                (ocg, c.len(), depth),
+                dst.0.add(c.start),
+                p,
+                lhs.as_ptr(),
+                depth,
+                rhs.as_ptr().add(c.start),
+                rhs_rs,
+            );
+            for oc in 0..ocg {
+                let row = std::slice::from_raw_parts_mut(dst.0.add(oc * p + c.start), c.len());
+                epi.row(g, n, oc0 + oc, c.start, row);
+            }
+        }
+        Ok(())
+    });
+}
+
+/// Depthwise convolution: each output plane (image, channel) from its one input channel,
+/// accumulated tap by tap along the innermost axis.
+fn depthwise(
+    g: &ConvGeometry,
+    epi: &Epilogue<'_>,
+    x: &[f32],
+    st: &Strides,
+    w: &[f32],
+    out: &mut [f32],
+    threads: &Threads,
+) {
+    let p = g.output_positions();
+    let taps = g.taps();
+    let mult = g.c_out / g.c_in.max(1);
+    let [o0, o1, o2] = g.output;
+    let planes = g.batch * g.c_out;
+    let parallel = planes * p * taps >= PAR_MIN_ELEMS;
+    let _ = threads.for_parts::<()>(out, (planes, p), 1, parallel, |rows, part| {
+        for (plane, dst) in rows.zip(part.chunks_exact_mut(p.max(1))) {
+            let (n, oc) = (plane / g.c_out, plane % g.c_out);
+            let c = oc / mult.max(1);
+            let xbase = st.offset + n * st.n + c * st.c;
+            let wk = &w[oc * taps..(oc + 1) * taps];
+            dst.fill(0.0);
+            for t in 0..taps {
+                let tap = lumen_compiler::conv::unravel3(t, g.kernel);
+                let wt = wk[t];
+                let off = |a: usize| tap[a] * g.dilation[a];
+                let (lo2, hi2) = valid_range(o2, g.stride[2], off(2), g.pad[2], g.input[2]);
+                if lo2 >= hi2 {
+                    continue;
+                }
+                for a in 0..o0 {
+                    let Some(i0) = (a * g.stride[0] + off(0))
+                        .checked_sub(g.pad[0])
+                        .filter(|&i| i < g.input[0])
+                    else {
+                        continue;
+                    };
+                    for b in 0..o1 {
+                        let Some(i1) = (b * g.stride[1] + off(1))
+                            .checked_sub(g.pad[1])
+                            .filter(|&i| i < g.input[1])
+                        else {
+                            continue;
+                        };
+                        let row = &mut dst[(a * o1 + b) * o2..(a * o1 + b + 1) * o2];
+                        let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
+                        let first = lo2 * g.stride[2] + off(2) - g.pad[2];
+                        if g.stride[2] == 1 && st.sp[2] == 1 {
+                            let src = &x[base + first..base + first + (hi2 - lo2)];
+                            for (d, &s) in row[lo2..hi2].iter_mut().zip(src) {
+                                *d += wt * s;
+                            }
+                        } else {
+                            let step = g.stride[2] * st.sp[2];
+                            let mut at = base + first * st.sp[2];
+                            for d in &mut row[lo2..hi2] {
+                                *d += wt * x[at];
+                                at += step;
+                            }
+                        }
+                    }
+                }
+            }
+            epi.row(g, n, oc, 0, dst);
+        }
+        Ok(())
+    });
+}
