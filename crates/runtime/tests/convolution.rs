@@ -396,3 +396,24 @@ fn bad_convolutions_are_compile_errors() {
     let err = cx.compile(&CompileOptions::default()).unwrap_err().to_string();
     assert!(err.contains("window: size 0"), "{err}");
 }
+
+/// A residual block (`relu(conv(x) + b + x)`) fuses into one convolution launch with the
+/// FusedConv epilogue; `relu(conv) + z` keeps its add (the order is not the epilogue's).
+#[test]
+fn residual_blocks_fuse_into_the_convolution() {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [1, 4, 6, 6]);
+    let w = cx.weight("w", [4, 4, 3, 3]);
+    let b = cx.weight("b", [4]);
+    let spec =
+        ConvSpec { strides: vec![1, 1], dilations: vec![1, 1], pads: vec![(1, 1); 2], groups: 1 };
+    (x.conv(&w, Some(&b), &spec) + &x).relu().output("y");
+    (x.conv(&w, None, &spec).relu() + &x).output("z");
+    let program = cx.compile(&CompileOptions::default()).unwrap();
+    let text = lumen_compiler::dump::llir_text(&program);
+    assert!(text.contains("epilogue=bias+residual+relu"), "{text}");
+    assert!(text.contains("epilogue=relu inputs"), "{text}");
+    assert_eq!(program.figures.launches, 3, "{text}");
+    let unfused = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
+    assert_eq!(unfused.figures.launches, 6);
+}

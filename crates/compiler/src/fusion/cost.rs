@@ -68,15 +68,24 @@ impl CostModel {
 /// Which fused forms a candidate may use (the extraction's policy).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fusions {
-    /// BIAS epilogues (`lt_bias`, and with `activation` the `*_BIAS` forms).
+    /// BIAS epilogues (`lt_bias`, and with `activation` the `*_BIAS` forms), and a
+    /// convolution's fused residual add.
     pub bias: bool,
-    /// Activation epilogues (`lt_relu`, `lt_gelu`, and with `bias` the `*_BIAS` forms).
+    /// Activation epilogues (`lt_relu`, `lt_gelu`, and with `bias` the `*_BIAS` forms), and a
+    /// convolution's fused activation.
     pub activation: bool,
 }
 
 impl Fusions {
     /// Every fused form.
     pub const ALL: Fusions = Fusions { bias: true, activation: true };
+
+    /// Whether an e-node's fused forms are allowed ([`FusionLang::fused_kinds`]): a BIAS
+    /// epilogue or a convolution's residual needs `bias`, an activation epilogue `activation`.
+    pub fn allows_node(&self, node: &FusionLang) -> bool {
+        let (additive, activation) = node.fused_kinds();
+        (!additive || self.bias) && (!activation || self.activation)
+    }
 
     /// Whether a matmul with `epilogue` is allowed (DEFAULT always is).
     pub fn allows(&self, epilogue: Epilogue) -> bool {
@@ -193,7 +202,7 @@ impl CostFunction<FusionLang> for ExtractionCost<'_> {
     {
         // What the program itself wrote is always allowed (a hand-fused matmul included).
         let written = self.written.is_some_and(|w| w.contains(enode));
-        let allowed = written || enode.epilogue().is_none_or(|e| self.fusions.allows(e));
+        let allowed = written || self.fusions.allows_node(enode);
         let usable = allowed && !self.banned.contains(enode);
         let penalised = self.written.is_some() && !written;
         let own = own_score(self.model, self.own(enode), usable, penalised);

@@ -28,8 +28,8 @@ use super::FusionConfig;
 use super::cost::{Fusions, add_child, own_cost, own_score};
 use super::egraph::{FusionEGraph, Loaded};
 use super::lang::FusionLang;
+use crate::conv::ConvEpilogue;
 use crate::error::CompileError;
-use crate::llir::Epilogue;
 use crate::ops::BinaryOp;
 
 /// An extraction: the chosen e-node of every e-class the program needs (canonical ids).
@@ -51,8 +51,8 @@ pub struct ExtractionTable {
     score: Vec<Option<u64>>,
     /// Per e-node slot: the program wrote it (always allowed, whatever the policy).
     written: Vec<bool>,
-    /// Per e-node slot: its epilogue if a matmul.
-    epilogue: Vec<Option<Epilogue>>,
+    /// Per e-node slot: the fused forms it uses ([`FusionLang::fused_kinds`]).
+    fused: Vec<(bool, bool)>,
     /// Start of each slot's children in `children`; one more entry than slots.
     child_start: Vec<usize>,
     /// Dense class index of every child slot.
@@ -80,7 +80,7 @@ impl ExtractionTable {
             first: Vec::with_capacity(classes.len() + 1),
             score: Vec::new(),
             written: Vec::new(),
-            epilogue: Vec::new(),
+            fused: Vec::new(),
             child_start: vec![0],
             children: Vec::new(),
             waiting_start: Vec::new(),
@@ -95,7 +95,7 @@ impl ExtractionTable {
                 let own = own_cost(eg, class, node);
                 table.score.push(own.map(|own| own_score(config.cost, Some(own), true, !written)));
                 table.written.push(written);
-                table.epilogue.push(node.epilogue());
+                table.fused.push(node.fused_kinds());
                 for &c in node.children() {
                     table.children.push(table.dense[usize::from(eg.find(c))]);
                 }
@@ -149,9 +149,10 @@ impl ExtractionTable {
             (0..slots).map(|s| self.child_start[s + 1] - self.child_start[s]).collect();
         let mut heap: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
         let cost_of = |slot: usize, best: &[Option<(u64, usize)>]| -> u64 {
-            let usable = (self.written[slot]
-                || self.epilogue[slot].is_none_or(|e| fusions.allows(e)))
-                && !banned[slot];
+            let usable = (self.written[slot] || {
+                let (additive, activation) = self.fused[slot];
+                (!additive || fusions.bias) && (!activation || fusions.activation)
+            }) && !banned[slot];
             let own = match self.score[slot] {
                 Some(score) if usable => score,
                 _ => return u64::MAX,
@@ -328,6 +329,23 @@ pub fn hidden_classes(eg: &FusionEGraph, node: &FusionLang) -> Vec<Id> {
             let add = |x, y| eg.lookup(FusionLang::Binary(BinaryOp::Add, [x, y]));
             let biased = add(p, b).or_else(|| add(b, p));
             std::iter::once(p).chain(biased).collect()
+        }
+        FusionLang::Op(..) => {
+            // A convolution hides itself without its fused residual and activation, and with
+            // both, also the residual sum before the activation.
+            let Some((spec, e, ids)) = node.conv_parts() else { return Vec::new() };
+            if !(e.residual || e.activation.is_some()) {
+                return Vec::new();
+            }
+            let plain_ids = if e.residual { &ids[..ids.len() - 1] } else { ids };
+            let plain = ConvEpilogue { residual: false, activation: None, ..e };
+            let mut hidden: Vec<Id> =
+                eg.lookup(FusionLang::conv(spec, plain, plain_ids)).into_iter().collect();
+            if e.residual && e.activation.is_some() {
+                let summed = ConvEpilogue { activation: None, ..e };
+                hidden.extend(eg.lookup(FusionLang::conv(spec, summed, ids)));
+            }
+            hidden
         }
         _ => Vec::new(),
     }

@@ -17,6 +17,7 @@ use std::str::FromStr;
 
 use egg::{Id, Symbol};
 
+use crate::conv::{ConvEpilogue, ConvSpec};
 use crate::dtype::Scalar;
 use crate::hlir::{HlirOp, MoveOp};
 use crate::llir::Epilogue;
@@ -177,9 +178,42 @@ impl FusionLang {
         }
     }
 
-    /// Whether the e-node is a fused matmul (any epilogue but DEFAULT).
+    /// Whether the e-node is a fused matmul (any epilogue but DEFAULT) or a convolution with
+    /// a fused residual or activation ([`FusionLang::conv_parts`]; its bias is the
+    /// convolution's own operand, as ONNX's `Conv` has it, not a fusion).
     pub fn is_fused(&self) -> bool {
         self.epilogue().is_some_and(|e| e != Epilogue::Default)
+            || self.conv_parts().is_some_and(|(_, e, _)| e.residual || e.activation.is_some())
+    }
+
+    /// The fused forms the e-node uses, as a fusion policy gates them
+    /// ([`super::cost::Fusions`]): `(additive, activation)`, where additive is a matmul's BIAS
+    /// epilogue or a convolution's residual add, and activation a matmul's RELU/GELU epilogue
+    /// or a convolution's activation. `(false, false)` for every unfused e-node.
+    pub fn fused_kinds(&self) -> (bool, bool) {
+        if let Some(e) = self.epilogue() {
+            return (e.has_bias(), e.activation().is_some());
+        }
+        match self.conv_parts() {
+            Some((_, e, _)) => (e.residual, e.activation.is_some()),
+            None => (false, false),
+        }
+    }
+
+    /// A convolution e-node's spec, epilogue and children (x, w, then bias and residual as
+    /// the epilogue names them); `None` for any other e-node.
+    pub fn conv_parts(&self) -> Option<(&ConvSpec, ConvEpilogue, &[Id])> {
+        match self {
+            FusionLang::Op(OpData(HlirOp::Conv { spec, epilogue }), ids) => {
+                Some((spec, *epilogue, ids))
+            }
+            _ => None,
+        }
+    }
+
+    /// The convolution e-node of `spec` with `epilogue` over `children`.
+    pub fn conv(spec: &ConvSpec, epilogue: ConvEpilogue, children: &[Id]) -> FusionLang {
+        FusionLang::Op(OpData(HlirOp::Conv { spec: spec.clone(), epilogue }), children.into())
     }
 
     /// The e-node of HLIR compute or movement op `op` over `children` (operand order), or

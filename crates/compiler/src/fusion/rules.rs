@@ -8,6 +8,8 @@
 //! | `fuse-relu` | `(relu (matmul ?a ?w))` | `(lt_relu ?a ?w)` | |
 //! | `fuse-gelu` | `(gelu (matmul ?a ?w))` | `(lt_gelu ?a ?w)` | |
 //! | `fuse-silu` | `(mul ?x (sigmoid ?x))` | `(silu ?x)` | |
+//! | `conv-{act}` | `({act} ?c)`, `?c` a convolution with no activation | the convolution with `act` in its epilogue | `act` an activation ([`crate::ops::UnaryOp::is_activation`]) |
+//! | `conv-residual` | `(add ?c ?z)`, `?c` a convolution with no residual nor activation | the convolution with `?z` as its residual operand | `?z` has the output's shape (no broadcast) |
 //! | `add-commute` (and `mul-`, `equal-commute`) | `(add ?x ?y)` | `(add ?y ?x)` | |
 //! | `relu-idempotent` (optional) | `(relu (relu ?x))` | `(relu ?x)` | |
 //!
@@ -17,17 +19,23 @@
 //! `matmul + b`, and `relu(matmul) + b` is a different value. The activation rules fuse the
 //! activation AFTER the bias, the order cuBLASLt's `*_BIAS` epilogues compute.
 //!
+//! The convolution rules build ONNX Runtime's `FusedConv` (`act(conv + bias + residual)`, the
+//! skip connection of a residual block included) in the e-graph: the residual add must come
+//! before the activation, so `relu(conv + z)` fuses whole and `relu(conv) + z` keeps its add.
+//! They are Rust appliers (a convolution's e-node carries its whole op, [`super::lang::OpData`]).
+//!
 //! The activation and commutativity rules are generated from the op table
 //! ([`crate::ops::UnaryOp::epilogue_activation`], [`crate::ops::ElemOp::is_commutative`]), so
 //! erf-GELU, which has no cuBLASLt epilogue, can never fuse. The bias must be `[N]` along the
 //! last output axis of a product that is one GEMM (a 2-D right operand): a batched product's
 //! `add` stays an `add`.
 
-use egg::{ConditionalApplier, Id, Pattern, Rewrite, Subst, Var};
+use egg::{Applier, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
 
 use super::analysis::{ShapeAnalysis, enode_type};
 use super::egraph::FusionEGraph;
 use super::lang::FusionLang;
+use crate::conv::ConvEpilogue;
 use crate::error::CompileError;
 use crate::hlir::TensorType;
 use crate::llir::Epilogue;
@@ -110,6 +118,102 @@ pub fn fuse_bias_rule() -> Result<FusionRewrite, CompileError> {
         .map_err(|e| CompileError::Fusion(format!("bad rule fuse-bias: {e}")))
 }
 
+/// The `conv-{act}` rule's applier: every convolution e-node of `?c` without an activation
+/// gains one with `act`, in the matched e-class.
+#[derive(Debug, Clone)]
+pub struct ConvActivation {
+    act: UnaryOp,
+    c: Var,
+}
+
+impl Applier<FusionLang, ShapeAnalysis> for ConvActivation {
+    fn apply_one(
+        &self,
+        egraph: &mut FusionEGraph,
+        eclass: Id,
+        subst: &Subst,
+        _ast: Option<&PatternAst<FusionLang>>,
+        _rule: Symbol,
+    ) -> Vec<Id> {
+        let Some(&c) = subst.get(self.c) else { return Vec::new() };
+        let fused: Vec<FusionLang> = egraph[c]
+            .nodes
+            .iter()
+            .filter_map(FusionLang::conv_parts)
+            .filter(|(_, e, _)| e.activation.is_none())
+            .map(|(spec, e, ids)| {
+                FusionLang::conv(spec, ConvEpilogue { activation: Some(self.act), ..e }, ids)
+            })
+            .collect();
+        let mut changed = Vec::new();
+        for node in fused {
+            let id = egraph.add(node);
+            if egraph.union(eclass, id) {
+                changed.push(id);
+            }
+        }
+        changed
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        vec![self.c]
+    }
+}
+
+/// The `conv-residual` rule's applier: every convolution e-node of `?c` with neither a
+/// residual nor an activation gains one reading `?z`, when `?z` has the convolution's shape.
+#[derive(Debug, Clone)]
+pub struct ConvResidual {
+    c: Var,
+    z: Var,
+}
+
+impl Applier<FusionLang, ShapeAnalysis> for ConvResidual {
+    fn apply_one(
+        &self,
+        egraph: &mut FusionEGraph,
+        eclass: Id,
+        subst: &Subst,
+        _ast: Option<&PatternAst<FusionLang>>,
+        _rule: Symbol,
+    ) -> Vec<Id> {
+        let (Some(&c), Some(&z)) = (subst.get(self.c), subst.get(self.z)) else {
+            return Vec::new();
+        };
+        let (cd, zd, sd) = (&egraph[c].data, &egraph[z].data, &egraph[eclass].data);
+        let same = cd.shape.is_some()
+            && cd.shape == zd.shape
+            && cd.shape == sd.shape
+            && zd.dtype == cd.dtype;
+        if !same || egraph.find(c) == egraph.find(z) {
+            return Vec::new();
+        }
+        let fused: Vec<FusionLang> = egraph[c]
+            .nodes
+            .iter()
+            .filter_map(FusionLang::conv_parts)
+            .filter(|(_, e, _)| !e.residual && e.activation.is_none())
+            .map(|(spec, e, ids)| {
+                let mut children = ids.to_vec();
+                children.push(z);
+                FusionLang::conv(spec, ConvEpilogue { residual: true, ..e }, &children)
+            })
+            .collect();
+        let mut changed = Vec::new();
+        for node in fused {
+            let id = egraph.add(node);
+            if egraph.union(eclass, id) {
+                changed.push(id);
+            }
+        }
+        changed
+    }
+
+    fn vars(&self) -> Vec<Var> {
+        vec![self.c, self.z]
+    }
+}
+
 /// The rules of `set`, in the table's order.
 ///
 /// # Errors
@@ -154,6 +258,25 @@ pub fn rules(set: &RuleSet) -> Result<Vec<FusionRewrite>, CompileError> {
             &format!("({op} ?y ?x)"),
         )?);
     }
+    for act in UnaryOp::ALL.into_iter().filter(|a| a.is_activation()) {
+        let var_c = var("?c")?;
+        rules.push(
+            Rewrite::new(
+                format!("conv-{act}"),
+                pattern(&format!("({act} ?c)"))?,
+                ConvActivation { act, c: var_c },
+            )
+            .map_err(|e| CompileError::Fusion(format!("bad rule conv-{act}: {e}")))?,
+        );
+    }
+    rules.push(
+        Rewrite::new(
+            "conv-residual",
+            pattern("(add ?c ?z)")?,
+            ConvResidual { c: var("?c")?, z: var("?z")? },
+        )
+        .map_err(|e| CompileError::Fusion(format!("bad rule conv-residual: {e}")))?,
+    );
     if set.relu_idempotence {
         rules.push(rule("relu-idempotent", "(relu (relu ?x))", "(relu ?x)")?);
     }
