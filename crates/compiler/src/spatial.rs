@@ -29,6 +29,8 @@ pub enum PadMode {
     /// The axis is mirrored without repeating its end element (`reflect`: pads of at most
     /// length - 1).
     Reflect,
+    /// The axis repeats periodically (`wrap`, opset 19: pads of at most its length).
+    Wrap,
 }
 
 /// A transposed convolution's parameters (ONNX `ConvTranspose`, PyTorch's `ConvTranspose*d`),
@@ -107,13 +109,15 @@ impl Tensor {
                 PadMode::Constant(_) => true,
                 PadMode::Edge => len > 0,
                 PadMode::Reflect => before < len && after < len,
+                PadMode::Wrap => before <= len && after <= len,
             };
             if !fits {
                 return self.bad_argument(
                     "pad",
                     format!(
                         "{mode:?} padding of ({before}, {after}) along axis {axis} of length \
-                         {len} (edge needs a non-empty axis, reflect pads shorter than it)"
+                         {len} (edge needs a non-empty axis, reflect pads shorter than it, wrap \
+                         pads no longer)"
                     ),
                 );
             }
@@ -135,6 +139,9 @@ impl Tensor {
                         .map(|j| if at_end { len - 2 - j } else { count - j })
                         .map(|e| x.slice(a, e, e + 1))
                         .collect(),
+                    // The other end: the last `count` elements before, the first after.
+                    PadMode::Wrap if at_end => vec![x.slice(a, 0, count)],
+                    PadMode::Wrap => vec![x.slice(a, len - count, len)],
                 }
             };
             let mut parts = fill(before, false);

@@ -318,6 +318,25 @@ impl Importer {
                             },
                         }
                     }
+                    "Slice" if self.slice_ranges(n, &x.shape)?.iter().any(|r| r.step < 0) => {
+                        // A backward slice: the elements gathered axis by axis.
+                        let mut c = x.clone();
+                        for r in self.slice_ranges(n, &x.shape)? {
+                            let parts: Vec<Const> = r
+                                .indices()
+                                .map(|i| {
+                                    c.through(&View::contiguous(&c.shape).slice(r.axis, i, i + 1))
+                                })
+                                .collect();
+                            let mut shape = c.shape.clone();
+                            shape[r.axis] = r.count;
+                            c = Const::concat(&parts, r.axis).unwrap_or_else(|| match &c.data {
+                                Data::F32(_) => Const::f32(shape.clone(), vec![]),
+                                Data::I64(_) => Const::i64(shape.clone(), vec![]),
+                            });
+                        }
+                        c
+                    }
                     _ => {
                         let (view, out) = self.movement(n, &shapes)?;
                         self.foldable(n, &out)?;

@@ -21,9 +21,13 @@ pub use crate::importer::{ImportedInput, MAX_FOLDED_ELEMENTS};
 use crate::importer::{Importer, Names, Value, attr_i, node_name, read_tensor, without_location};
 use crate::proto::{ModelProto, NodeProto, data_type};
 
-/// The oldest default-domain opset lumen imports: 13, where Squeeze, Unsqueeze, ReduceSum
-/// and Split take their axes as inputs, as every later opset does.
-pub const MIN_OPSET: i64 = 13;
+/// The oldest default-domain opset lumen imports: 7 (ONNX 1.2, the oldest torch.onnx and
+/// skl2onnx still write). Where an operator's form changed since (Squeeze, Unsqueeze, Split
+/// and the reductions' axes as attributes, Softmax's flatten-to-2-D rule, Clip's bounds and
+/// Pad's pads as attributes, Slice's attributes before 10, Upsample, Resize-10's inputs and
+/// rounding, BatchNormalization's `spatial`), each operator reads the form of the model's
+/// opset.
+pub const MIN_OPSET: i64 = 7;
 
 /// The newest default-domain opset lumen imports. Every operator lumen imports changed after
 /// opset 21 only in its type lists (and Cast gained `round_mode`, Range `stash_type`, neither
@@ -129,7 +133,7 @@ pub fn graph_input_names(bytes: &[u8]) -> Result<Vec<String>, OnnxError> {
         .collect())
 }
 
-/// Imports an ONNX model (opset 13 to 28, float32, static shapes or shapes set by
+/// Imports an ONNX model (opset 7 to 28, float32, static shapes or shapes set by
 /// `options.shapes`) into a lumen program.
 ///
 /// # Errors
@@ -164,7 +168,18 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         bools: std::collections::HashSet::new(),
         known: options.values.clone(),
         specialized: std::cell::RefCell::default(),
+        readers: HashMap::new(),
+        convs: HashMap::new(),
+        hard_sigmoids: HashMap::new(),
     };
+    for node in &graph.node {
+        for i in node.input.iter().filter(|i| !i.is_empty()) {
+            *im.readers.entry(i.clone()).or_default() += 1;
+        }
+    }
+    for out in &graph.output {
+        *im.readers.entry(out.name.clone()).or_default() += 1;
+    }
     for init in &graph.initializer {
         let c = read_tensor(init, &init.name)?;
         im.values.insert(init.name.clone(), Value::Const(Rc::new(c)));

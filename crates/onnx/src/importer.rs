@@ -98,7 +98,51 @@ pub(crate) struct Importer {
     pub(crate) names: Names,
     pub(crate) opset: i64,
     pub(crate) folded: usize,
+    /// How many nodes (and graph outputs) read each value: a convolution whose output only a
+    /// `BatchNormalization` reads can take the normalization into its weights.
+    pub(crate) readers: HashMap<String, usize>,
+    /// Convolutions with constant weights, by output value name: what a following
+    /// `BatchNormalization` needs to fold itself in ([`ConvRecord`]).
+    pub(crate) convs: HashMap<String, ConvRecord>,
+    /// `HardSigmoid` outputs with PyTorch's constants, by output name: their input's name
+    /// (`x * HardSigmoid(x)` is hard swish).
+    pub(crate) hard_sigmoids: HashMap<String, String>,
 }
+
+/// A convolution imported with constant weights: its input, weights, bias and parameters.
+#[derive(Debug, Clone)]
+pub(crate) struct ConvRecord {
+    /// The input tensor.
+    pub(crate) x: Tensor,
+    /// The kernels `[OC, C / groups, *k]`.
+    pub(crate) w: Rc<Const>,
+    /// The bias `[OC]`, if any.
+    pub(crate) b: Option<Rc<Const>>,
+    /// Strides, dilations, pads and groups.
+    pub(crate) spec: lumen_compiler::ConvSpec,
+}
+
+/// One sliced axis of a `Slice` ([`Importer::slice_ranges`]): `count` elements from `start`,
+/// `step` apart (a negative step walks backwards).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SliceAxis {
+    /// The axis.
+    pub(crate) axis: usize,
+    /// The first element taken.
+    pub(crate) start: usize,
+    /// Elements taken.
+    pub(crate) count: usize,
+    /// Elements between two taken (never 0).
+    pub(crate) step: i64,
+}
+
+impl SliceAxis {
+    /// The taken elements' positions along the axis, in order.
+    pub(crate) fn indices(self) -> impl Iterator<Item = usize> {
+        (0..self.count).map(move |k| (self.start as i64 + k as i64 * self.step) as usize)
+    }
+}
+
 /// How one node of an operator becomes program tensors (one per output): a row of the
 /// operator table ([`crate::ops`]).
 pub(crate) type Handler = fn(&mut Importer, &NodeProto) -> Result<Vec<Tensor>, OnnxError>;
@@ -142,6 +186,14 @@ pub(crate) fn attr_i(n: &NodeProto, name: &str, default: i64) -> i64 {
 
 pub(crate) fn attr_f(n: &NodeProto, name: &str, default: f32) -> f32 {
     attr(n, name).map_or(default, |a| a.f)
+}
+
+pub(crate) fn attr_s(n: &NodeProto, name: &str) -> Option<String> {
+    attr(n, name).map(|a| String::from_utf8_lossy(&a.s).into_owned())
+}
+
+pub(crate) fn attr_floats(n: &NodeProto, name: &str) -> Option<Vec<f32>> {
+    attr(n, name).map(|a| a.floats.clone())
 }
 
 pub(crate) fn attr_ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
@@ -217,29 +269,35 @@ impl Importer {
             Value::Tensor(t) => return Ok(t),
             Value::Const(c) => c,
         };
-        let t = match &c.data {
+        let t = self.weight_of(n, &name, &c)?;
+        // Materialized once: later readers share the weight.
+        self.values.insert(name, Value::Tensor(t.clone()));
+        Ok(t)
+    }
+
+    /// Constant `c` as a program tensor named after `name` (made identifier-like and unique):
+    /// a one-element float a DSL constant, anything else a weight holding its values.
+    fn weight_of(&mut self, n: &NodeProto, name: &str, c: &Const) -> Result<Tensor, OnnxError> {
+        Ok(match &c.data {
             Data::F32(v) if v.len() == 1 => {
                 let scalar = self.cx.constant(v[0]);
                 if c.shape.is_empty() { scalar } else { scalar.reshape(c.shape.clone()) }
             }
             Data::F32(v) => {
-                let lumen = self.names.make(&name);
+                let lumen = self.names.make(name);
                 let host = HostTensor::new(c.shape.clone(), v.clone())
                     .map_err(|e| self.malformed(n, e.to_string()))?;
                 self.weights.insert(lumen.clone(), host);
                 self.cx.weight(lumen, c.shape.clone())
             }
             Data::I64(v) => {
-                let lumen = self.names.make(&name);
+                let lumen = self.names.make(name);
                 let host = HostTensor::from_i64(c.shape.clone(), v.clone())
                     .map_err(|e| self.malformed(n, e.to_string()))?;
                 self.weights.insert(lumen.clone(), host);
                 self.cx.weight_typed(lumen, c.shape.clone(), DType::I64)
             }
-        };
-        // Materialized once: later readers share the weight.
-        self.values.insert(name, Value::Tensor(t.clone()));
-        Ok(t)
+        })
     }
 
     /// Input `i` as integers known at import (a shape, axes, starts...), or `None` when absent.
@@ -269,6 +327,25 @@ impl Importer {
                 }
             }
         }
+    }
+
+    /// Input `i` when it is known at import time, else `None`.
+    pub(crate) fn const_input(&self, n: &NodeProto, i: usize) -> Option<Rc<Const>> {
+        match self.input(n, i) {
+            Some(Value::Const(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// A weight holding `value`, named after node `n` and `hint` (made unique): how an
+    /// operator's import-time tables (resize taps, folded kernels) reach the program.
+    pub(crate) fn const_weight(
+        &mut self,
+        n: &NodeProto,
+        hint: &str,
+        value: Const,
+    ) -> Result<Tensor, OnnxError> {
+        self.weight_of(n, &format!("{}.{hint}", node_name(n)), &value)
     }
 
     pub(crate) fn shape_of(&self, v: &Value) -> Vec<usize> {
@@ -402,44 +479,73 @@ impl Importer {
                 Ok((Some(v), out))
             }
             "Slice" => {
+                // Positive steps are a view (offset, length, stride); a negative step is not.
                 let mut v = src;
-                for (a, s, e) in self.slice_ranges(n, &shape)? {
-                    v = v.slice(a, s, e);
+                let mut out = shape.clone();
+                for r in self.slice_ranges(n, &shape)? {
+                    out[r.axis] = r.count;
+                    if r.step < 0 {
+                        continue;
+                    }
+                    v.offset += r.start * v.strides[r.axis];
+                    v.shape[r.axis] = r.count;
+                    v.strides[r.axis] *= r.step as usize;
                 }
-                let out = v.shape.clone();
-                Ok((Some(v), out))
+                let forward = self.slice_ranges(n, &shape)?.iter().all(|r| r.step > 0);
+                Ok((forward.then_some(v), out))
             }
             _ => Err(self.unsupported(n, "not a movement op")),
         }
     }
 
-    /// A `Slice`'s (axis, start, end) per sliced axis of an input of `shape`, ONNX's clamping
-    /// applied (negative from the end, out-of-range clamped, an empty range for end < start).
+    /// A `Slice`'s selection per sliced axis of an input of `shape` ([`SliceAxis`]), ONNX's
+    /// clamping applied: negative starts and ends count from the end; with a positive step
+    /// both are clamped to `0..=len`, with a negative one the start to `0..len` and the end to
+    /// `-1..len`; the count is `ceil((end - start) / step)`, at least 0. Before opset 10 the
+    /// starts, ends and axes are attributes and every step is 1.
     pub(crate) fn slice_ranges(
         &self,
         n: &NodeProto,
         shape: &[usize],
-    ) -> Result<Vec<(usize, usize, usize)>, OnnxError> {
+    ) -> Result<Vec<SliceAxis>, OnnxError> {
         let rank = shape.len();
-        let starts = self.ints(n, 1)?.ok_or_else(|| self.malformed(n, "no starts"))?;
-        let ends = self.ints(n, 2)?.ok_or_else(|| self.malformed(n, "no ends"))?;
-        let axes = self.ints(n, 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-        let steps = self.ints(n, 4)?.unwrap_or_else(|| vec![1; starts.len()]);
+        let (starts, ends, axes, steps) = if self.opset < 10 {
+            let starts = attr_ints(n, "starts").ok_or_else(|| self.malformed(n, "no starts"))?;
+            let ends = attr_ints(n, "ends").ok_or_else(|| self.malformed(n, "no ends"))?;
+            let axes = attr_ints(n, "axes").unwrap_or_else(|| (0..starts.len() as i64).collect());
+            let steps = vec![1; starts.len()];
+            (starts, ends, axes, steps)
+        } else {
+            let starts = self.ints(n, 1)?.ok_or_else(|| self.malformed(n, "no starts"))?;
+            let ends = self.ints(n, 2)?.ok_or_else(|| self.malformed(n, "no ends"))?;
+            let axes = self.ints(n, 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+            let steps = self.ints(n, 4)?.unwrap_or_else(|| vec![1; starts.len()]);
+            (starts, ends, axes, steps)
+        };
         if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
             return Err(self.malformed(n, "starts, ends, axes and steps differ in length"));
         }
         let mut out = Vec::with_capacity(starts.len());
         for (((&s, &e), &a), &step) in starts.iter().zip(&ends).zip(&axes).zip(&steps) {
-            if step != 1 {
-                return Err(self.unsupported(n, format!("step {step} (only 1)")));
+            if step == 0 {
+                return Err(self.malformed(n, "steps = 0"));
             }
             let a = axis(a, rank).ok_or_else(|| {
                 self.malformed(n, format!("axis {a} is out of range for rank {rank}"))
             })?;
             let len = shape[a] as i64;
-            let clamp = |x: i64| (if x < 0 { x + len } else { x }).clamp(0, len);
-            let (s, e) = (clamp(s), clamp(e));
-            out.push((a, s as usize, e.max(s) as usize));
+            let from_end = |x: i64| if x < 0 { x.saturating_add(len) } else { x };
+            let (s, e) = if step > 0 {
+                (from_end(s).clamp(0, len), from_end(e).clamp(0, len))
+            } else {
+                (from_end(s).clamp(0, len - 1), from_end(e).clamp(-1, len - 1))
+            };
+            let count = if (step > 0 && e > s) || (step < 0 && e < s) {
+                ((e - s).abs() + step.abs() - 1) / step.abs()
+            } else {
+                0
+            };
+            out.push(SliceAxis { axis: a, start: s.max(0) as usize, count: count as usize, step });
         }
         Ok(out)
     }
@@ -457,10 +563,27 @@ impl Importer {
                 x.permute(&perm)
             }
             ("Expand", Some(_)) => x.expand(out),
-            ("Slice", Some(_)) => {
+            ("Slice", _) => {
                 let mut t = x;
-                for (a, s, e) in self.slice_ranges(n, &shapes[0])? {
-                    t = t.slice(a as isize, s, e);
+                for r in self.slice_ranges(n, &shapes[0])? {
+                    let a = r.axis as isize;
+                    t = if r.step == 1 {
+                        t.slice(a, r.start, r.start + r.count)
+                    } else if r.step > 0 || r.count == 0 {
+                        // Every step-th element: a window of one element per step, no copy.
+                        let step = r.step.unsigned_abs() as usize;
+                        let end =
+                            if r.count == 0 { r.start } else { r.start + (r.count - 1) * step + 1 };
+                        let mut shape = t.shape().unwrap_or_default();
+                        shape[r.axis] = r.count;
+                        t.slice(a, r.start, end).window(a, 1, step, 1).reshape(shape)
+                    } else {
+                        // A negative step reverses: a take of the elements in order.
+                        let picks: Vec<i64> = r.indices().map(|i| i as i64).collect();
+                        let idx =
+                            self.const_weight(n, "indices", Const::i64(vec![picks.len()], picks))?;
+                        t.take(a, &idx, 0.0)
+                    };
                 }
                 t
             }

@@ -1,4 +1,4 @@
-//! lumen-onnx: the ONNX front end. An ONNX model (opset 13 to 28, float32, static shapes or
+//! lumen-onnx: the ONNX front end. An ONNX model (opset 7 to 28, float32, static shapes or
 //! shapes set by the caller) is imported into lumen's DSL ([`import()`]): initializers become
 //! weights, graph inputs inputs, graph outputs outputs, constant subgraphs are folded once, and
 //! everything downstream (fusion, planning, runtimes, dumps, search) is unchanged.

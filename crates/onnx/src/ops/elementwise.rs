@@ -39,11 +39,41 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Clip", clip),
     ("Cast", cast),
     ("Range", range),
+    ("HardSigmoid", hard_sigmoid),
+    ("HardSwish", hard_swish),
+    ("PRelu", prelu),
+    ("Elu", elu),
+    ("Selu", selu),
+    ("Celu", celu),
+    ("Softplus", softplus),
+    ("Softsign", softsign),
+    ("ThresholdedRelu", thresholded_relu),
+    ("Mish", mish),
+    ("Sum", sum_mean),
+    ("Mean", sum_mean),
+    ("GreaterOrEqual", ordered),
+    ("LessOrEqual", ordered),
+    ("And", logical),
+    ("Or", logical),
+    ("Xor", logical),
+    ("IsNaN", is_nan),
+    ("IsInf", is_inf),
+    ("Sign", sign),
 ];
 
-/// `Add`, `Sub`, `Mul`, `Div`: broadcasting binary arithmetic.
+/// `Add`, `Sub`, `Mul`, `Div`: broadcasting binary arithmetic. `x * HardSigmoid(x)` with
+/// PyTorch's constants (how opsets before 14 write hard swish) is the `hardswish` primitive.
 fn arithmetic(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let op = n.op_type.as_str();
+    if op == "Mul"
+        && let [a, b] = n.input.as_slice()
+    {
+        let swish_of = |h: &String, x: &String| im.hard_sigmoids.get(h) == Some(x);
+        if swish_of(b, a) || swish_of(a, b) {
+            let i = if swish_of(b, a) { 0 } else { 1 };
+            return one(im.f32_tensor(n, i)?.hardswish());
+        }
+    }
     let (a, b) = im.binary_operands(n)?;
     one(match op {
         "Add" => a + b,
@@ -198,6 +228,24 @@ fn max_min(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 /// `Clip`: `min`/`max` inputs as `maximum`/`minimum`.
 fn clip(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let mut x = im.f32_tensor(n, 0)?;
+    if im.opset < 11 {
+        // Bounds as attributes; ReLU6 (0, 6) is a primitive.
+        let (lo, hi) = (attr_f(n, "min", f32::MIN), attr_f(n, "max", f32::MAX));
+        if (lo, hi) == (0.0, 6.0) {
+            return one(x.relu6());
+        }
+        if lo > f32::MIN {
+            x = x.maximum(lo);
+        }
+        if hi < f32::MAX {
+            x = x.minimum(hi);
+        }
+        return one(x);
+    }
+    let bound = |i: usize| im.const_input(n, i).filter(|c| c.len() == 1).map(|c| c.to_f32()[0]);
+    if (bound(1), bound(2)) == (Some(0.0), Some(6.0)) {
+        return one(x.relu6());
+    }
     if im.input(n, 1).is_some() {
         x = x.maximum(im.f32_tensor(n, 1)?);
     }
@@ -242,4 +290,144 @@ fn range(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         n,
         "start, limit and delta must be known at import time (lumen compiles static shapes)",
     ))
+}
+
+/// `HardSigmoid`: `max(0, min(1, alpha x + beta))` (alpha 0.2, beta 0.5 by default). One with
+/// PyTorch's constants (1/6, 0.5) is remembered: `x * HardSigmoid(x)` is hard swish.
+fn hard_sigmoid(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let (alpha, beta) = (attr_f(n, "alpha", 0.2), attr_f(n, "beta", 0.5));
+    if (alpha - 1.0 / 6.0).abs() < 1e-6
+        && beta == 0.5
+        && let (Some(out), Some(input)) = (n.output.first(), n.input.first())
+    {
+        im.hard_sigmoids.insert(out.clone(), input.clone());
+    }
+    one((x * alpha + beta).maximum(0.0).minimum(1.0))
+}
+
+/// `HardSwish`: the primitive.
+fn hard_swish(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    one(im.f32_tensor(n, 0)?.hardswish())
+}
+
+/// `PRelu`: `x < 0 ? slope x : x`, the slope broadcast to `x` (one per channel, `[C, 1, 1]`).
+fn prelu(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (x, slope) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?);
+    one(x.less_than(0.0).select(&x * slope, &x))
+}
+
+/// `alpha (e^x - 1)` for the negative side of the exponential units.
+fn exp_minus_one(x: &Tensor, alpha: f32) -> Tensor {
+    (x.exp() - 1.0) * alpha
+}
+
+/// `Elu`: `x < 0 ? alpha (e^x - 1) : x`.
+fn elu(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let alpha = attr_f(n, "alpha", 1.0);
+    one(x.less_than(0.0).select(exp_minus_one(&x, alpha), &x))
+}
+
+/// `Selu`: `gamma (x <= 0 ? alpha (e^x - 1) : x)`.
+fn selu(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let alpha = attr_f(n, "alpha", 1.673_263_2);
+    let gamma = attr_f(n, "gamma", 1.050_701);
+    one(x.less_than(0.0).select(exp_minus_one(&x, alpha), &x) * gamma)
+}
+
+/// `Celu`: `max(0, x) + min(0, alpha (e^(x / alpha) - 1))`.
+fn celu(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let alpha = attr_f(n, "alpha", 1.0);
+    one(x.relu() + exp_minus_one(&(&x * (1.0 / alpha)), alpha).minimum(0.0))
+}
+
+/// `log(1 + e^x)` in the form that never overflows: `max(x, 0) + log(1 + e^-|x|)`.
+fn softplus_of(x: &Tensor) -> Tensor {
+    x.relu() + ((-x.maximum(-x)).exp() + 1.0).log()
+}
+
+/// `Softplus`: `log(1 + e^x)`.
+fn softplus(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    one(softplus_of(&im.f32_tensor(n, 0)?))
+}
+
+/// `Softsign`: `x / (1 + |x|)`.
+fn softsign(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    one(&x / (x.maximum(-&x) + 1.0))
+}
+
+/// `ThresholdedRelu`: `x > alpha ? x : 0`.
+fn thresholded_relu(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let alpha = attr_f(n, "alpha", 1.0);
+    let zero = im.cx.constant(0.0);
+    one(x.graph().constant(alpha).less_than(&x).select(&x, zero))
+}
+
+/// `Mish`: `x tanh(softplus(x))`.
+fn mish(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    one(&x * softplus_of(&x).tanh())
+}
+
+/// `Sum`, `Mean`: variadic, broadcasting.
+fn sum_mean(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let mut acc = im.f32_tensor(n, 0)?;
+    for i in 1..n.input.len() {
+        acc = acc + im.f32_tensor(n, i)?;
+    }
+    if n.op_type == "Mean" && n.input.len() > 1 {
+        acc = acc * (1.0 / n.input.len() as f32);
+    }
+    one(acc)
+}
+
+/// `GreaterOrEqual`, `LessOrEqual`: the strict comparison plus equality (0 for NaN).
+fn ordered(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (a, b) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?);
+    let strict = if n.op_type == "GreaterOrEqual" { b.less_than(&a) } else { a.less_than(&b) };
+    one(strict + a.equal(&b))
+}
+
+/// `And`, `Or`, `Xor` on booleans (lumen's 0.0 and 1.0): product, maximum, difference squared.
+fn logical(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (a, b) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?);
+    one(match n.op_type.as_str() {
+        "And" => a * b,
+        "Or" => a.maximum(b),
+        _ => {
+            let d = a - b;
+            &d * &d
+        }
+    })
+}
+
+/// `IsNaN`: `x != x`.
+fn is_nan(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    one(x.equal(&x) * -1.0 + 1.0)
+}
+
+/// `IsInf`: `x == +inf` and/or `x == -inf` (both by default).
+fn is_inf(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let (pos, neg) = (attr_i(n, "detect_positive", 1) != 0, attr_i(n, "detect_negative", 1) != 0);
+    one(match (pos, neg) {
+        (true, true) => x.equal(f32::INFINITY) + x.equal(f32::NEG_INFINITY),
+        (true, false) => x.equal(f32::INFINITY),
+        (false, true) => x.equal(f32::NEG_INFINITY),
+        // Detects nothing: zeros (x == x is 0 or 1 for every x, NaN included).
+        (false, false) => x.equal(&x) * 0.0,
+    })
+}
+
+/// `Sign`: `(0 < x) - (x < 0)` (0 for NaN).
+fn sign(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let zero = x.graph().constant(0.0);
+    one(zero.less_than(&x) - x.less_than(0.0))
 }

@@ -2,16 +2,20 @@
 //! turns one node into DSL calls. One table, so the importer, the error for an operator lumen
 //! lacks, and the list users read ([`operators`]) cannot disagree.
 //!
-//! A family is one file: [`elementwise`], [`movement`], [`reduce`], [`norm`], [`linalg`]. Each
+//! A family is one file: [`elementwise`], [`movement`], [`reduce`], [`norm`], [`linalg`],
+//! [`conv`], [`pool`], [`resize`]. Each
 //! exports its rows as `OPS`; a node whose inputs are all known at import time is folded before
 //! its row is consulted ([`crate::fold`]), so the operators that only ever compute shapes
 //! (`Shape`, `Size`, `ConstantOfShape`, ...) are listed in [`FOLDED_ONLY`] instead.
 
+mod conv;
 mod elementwise;
 mod linalg;
 mod movement;
 mod norm;
+mod pool;
 mod reduce;
+mod resize;
 
 use lumen_compiler::Tensor;
 
@@ -32,6 +36,12 @@ pub enum Family {
     Normalization,
     /// `MatMul`, `Gemm`.
     MatrixProduct,
+    /// `Conv`, `ConvTranspose`.
+    Convolution,
+    /// `MaxPool`, `AveragePool`, `GlobalAveragePool`, `GlobalMaxPool`.
+    Pooling,
+    /// `Resize`, `Upsample`.
+    Resampling,
     /// Operators evaluated at import time only (their inputs must be known then).
     ConstantFolding,
 }
@@ -46,6 +56,9 @@ impl Family {
             Family::Reduction => "reduction",
             Family::Normalization => "normalization",
             Family::MatrixProduct => "matrix product",
+            Family::Convolution => "convolution",
+            Family::Pooling => "pooling",
+            Family::Resampling => "resampling",
             Family::ConstantFolding => "constant folding",
         }
     }
@@ -57,13 +70,16 @@ pub const FOLDED_ONLY: &[&str] =
     &["Constant", "ConstantOfShape", "Mod", "ReduceProd", "Shape", "Size", "Trilu"];
 
 /// Every family's rows, in family order.
-fn families() -> [(Family, &'static [(&'static str, Handler)]); 5] {
+fn families() -> [(Family, &'static [(&'static str, Handler)]); 8] {
     [
         (Family::Elementwise, elementwise::OPS),
         (Family::Movement, movement::OPS),
         (Family::Reduction, reduce::OPS),
         (Family::Normalization, norm::OPS),
         (Family::MatrixProduct, linalg::OPS),
+        (Family::Convolution, conv::OPS),
+        (Family::Pooling, pool::OPS),
+        (Family::Resampling, resize::OPS),
     ]
 }
 

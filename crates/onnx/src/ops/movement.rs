@@ -1,10 +1,10 @@
 //! Movement operators: views of their input (`Transpose`, `Reshape`, `Flatten`, `Squeeze`,
 //! `Unsqueeze`, `Expand`, `Slice`, `Split`), and the two that copy (`Concat`, `Gather`).
 
-use lumen_compiler::Tensor;
+use lumen_compiler::{PadMode, Tensor};
 
 use crate::error::OnnxError;
-use crate::importer::{Handler, Importer, Value, attr_i, attr_ints, axis, one};
+use crate::importer::{Handler, Importer, Value, attr_f, attr_i, attr_ints, attr_s, axis, one};
 use crate::proto::NodeProto;
 
 /// The movement operators this family imports, by ONNX `op_type`.
@@ -19,6 +19,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Concat", concat),
     ("Split", split),
     ("Gather", gather),
+    ("Pad", pad),
 ];
 
 /// `Transpose`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Expand`, `Slice`: views, no copy.
@@ -128,4 +129,63 @@ fn gather(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         }
         None => Err(im.malformed(n, "no indices")),
     }
+}
+
+/// `Pad`: `constant` (with `constant_value`), `reflect`, `edge` or `wrap` padding of every
+/// axis the pads name (opset 18's `axes`, all axes before); pads before opset 11 are the
+/// `pads` attribute. A negative pad crops.
+fn pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    let (pads, value) = if im.opset < 11 {
+        let pads = attr_ints(n, "pads").or_else(|| attr_ints(n, "paddings"));
+        (pads.ok_or_else(|| im.malformed(n, "no pads"))?, attr_f(n, "value", 0.0))
+    } else {
+        let pads = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no pads input"))?;
+        let value = match im.const_input(n, 2) {
+            Some(c) => c.to_f32().first().copied().unwrap_or(0.0),
+            None if im.input(n, 2).is_some() => {
+                return Err(im.unsupported(n, "constant_value must be known at import time"));
+            }
+            None => 0.0,
+        };
+        (pads, value)
+    };
+    let axes: Vec<usize> = match im.ints(n, 3)? {
+        Some(a) => a
+            .iter()
+            .map(|&v| axis(v, rank).ok_or_else(|| im.malformed(n, format!("axes = {a:?}"))))
+            .collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    if pads.len() != 2 * axes.len() {
+        return Err(im.malformed(n, format!("pads = {pads:?} for {} axes", axes.len())));
+    }
+    let mode = match attr_s(n, "mode").unwrap_or_else(|| "constant".into()).as_str() {
+        "constant" => PadMode::Constant(value),
+        "reflect" => PadMode::Reflect,
+        "edge" => PadMode::Edge,
+        "wrap" => PadMode::Wrap,
+        other => return Err(im.unsupported(n, format!("mode = {other:?}"))),
+    };
+    let mut full = vec![(0usize, 0usize); rank];
+    let mut y = x;
+    for (k, &a) in axes.iter().enumerate() {
+        let (b, e) = (pads[k], pads[axes.len() + k]);
+        // A negative pad crops that end first.
+        if b < 0 || e < 0 {
+            let len = y.shape().unwrap_or_default()[a];
+            let (cut_b, cut_e) =
+                (b.min(0).unsigned_abs() as usize, e.min(0).unsigned_abs() as usize);
+            if cut_b + cut_e > len {
+                return Err(
+                    im.malformed(n, format!("pads = {pads:?} crop more than axis {a} holds"))
+                );
+            }
+            y = y.slice(a as isize, cut_b, len - cut_e);
+        }
+        full[a] = (b.max(0) as usize, e.max(0) as usize);
+    }
+    one(y.pad(&full, mode))
 }

@@ -17,12 +17,19 @@ fn batch_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError
     if attr_i(n, "training_mode", 0) != 0 || n.output.iter().skip(1).any(|o| !o.is_empty()) {
         return Err(im.unsupported(n, "training mode (lumen runs inference)"));
     }
+    if im.opset < 9 && attr_i(n, "spatial", 1) == 0 {
+        return Err(im.unsupported(n, "spatial = 0 (statistics per element, not per channel)"));
+    }
+    let eps = attr_f(n, "epsilon", 1e-5);
+    // Folded into the convolution before it when that one has constant weights.
+    if let Some(folded) = super::conv::fold_batch_norm(im, n, eps)? {
+        return one(folded);
+    }
     let x = im.f32_tensor(n, 0)?;
     let rank = x.rank().unwrap_or(0);
     if rank < 2 {
         return Err(im.malformed(n, format!("input of rank {rank} (expected N, C, ...)")));
     }
-    let eps = attr_f(n, "epsilon", 1e-5);
     let mut per_channel = Vec::with_capacity(4);
     for i in 1..5 {
         let t = im.f32_tensor(n, i)?;

@@ -82,6 +82,17 @@ fn reduce(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 fn softmax(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let op = n.op_type.as_str();
     let x = im.f32_tensor(n, 0)?;
+    let soft = |t: &Tensor, a: isize| if op == "Softmax" { t.softmax(a) } else { t.log_softmax(a) };
+    if im.opset < 13 {
+        // Before opset 13 the input is seen as 2-D, [outer, inner] split at `axis` (default
+        // 1), and normalized over the inner part.
+        let shape = x.shape().unwrap_or_default();
+        let a = axis(attr_i(n, "axis", 1), shape.len().max(1))
+            .ok_or_else(|| im.malformed(n, "axis out of range"))?;
+        let (outer, inner): (usize, usize) =
+            (shape[..a].iter().product(), shape[a..].iter().product());
+        return one(soft(&x.reshape(vec![outer, inner]), -1).reshape(shape));
+    }
     let a = attr_i(n, "axis", -1);
-    one(if op == "Softmax" { x.softmax(a as isize) } else { x.log_softmax(a as isize) })
+    one(soft(&x, a as isize))
 }

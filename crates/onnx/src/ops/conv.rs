@@ -1,0 +1,238 @@
+//! Convolutions: `Conv` (1 to 3 spatial axes, groups, strides, dilations, explicit or
+//! automatic padding, bias) as lumen's convolution op, `ConvTranspose` as the DSL's
+//! transposed convolution, and the attribute rules both share with the poolings
+//! ([`spatial_pads`]). A `BatchNormalization` that alone reads a convolution with constant
+//! weights is folded into its kernels and bias here ([`fold_batch_norm`]): one convolution
+//! instead of a convolution and four elementwise ops, as every inference engine does.
+
+use std::rc::Rc;
+
+use lumen_compiler::{ConvSpec, ConvTransposeSpec, Tensor};
+
+use crate::constant::Const;
+use crate::error::OnnxError;
+use crate::importer::{ConvRecord, Handler, Importer, attr_i, attr_ints, attr_s, one};
+use crate::proto::NodeProto;
+
+/// The convolution operators, by ONNX `op_type`.
+pub(super) const OPS: &[(&str, Handler)] = &[("Conv", conv), ("ConvTranspose", conv_transpose)];
+
+/// A per-axis attribute of `spatial` entries, each at least `min` (`strides`, `dilations`,
+/// `kernel_shape`), or `default` when absent.
+pub(crate) fn spatial_list(
+    im: &Importer,
+    n: &NodeProto,
+    name: &str,
+    spatial: usize,
+    default: usize,
+    min: i64,
+) -> Result<Vec<usize>, OnnxError> {
+    match attr_ints(n, name) {
+        None => Ok(vec![default; spatial]),
+        Some(v) if v.len() == spatial && v.iter().all(|&x| x >= min) => {
+            Ok(v.iter().map(|&x| x as usize).collect())
+        }
+        Some(v) => Err(
+            im.malformed(n, format!("{name} = {v:?}: expected {spatial} values of at least {min}"))
+        ),
+    }
+}
+
+/// The padding of each spatial axis, `(before, after)`: the `pads` attribute (`[b0, b1, ..,
+/// e0, e1, ..]`, none negative) or, by `auto_pad`, `VALID` (none) or `SAME_UPPER` /
+/// `SAME_LOWER` (an output of `ceil(in / stride)`, the odd element after or before) for an
+/// input of spatial lengths `input` and a kernel of `kernel` taps `dilations` apart.
+pub(crate) fn spatial_pads(
+    im: &Importer,
+    n: &NodeProto,
+    input: &[usize],
+    kernel: &[usize],
+    strides: &[usize],
+    dilations: &[usize],
+) -> Result<Vec<(usize, usize)>, OnnxError> {
+    let spatial = input.len();
+    let auto = attr_s(n, "auto_pad").unwrap_or_default();
+    match auto.as_str() {
+        "" | "NOTSET" => match attr_ints(n, "pads") {
+            None => Ok(vec![(0, 0); spatial]),
+            Some(p) if p.len() == 2 * spatial && p.iter().all(|&x| x >= 0) => {
+                Ok((0..spatial).map(|i| (p[i] as usize, p[spatial + i] as usize)).collect())
+            }
+            Some(p) if p.iter().any(|&x| x < 0) => Err(im.unsupported(
+                n,
+                format!("pads = {p:?}: negative pads (lumen pads with zeros, it does not crop)"),
+            )),
+            Some(p) => {
+                Err(im.malformed(n, format!("pads = {p:?}: expected {} values", 2 * spatial)))
+            }
+        },
+        "VALID" => Ok(vec![(0, 0); spatial]),
+        "SAME_UPPER" | "SAME_LOWER" => Ok((0..spatial)
+            .map(|i| {
+                let out = input[i].div_ceil(strides[i]);
+                let span = (kernel[i] - 1) * dilations[i] + 1;
+                let total = ((out.max(1) - 1) * strides[i] + span).saturating_sub(input[i]);
+                if auto == "SAME_UPPER" {
+                    (total / 2, total - total / 2)
+                } else {
+                    (total - total / 2, total / 2)
+                }
+            })
+            .collect()),
+        other => Err(im.unsupported(n, format!("auto_pad = {other:?}"))),
+    }
+}
+
+/// The input's spatial lengths (`[N, C, *spatial]`, 1 to 3 spatial axes).
+fn spatial_of(im: &Importer, n: &NodeProto, x: &Tensor) -> Result<Vec<usize>, OnnxError> {
+    let shape = x.shape().unwrap_or_default();
+    if !(3..=5).contains(&shape.len()) {
+        return Err(im.unsupported(
+            n,
+            format!(
+                "an input of shape {shape:?} (lumen convolves [N, C, ...] with 1 to 3 spatial axes)"
+            ),
+        ));
+    }
+    Ok(shape[2..].to_vec())
+}
+
+/// `Conv`: `x [N, C, *in]`, `w [OC, C / group, *k]`, optional `b [OC]`.
+fn conv(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let input = spatial_of(im, n, &x)?;
+    let s = input.len();
+    let w_shape = im.input(n, 1).map(|v| im.shape_of(&v)).unwrap_or_default();
+    if w_shape.len() != s + 2 {
+        return Err(im.malformed(n, format!("weight of shape {w_shape:?} for {s} spatial axes")));
+    }
+    let kernel = spatial_list(im, n, "kernel_shape", s, 1, 1)?;
+    if attr_ints(n, "kernel_shape").is_some() && kernel != w_shape[2..] {
+        return Err(
+            im.malformed(n, format!("kernel_shape = {kernel:?} but the weight is {w_shape:?}"))
+        );
+    }
+    let kernel = w_shape[2..].to_vec();
+    let strides = spatial_list(im, n, "strides", s, 1, 1)?;
+    let dilations = spatial_list(im, n, "dilations", s, 1, 1)?;
+    let groups = attr_i(n, "group", 1);
+    if groups < 1 {
+        return Err(im.malformed(n, format!("group = {groups}: must be at least 1")));
+    }
+    let pads = spatial_pads(im, n, &input, &kernel, &strides, &dilations)?;
+    let spec = ConvSpec { strides, dilations, pads, groups: groups as usize };
+    let (wc, bc) = (im.const_input(n, 1), im.const_input(n, 2));
+    let has_bias = im.input(n, 2).is_some();
+    let w = im.f32_tensor(n, 1)?;
+    let b = if has_bias { Some(im.f32_tensor(n, 2)?) } else { None };
+    if let (Some(wc), Some(out)) = (wc, n.output.first())
+        && (!has_bias || bc.is_some())
+    {
+        let record = ConvRecord { x: x.clone(), w: wc, b: bc, spec: spec.clone() };
+        im.convs.insert(out.clone(), record);
+    }
+    one(x.conv(&w, b.as_ref(), &spec))
+}
+
+/// Folds a `BatchNormalization` of `x` into the convolution that computed `x`, when that
+/// convolution's weights are constants and nothing else reads its output: kernels scaled by
+/// `scale / sqrt(var + eps)` per output channel, bias `(b - mean) * that + B`. `None` when it
+/// cannot fold (the caller then normalizes elementwise).
+pub(crate) fn fold_batch_norm(
+    im: &mut Importer,
+    n: &NodeProto,
+    eps: f32,
+) -> Result<Option<Tensor>, OnnxError> {
+    let Some(input) = n.input.first() else { return Ok(None) };
+    if im.readers.get(input).copied().unwrap_or(0) != 1 {
+        return Ok(None);
+    }
+    let Some(record) = im.convs.get(input).cloned() else { return Ok(None) };
+    let params: Option<Vec<Rc<Const>>> = (1..5).map(|i| im.const_input(n, i)).collect();
+    let Some(params) = params else { return Ok(None) };
+    let oc = record.w.shape.first().copied().unwrap_or(0);
+    if params.iter().any(|p| p.len() != oc) {
+        return Ok(None);
+    }
+    let [scale, bias, mean, var] =
+        [0, 1, 2, 3].map(|i| params[i].to_f32().iter().map(|&v| f64::from(v)).collect::<Vec<_>>());
+    let factor: Vec<f64> = (0..oc).map(|c| scale[c] / (var[c] + f64::from(eps)).sqrt()).collect();
+    let per = record.w.len() / oc.max(1);
+    let w: Vec<f32> = record
+        .w
+        .to_f32()
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (f64::from(v) * factor[i / per.max(1)]) as f32)
+        .collect();
+    let b0 = record.b.as_ref().map(|b| b.to_f32()).unwrap_or_else(|| vec![0.0; oc]);
+    let b: Vec<f32> =
+        (0..oc).map(|c| ((f64::from(b0[c]) - mean[c]) * factor[c] + bias[c]) as f32).collect();
+    let w = im.const_weight(n, "folded_weight", Const::f32(record.w.shape.clone(), w))?;
+    let b = im.const_weight(n, "folded_bias", Const::f32(vec![oc], b))?;
+    Ok(Some(record.x.conv(&w, Some(&b), &record.spec)))
+}
+
+/// `ConvTranspose`: `x [N, C, *in]`, `w [C, OC / group, *k]`, optional `b [OC]`; the output
+/// size from `pads`, or from `output_shape` / `auto_pad` (the padding split as ONNX says).
+fn conv_transpose(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let input = spatial_of(im, n, &x)?;
+    let s = input.len();
+    let w = im.f32_tensor(n, 1)?;
+    let w_shape = w.shape().unwrap_or_default();
+    if w_shape.len() != s + 2 {
+        return Err(im.malformed(n, format!("weight of shape {w_shape:?} for {s} spatial axes")));
+    }
+    let kernel = w_shape[2..].to_vec();
+    let strides = spatial_list(im, n, "strides", s, 1, 1)?;
+    let dilations = spatial_list(im, n, "dilations", s, 1, 1)?;
+    let output_padding = spatial_list(im, n, "output_padding", s, 0, 0)?;
+    let groups = attr_i(n, "group", 1);
+    if groups < 1 {
+        return Err(im.malformed(n, format!("group = {groups}: must be at least 1")));
+    }
+    let auto = attr_s(n, "auto_pad").unwrap_or_default();
+    let target: Option<Vec<usize>> = match attr_ints(n, "output_shape") {
+        Some(v) => {
+            // The spatial lengths (a full [N, C, ...] shape is accepted too).
+            let v: Vec<usize> = v.iter().map(|&d| d.max(0) as usize).collect();
+            Some(if v.len() == s + 2 { v[2..].to_vec() } else { v })
+        }
+        None if auto == "SAME_UPPER" || auto == "SAME_LOWER" => {
+            Some(input.iter().zip(&strides).map(|(&i, &st)| i * st).collect())
+        }
+        None => None,
+    };
+    let pads = match target {
+        Some(t) if t.len() == s => {
+            let mut pads = Vec::with_capacity(s);
+            for i in 0..s {
+                let full = strides[i] * (input[i] - 1)
+                    + output_padding[i]
+                    + (kernel[i] - 1) * dilations[i]
+                    + 1;
+                let Some(total) = full.checked_sub(t[i]) else {
+                    return Err(im.unsupported(
+                        n,
+                        format!("output_shape = {t:?}: larger than the full output along axis {i} ({full})"),
+                    ));
+                };
+                pads.push(if auto == "SAME_UPPER" {
+                    (total / 2, total - total / 2)
+                } else {
+                    (total - total / 2, total / 2)
+                });
+            }
+            pads
+        }
+        Some(t) => {
+            return Err(im.malformed(n, format!("output_shape = {t:?} for {s} spatial axes")));
+        }
+        None => spatial_pads(im, n, &input, &kernel, &strides, &dilations)?,
+    };
+    let b = if im.input(n, 2).is_some() { Some(im.f32_tensor(n, 2)?) } else { None };
+    let spec =
+        ConvTransposeSpec { strides, dilations, pads, output_padding, groups: groups as usize };
+    one(x.conv_transpose(&w, b.as_ref(), &spec))
+}

@@ -1,0 +1,413 @@
+//! Resampling: `Resize` (opset 10 on: nearest with every coordinate transformation and
+//! rounding mode, linear and cubic; scales or sizes; axes, roi and extrapolation) and the older
+//! `Upsample`.
+//!
+//! Each resized axis is computed at import as a table of taps: for every output position, the
+//! input positions it reads and their weights, by ONNX's formulas (the coordinate
+//! transformation, then the rounding for nearest or the 2 and 4 tap kernels for linear and
+//! cubic, edges clamped, `exclude_outside` renormalized). The program then reads each tap with
+//! a `take` (one copy) and sums them weighted: an axis of one tap of weight 1 is a plain take,
+//! and nearest resizing by a whole factor is a broadcast copy. No op of its own: the same
+//! takes serve every mode.
+
+use lumen_compiler::Tensor;
+
+use crate::constant::Const;
+use crate::error::OnnxError;
+use crate::importer::{
+    Handler, Importer, attr_f, attr_floats, attr_i, attr_ints, attr_s, axis, one,
+};
+use crate::proto::NodeProto;
+
+/// The resampling operators, by ONNX `op_type`.
+pub(super) const OPS: &[(&str, Handler)] = &[("Resize", resize), ("Upsample", upsample)];
+
+/// How a position is interpolated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Nearest,
+    Linear,
+    Cubic,
+}
+
+/// How an output coordinate maps to an input coordinate (`coordinate_transformation_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coordinates {
+    HalfPixel,
+    HalfPixelSymmetric,
+    PytorchHalfPixel,
+    AlignCorners,
+    Asymmetric,
+    TfHalfPixelForNn,
+    TfCropAndResize,
+}
+
+/// How nearest mode rounds a coordinate (`nearest_mode`); `Simple` is opset 10's and
+/// `Upsample`'s rule (floor when upsampling, ceil when downsampling, as ONNX Runtime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rounding {
+    RoundPreferFloor,
+    RoundPreferCeil,
+    Floor,
+    Ceil,
+    Simple,
+}
+
+/// Everything that decides one axis' taps.
+#[derive(Debug, Clone, Copy)]
+struct Resampling {
+    mode: Mode,
+    coordinates: Coordinates,
+    rounding: Rounding,
+    cubic_a: f64,
+    exclude_outside: bool,
+}
+
+/// One resized axis: its lengths, the scale the coordinates use and its region of interest
+/// (`tf_crop_and_resize` only).
+#[derive(Debug, Clone, Copy)]
+struct Axis {
+    input: usize,
+    output: usize,
+    scale: f64,
+    roi: (f64, f64),
+}
+
+/// The input coordinate output position `x` reads, or `None` outside a
+/// `tf_crop_and_resize` region (the extrapolation value).
+fn source(c: Coordinates, x: f64, a: &Axis) -> Option<f64> {
+    let (len, out, scale) = (a.input as f64, a.output as f64, a.scale);
+    Some(match c {
+        Coordinates::HalfPixel => (x + 0.5) / scale - 0.5,
+        Coordinates::HalfPixelSymmetric => {
+            let adjustment = out / (scale * len);
+            let offset = len / 2.0 * (1.0 - adjustment);
+            offset + (x + 0.5) / scale - 0.5
+        }
+        Coordinates::PytorchHalfPixel => {
+            if a.output > 1 {
+                (x + 0.5) / scale - 0.5
+            } else {
+                0.0
+            }
+        }
+        Coordinates::AlignCorners => {
+            if a.output == 1 {
+                0.0
+            } else {
+                x * (len - 1.0) / (out - 1.0)
+            }
+        }
+        Coordinates::Asymmetric => x / scale,
+        Coordinates::TfHalfPixelForNn => (x + 0.5) / scale,
+        Coordinates::TfCropAndResize => {
+            let (s, e) = a.roi;
+            let v = if a.output > 1 {
+                s * (len - 1.0) + x * (e - s) * (len - 1.0) / (out - 1.0)
+            } else {
+                0.5 * (s + e) * (len - 1.0)
+            };
+            if v < 0.0 || v > len - 1.0 {
+                return None;
+            }
+            v
+        }
+    })
+}
+
+/// The cubic convolution weights of the four taps around a coordinate of fraction `t`
+/// (Keys' kernel with parameter `a`, ONNX's `cubic_coeff_a`).
+fn cubic(t: f64, a: f64) -> [f64; 4] {
+    let far = |d: f64| ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
+    let near = |d: f64| ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
+    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+}
+
+/// The taps of every output position of axis `a`: `(input position or -1 for the
+/// extrapolation value, weight)`.
+fn taps(r: &Resampling, a: &Axis) -> Vec<Vec<(i64, f64)>> {
+    let last = a.input as i64 - 1;
+    let clamp = |i: i64| i.clamp(0, last);
+    (0..a.output)
+        .map(|j| {
+            let Some(x) = source(r.coordinates, j as f64, a) else { return vec![(-1, 1.0)] };
+            match r.mode {
+                Mode::Nearest => {
+                    let down = a.scale < 1.0;
+                    let i = match r.rounding {
+                        Rounding::RoundPreferFloor if x.fract().abs() == 0.5 => x.floor(),
+                        Rounding::RoundPreferCeil if x.fract().abs() == 0.5 => x.ceil(),
+                        Rounding::RoundPreferFloor | Rounding::RoundPreferCeil => x.round(),
+                        Rounding::Floor => x.floor(),
+                        Rounding::Ceil => x.ceil(),
+                        Rounding::Simple if down => x.ceil(),
+                        Rounding::Simple => x.trunc(),
+                    };
+                    vec![(clamp(i as i64), 1.0)]
+                }
+                Mode::Linear => {
+                    let x0 = x.floor();
+                    let t = x - x0;
+                    vec![(clamp(x0 as i64), 1.0 - t), (clamp(x0 as i64 + 1), t)]
+                }
+                Mode::Cubic => {
+                    let x0 = x.floor() as i64;
+                    let w = cubic(x - x0 as f64, r.cubic_a);
+                    let mut t: Vec<(i64, f64)> =
+                        (0..4).map(|k| (x0 - 1 + k as i64, w[k])).collect();
+                    if r.exclude_outside {
+                        let inside: f64 =
+                            t.iter().filter(|(i, _)| (0..=last).contains(i)).map(|p| p.1).sum();
+                        for p in &mut t {
+                            p.1 = if (0..=last).contains(&p.0) { p.1 / inside } else { 0.0 };
+                        }
+                    }
+                    t.into_iter().map(|(i, w)| (clamp(i), w)).collect()
+                }
+            }
+        })
+        .collect()
+}
+
+/// `x` resampled along `axes` (each with its [`Axis`]) by `r`, filling `extrapolation`
+/// outside a crop.
+fn resample(
+    im: &mut Importer,
+    n: &NodeProto,
+    x: Tensor,
+    r: &Resampling,
+    axes: &[(usize, Axis)],
+    extrapolation: f32,
+) -> Result<Tensor, OnnxError> {
+    let mut y = x;
+    // Nearest by a whole factor along an axis (each input element repeated `f` times): a
+    // broadcast and one copy for all such axes.
+    let mut repeat: Vec<(usize, usize)> = Vec::new();
+    let mut rest: Vec<(usize, Axis, Vec<Vec<(i64, f64)>>)> = Vec::new();
+    for &(ax, a) in axes {
+        let t = taps(r, &a);
+        let identity =
+            a.output == a.input && t.iter().enumerate().all(|(j, p)| p == &[(j as i64, 1.0)]);
+        if identity {
+            continue;
+        }
+        let f = a.output / a.input.max(1);
+        let repeats = a.input > 0
+            && a.output == a.input * f
+            && t.iter().enumerate().all(|(j, p)| p == &[((j / f) as i64, 1.0)]);
+        if repeats {
+            repeat.push((ax, f));
+        } else {
+            rest.push((ax, a, t));
+        }
+    }
+    if !repeat.is_empty() {
+        let shape = y.shape().unwrap_or_default();
+        let (mut split, mut spread, mut merged) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, &d) in shape.iter().enumerate() {
+            match repeat.iter().find(|(ax, _)| *ax == i) {
+                Some(&(_, f)) => {
+                    split.extend([d, 1]);
+                    spread.extend([d, f]);
+                    merged.push(d * f);
+                }
+                None => {
+                    split.push(d);
+                    spread.push(d);
+                    merged.push(d);
+                }
+            }
+        }
+        y = y.reshape(split).expand(spread).reshape(merged);
+    }
+    for (ax, a, t) in rest {
+        let width = t.iter().map(Vec::len).max().unwrap_or(1);
+        let rank = y.rank().unwrap_or(0);
+        let mut along = vec![a.output];
+        along.resize(rank - ax, 1);
+        let mut sum: Option<Tensor> = None;
+        for k in 0..width {
+            let idx: Vec<i64> = t.iter().map(|p| p.get(k).map_or(0, |q| q.0)).collect();
+            let w: Vec<f32> = t.iter().map(|p| p.get(k).map_or(0.0, |q| q.1 as f32)).collect();
+            let idx =
+                im.const_weight(n, &format!("axis{ax}_tap{k}"), Const::i64(vec![a.output], idx))?;
+            let picked = y.take(ax as isize, &idx, extrapolation);
+            let part = if w.iter().all(|&v| v == 1.0) {
+                picked
+            } else {
+                let w = im.const_weight(
+                    n,
+                    &format!("axis{ax}_weight{k}"),
+                    Const::f32(along.clone(), w),
+                )?;
+                picked * w
+            };
+            sum = Some(match sum {
+                None => part,
+                Some(s) => s + part,
+            });
+        }
+        if let Some(s) = sum {
+            y = s;
+        }
+    }
+    Ok(y)
+}
+
+/// `Resize`: inputs `X`, then (opset 11 on) `roi`, `scales`, `sizes`; (opset 10) `X`,
+/// `scales`.
+fn resize(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    let old = im.opset < 11;
+    let mode = match attr_s(n, "mode").unwrap_or_else(|| "nearest".into()).as_str() {
+        "nearest" => Mode::Nearest,
+        "linear" | "bilinear" | "trilinear" => Mode::Linear,
+        "cubic" | "bicubic" => Mode::Cubic,
+        other => {
+            return Err(im.unsupported(n, format!("mode = {other:?} (nearest, linear or cubic)")));
+        }
+    };
+    let coordinates = if old {
+        Coordinates::Asymmetric
+    } else {
+        match attr_s(n, "coordinate_transformation_mode")
+            .unwrap_or_else(|| "half_pixel".into())
+            .as_str()
+        {
+            "half_pixel" => Coordinates::HalfPixel,
+            "half_pixel_symmetric" => Coordinates::HalfPixelSymmetric,
+            "pytorch_half_pixel" => Coordinates::PytorchHalfPixel,
+            "align_corners" => Coordinates::AlignCorners,
+            "asymmetric" => Coordinates::Asymmetric,
+            "tf_half_pixel_for_nn" => Coordinates::TfHalfPixelForNn,
+            "tf_crop_and_resize" => Coordinates::TfCropAndResize,
+            other => {
+                return Err(
+                    im.unsupported(n, format!("coordinate_transformation_mode = {other:?}"))
+                );
+            }
+        }
+    };
+    let rounding = if old {
+        Rounding::Simple
+    } else {
+        match attr_s(n, "nearest_mode").unwrap_or_else(|| "round_prefer_floor".into()).as_str() {
+            "round_prefer_floor" => Rounding::RoundPreferFloor,
+            "round_prefer_ceil" => Rounding::RoundPreferCeil,
+            "floor" => Rounding::Floor,
+            "ceil" => Rounding::Ceil,
+            other => return Err(im.unsupported(n, format!("nearest_mode = {other:?}"))),
+        }
+    };
+    let r = Resampling {
+        mode,
+        coordinates,
+        rounding,
+        cubic_a: f64::from(attr_f(n, "cubic_coeff_a", -0.75)),
+        exclude_outside: attr_i(n, "exclude_outside", 0) != 0,
+    };
+    if attr_s(n, "keep_aspect_ratio_policy").is_some_and(|p| p != "stretch") {
+        return Err(im.unsupported(n, "keep_aspect_ratio_policy other than stretch"));
+    }
+    // The axes the scales, sizes and roi list (opset 18 on), every axis before.
+    let axes: Vec<usize> = match attr_ints(n, "axes") {
+        Some(a) => a
+            .iter()
+            .map(|&v| axis(v, rank).ok_or_else(|| im.malformed(n, format!("axes = {a:?}"))))
+            .collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    let (scales_at, sizes_at, roi_at) = if old { (1, usize::MAX, usize::MAX) } else { (2, 3, 1) };
+    let floats = |i: usize| -> Option<Vec<f32>> {
+        im.const_input(n, i).map(|c| c.to_f32()).filter(|v| !v.is_empty())
+    };
+    let given_scales = floats(scales_at);
+    let given_sizes =
+        if sizes_at == usize::MAX { None } else { im.ints(n, sizes_at)?.filter(|v| !v.is_empty()) };
+    let roi = if roi_at == usize::MAX { None } else { floats(roi_at) };
+    if given_scales.is_none() && given_sizes.is_none() {
+        let what = if im.input(n, scales_at).is_some() || im.input(n, sizes_at).is_some() {
+            "scales and sizes must be known at import time (lumen compiles static shapes)"
+        } else {
+            "neither scales nor sizes is given"
+        };
+        return Err(im.unsupported(n, what));
+    }
+    let mut resized = Vec::new();
+    for (k, &ax) in axes.iter().enumerate() {
+        let input = shape[ax];
+        let (output, scale) = if let Some(sizes) = &given_sizes {
+            let bad = || im.malformed(n, format!("sizes = {sizes:?} for axes {axes:?}"));
+            let out = sizes.get(k).copied().ok_or_else(bad)?;
+            let out = usize::try_from(out).map_err(|_| bad())?;
+            (out, out as f32 / input.max(1) as f32)
+        } else {
+            let scales = given_scales.clone().unwrap_or_default();
+            let bad =
+                || im.malformed(n, format!("scales = {scales:?} for axes {axes:?}: each positive"));
+            let s = scales.get(k).copied().filter(|&s| s > 0.0).ok_or_else(bad)?;
+            ((s * input as f32) as usize, s)
+        };
+        if attr_i(n, "antialias", 0) != 0 && mode != Mode::Nearest && output < input {
+            return Err(im.unsupported(n, "antialias when downsampling"));
+        }
+        let roi_k = roi.as_ref().map_or((0.0, 1.0), |r| {
+            let half = r.len() / 2;
+            (
+                f64::from(r.get(k).copied().unwrap_or(0.0)),
+                f64::from(r.get(half + k).copied().unwrap_or(1.0)),
+            )
+        });
+        resized.push((ax, Axis { input, output, scale: f64::from(scale), roi: roi_k }));
+    }
+    let extrapolation = attr_f(n, "extrapolation_value", 0.0);
+    one(resample(im, n, x, &r, &resized, extrapolation)?)
+}
+
+/// `Upsample` (opsets 7 to 9): `scales` as an attribute (7, 8) or an input (9), nearest or
+/// linear, asymmetric coordinates.
+fn upsample(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let mode = match attr_s(n, "mode").unwrap_or_else(|| "nearest".into()).as_str() {
+        "nearest" => Mode::Nearest,
+        "linear" | "bilinear" => Mode::Linear,
+        other => return Err(im.unsupported(n, format!("mode = {other:?} (nearest or linear)"))),
+    };
+    let scales = match attr_floats(n, "scales") {
+        Some(s) => s,
+        None => im
+            .const_input(n, 1)
+            .map(|c| c.to_f32())
+            .ok_or_else(|| im.unsupported(n, "scales must be known at import time"))?,
+    };
+    if scales.len() != shape.len() || scales.iter().any(|&s| !(s > 0.0)) {
+        return Err(im.malformed(n, format!("scales = {scales:?} for an input of shape {shape:?}")));
+    }
+    let r = Resampling {
+        mode,
+        coordinates: Coordinates::Asymmetric,
+        rounding: Rounding::Simple,
+        cubic_a: -0.75,
+        exclude_outside: false,
+    };
+    let axes: Vec<(usize, Axis)> = shape
+        .iter()
+        .zip(&scales)
+        .enumerate()
+        .map(|(i, (&d, &s))| {
+            (
+                i,
+                Axis {
+                    input: d,
+                    output: (s * d as f32) as usize,
+                    scale: f64::from(s),
+                    roi: (0.0, 1.0),
+                },
+            )
+        })
+        .collect();
+    one(resample(im, n, x, &r, &axes, 0.0)?)
+}
