@@ -8,11 +8,12 @@
 #                                libcublasLt and libnvrtc, says where, sets LD_LIBRARY_PATH, runs
 #                                the CUDA tests (among them: the transformer block and the digits
 #                                ViT against the CPU runtime, random programs over every op against
-#                                the CPU planned / no-reuse / NaN-poisoned, the device-reported
-#                                gather error), `lumen run data/digits_mlp.safetensors --runtime
-#                                cuda --json`, the digits ViT through the CLI on both runtimes
-#                                side by side (and NaN-poisoned), and the fused-vs-unfused
-#                                benchmark.
+#                                the CPU planned / no-reuse / NaN-poisoned, convolutions of every
+#                                kind and epilogue and takes against the CPU planned / no-reuse /
+#                                NaN-poisoned, the device-reported gather and take errors),
+#                                `lumen run data/digits_mlp.safetensors --runtime cuda --json`,
+#                                the digits ViT through the CLI on both runtimes side by side
+#                                (and NaN-poisoned), and the fused-vs-unfused benchmark.
 #   scripts/gpu-check.sh         both: build if cargo is here, run if a GPU is.
 #
 # Nothing links CUDA at build time (cudarc dynamic loading), so the build half needs no CUDA.

@@ -2,16 +2,18 @@
 //!
 //! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic); NVRTC,
 //! when libnvrtc is on the loader path, must compile every generated kernel (each op of the
-//! op table at each rank, copies, both reductions in both forms, gathers) to PTX and CUBIN for
-//! sm_90 and say how many; every program the GPU tests run must have a CUDA form (host-only);
-//! and the CUDA launch plans, emulated on the host (`lumen_runtime::cuda::emulate`), must match
-//! the CPU runtime on the shipped transformer block and digits ViT, matmuls in every form and
-//! 128 random programs over every op.
+//! op table at each rank, copies, both reductions in both forms, gathers, a convolution per
+//! epilogue, takes) to PTX and CUBIN for sm_90 and say how many; every program the GPU tests
+//! run must have a CUDA form (host-only); and the CUDA launch plans, emulated on the host
+//! (`lumen_runtime::cuda::emulate`), must match the CPU runtime on the shipped transformer
+//! block and digits ViT, matmuls in every form, 128 random programs over every op,
+//! convolutions of every kind and epilogue, and takes (with their error record).
 //! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
 //! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
 //! differential tests (first op set, and random programs over every op), the transformer block
-//! and the ViT against the CPU (argmax identical, max |cuda - cpu| <= 1e-3), the device-reported
-//! gather error, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
+//! and the ViT against the CPU (argmax identical, max |cuda - cpu| <= 1e-3), convolutions and
+//! takes against the CPU (planned, no-reuse and NaN-poisoned), the device-reported gather and
+//! take errors, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
 //! Each GPU test prints `skipped: <reason>` and returns when there is no device (fails instead
 //! under `LUMEN_REQUIRE_CUDA=1`, as scripts/gpu-check.sh runs them).
 #![cfg(feature = "cuda")]
@@ -23,13 +25,14 @@ mod tensor_programs;
 use std::path::PathBuf;
 
 use common::*;
+use cuda_shared::spatial::{self, BAD_TAKE};
 use cuda_shared::*;
 use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue, Graph};
 use lumen_runtime::cuda::{
     self, CodeKind, ComputeMode, CudaOptions, CudaProgram, CudaRuntime, Libraries, Probe,
 };
 use lumen_runtime::{
-    CpuOptions, HostTensor, Placement, PreparedProgram, Runtime, RuntimeError, Tensors,
+    CpuOptions, CpuRuntime, HostTensor, Placement, PreparedProgram, Runtime, RuntimeError, Tensors,
 };
 
 /// Set (to 1) where a GPU must be used: scripts/gpu-check.sh sets it, so a test that would
@@ -131,7 +134,8 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     let (major, minor) = cuda::nvrtc_version().expect("nvrtcVersion");
     println!("NVRTC {major}.{minor}");
     // One module holds every generated kernel: each elementwise op of the op table at each
-    // rank, the copies, both reductions in both forms, the gathers and their reports.
+    // rank, the copies, both reductions in both forms, the gathers and their reports, a
+    // convolution per epilogue, the takes.
     let t = std::time::Instant::now();
     let ptx = cuda::compile_ptx("sm_90").expect("every kernel compiles to PTX");
     let (_, names) = cuda::kernel_sources();
@@ -145,13 +149,15 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     let count = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
     println!(
         "NVRTC compiled {} kernels for sm_90 ({} map, {} copy, {} reduce, {} gather, {} \
-         gather_report; {} bytes of PTX, {:.1} s)",
+         gather_report, {} conv, {} take; {} bytes of PTX, {:.1} s)",
         names.len(),
         count("lumen_map_"),
         count("lumen_copy_"),
         count("lumen_reduce_"),
         count("lumen_gather_i"),
         count("lumen_gather_report_"),
+        count("lumen_conv_"),
+        count("lumen_take_"),
         text.len(),
         t.elapsed().as_secs_f64()
     );
@@ -270,6 +276,9 @@ fn every_program_the_gpu_tests_run_is_in_the_cuda_op_set() {
     for seed in 0..48u64 {
         let (program, desc) = random_program(seed, &RANDOM_SHAPE);
         cuda::check_supported(&program).unwrap_or_else(|e| panic!("{desc}: {e}"));
+    }
+    for (program, _, _) in spatial_cases().iter().chain([&spatial::bad_take(false)]) {
+        supported(program);
     }
 }
 
@@ -556,6 +565,102 @@ fn emulated_gather_error_record_reports_like_the_cpu() {
     let (program, weights, inputs) = bad_gather();
     let err = cuda::emulate::emulate(&program, &weights, &inputs).unwrap_err().to_string();
     assert_eq!(err, BAD_GATHER);
+}
+
+/// Every convolution and take program the CUDA tests run (`cuda_shared::spatial`): the DSL
+/// convolutions fused and unfused, one per kernel epilogue, the takes.
+fn spatial_cases() -> Vec<(CompiledProgram, Tensors, Tensors)> {
+    let mut cases = spatial::conv_programs();
+    cases.extend(spatial::conv_epilogue_programs(&cuda::codegen::conv_epilogues()));
+    cases.extend(spatial::take_programs());
+    cases
+}
+
+/// The generated kernels of `program`'s launch plans.
+fn kernel_specs(program: &CompiledProgram) -> Vec<cuda::KernelSpec> {
+    let plans =
+        cuda::support::launches(program).unwrap_or_else(|e| panic!("{}: {e}", program.label));
+    plans.iter().flat_map(|l| l.kernels().iter().map(|k| k.spec)).collect()
+}
+
+#[test]
+fn emulated_cuda_plans_match_the_cpu_on_convolutions() {
+    let mut epilogues = std::collections::BTreeSet::new();
+    let cases = spatial::conv_programs();
+    for (program, weights, inputs) in &cases {
+        for spec in kernel_specs(program) {
+            if let cuda::KernelSpec::Conv { epilogue } = spec {
+                epilogues.insert(epilogue.to_string());
+            }
+        }
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        let emulated = cuda::emulate::emulate(program, weights, inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", program.label));
+        let err = close_to_cpu(&program.label, &emulated, &cpu);
+        println!("{}: emulated cuda plans vs cpu, max |diff| {err:.2e}", program.label);
+    }
+    // The fused programs' epilogues reached the kernels; the unfused ones have none.
+    for e in ["none", "bias", "bias+relu", "bias+silu", "relu6", "bias+residual+hardswish"] {
+        assert!(epilogues.contains(e), "no conv kernel with epilogue {e}: {epilogues:?}");
+    }
+    for e in ["bias+sigmoid", "bias+residual+relu"] {
+        assert!(epilogues.contains(e), "no conv kernel with epilogue {e}: {epilogues:?}");
+    }
+    println!("{} convolution programs: emulated cuda plans match the cpu", cases.len());
+}
+
+#[test]
+fn emulated_cuda_plans_match_the_cpu_on_every_conv_epilogue() {
+    let epilogues = cuda::codegen::conv_epilogues();
+    let cases = spatial::conv_epilogue_programs(&epilogues);
+    for ((program, weights, inputs), &epilogue) in cases.iter().zip(&epilogues) {
+        let convs: Vec<_> = kernel_specs(program)
+            .into_iter()
+            .filter(|s| matches!(s, cuda::KernelSpec::Conv { .. }))
+            .collect();
+        assert_eq!(convs, [cuda::KernelSpec::Conv { epilogue }], "{}", program.label);
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        let emulated = cuda::emulate::emulate(program, weights, inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", program.label));
+        close_to_cpu(&program.label, &emulated, &cpu);
+    }
+    println!("{} conv epilogues: emulated cuda plans match the cpu", cases.len());
+}
+
+#[test]
+fn emulated_cuda_plans_match_the_cpu_on_takes() {
+    let mut specs = std::collections::BTreeSet::new();
+    for (program, weights, inputs) in spatial::take_programs() {
+        specs.extend(kernel_specs(&program).into_iter().filter(|s| {
+            matches!(s, cuda::KernelSpec::Take { .. } | cuda::KernelSpec::GatherReport { .. })
+        }));
+        let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+        let emulated = cuda::emulate::emulate(&program, &weights, &inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", program.label));
+        close_to_cpu(&program.label, &emulated, &cpu);
+    }
+    // i64 and i32 indices, each take with its rank-1 report.
+    let wide: Vec<bool> = specs
+        .iter()
+        .filter_map(|s| match s {
+            cuda::KernelSpec::Take { wide, .. } => Some(*wide),
+            _ => None,
+        })
+        .collect();
+    assert!(wide.contains(&true) && wide.contains(&false), "{specs:?}");
+    assert!(specs.contains(&cuda::KernelSpec::GatherReport { wide: false, rank: 1 }), "{specs:?}");
+    assert!(specs.contains(&cuda::KernelSpec::GatherReport { wide: true, rank: 1 }), "{specs:?}");
+}
+
+#[test]
+fn emulated_take_error_record_reports_like_the_cpu() {
+    for empty in [false, true] {
+        let (program, weights, inputs) = spatial::bad_take(empty);
+        let mut cpu = CpuRuntime::default().prepare(&program, &weights).expect("prepare");
+        assert_eq!(cpu.execute(&inputs).unwrap_err().to_string(), BAD_TAKE, "cpu, empty {empty}");
+        let err = cuda::emulate::emulate(&program, &weights, &inputs).unwrap_err().to_string();
+        assert_eq!(err, BAD_TAKE, "emulated, empty {empty}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -956,6 +1061,50 @@ fn a_gather_id_out_of_range_is_reported_by_the_device() {
     let good: Tensors =
         [("ids".to_string(), HostTensor::from_i64([2, 3], vec![0, 1, 1, 2, 3, 0]).unwrap())].into();
     prepared.execute(&good).expect("good ids after a bad execute");
+}
+
+#[test]
+fn convolutions_and_takes_match_the_cpu_planned_and_poisoned() {
+    // Every convolution kind (dense, grouped, depthwise, strided, dilated, padded; 1-D to 3-D;
+    // sliced, permuted and transposed operands), every kernel epilogue, and the takes.
+    let Some(planned_rt) = gpu(fp32()) else { return };
+    let poisoned = gpu(CudaOptions { memory_debug: true, ..fp32() }).expect("device");
+    let no_reuse = gpu(CudaOptions { placement: Placement::NoReuse, ..fp32() }).expect("device");
+    let cases = spatial_cases();
+    let mut worst = 0.0f64;
+    for (program, weights, inputs) in &cases {
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        let planned = run_cuda(&planned_rt, program, weights, inputs);
+        worst = worst.max(close_to_cpu(&program.label, &planned, &cpu));
+        for (mode, rt) in [("no-reuse", &no_reuse), ("nan-poisoned", &poisoned)] {
+            let out = run_cuda(rt, program, weights, inputs);
+            assert_eq!(
+                bits(&out),
+                bits(&planned),
+                "{}: {mode} differs from planned",
+                program.label
+            );
+        }
+    }
+    println!(
+        "{} convolution and take programs: cuda matches the cpu (max |diff| {worst:.2e})",
+        cases.len()
+    );
+}
+
+#[test]
+fn a_take_index_out_of_range_is_reported_by_the_device() {
+    let Some(rt) = gpu(fp32()) else { return };
+    for empty in [false, true] {
+        let (program, weights, inputs) = spatial::bad_take(empty);
+        let mut prepared = rt.prepare_cuda(&program, &weights).expect("prepare");
+        let err = prepared.execute(&inputs).unwrap_err().to_string();
+        assert_eq!(err, BAD_TAKE, "empty {empty}");
+        // The record is reset on every execute: good indices run after a bad one.
+        let mut good = inputs.clone();
+        good.insert("ids".into(), HostTensor::from_i64([3], vec![1, 3, -1]).unwrap());
+        prepared.execute(&good).expect("good indices after a bad execute");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -31,10 +31,26 @@
 //!   record (`atomicMin`); the report kernel then stores that row's id and its element offset in
 //!   the ids buffer, which the host reads after the execute's one synchronize and returns as
 //!   [`crate::RuntimeError::IndexOutOfRange`], exactly as the CPU reports the first bad id.
+//! - `conv`: a direct N-D convolution, one thread per output element (a grid-stride loop over
+//!   `[N, OC, *out]`), looping over the input channels of its group and every kernel tap (taps
+//!   that land in the padding are skipped), accumulating in `float` with `fmaf` in the order
+//!   channel, tap axis 0, 1, 2; then the epilogue in the same thread: `+ bias[oc]`, `+
+//!   residual`, the activation (the op table's device function). Every operand is read through
+//!   its strides (x and the residual by five: n, c and three spatial; w by five: oc, c/g and
+//!   three kernel axes; the bias by one), and the geometry and those strides are a by-value
+//!   argument ([`ConvArgs`]), so one kernel per epilogue serves every geometry. The CPU's
+//!   im2col workspace is not used.
+//! - `take`: `out[.., j, ..] = x[.., idx[j], ..]` (or the fill for a negative index), one
+//!   thread per output element, x through its view (the picked axis' stride applied to the
+//!   index, [`TakeArgs`]), i32 or i64 indices through their 1-D view. Threads `j < picks` also
+//!   check index `j`: one at or past the axis' extent goes into the error record like a
+//!   gather's (`atomicMin` of `j`, the element is NaN and never read), and the `gather_report`
+//!   kernel at rank 1 stores the index and its element offset for the host.
 
 use std::fmt::Write as _;
 
-use lumen_compiler::{ElemOp, ReduceOp, View};
+use lumen_compiler::conv::{ConvEpilogue, ConvGeometry, MAX_SPATIAL};
+use lumen_compiler::{ElemOp, ReduceOp, UnaryOp, View};
 
 /// Most axes a kernel view has after [`collapse`].
 pub const MAX_RANK: usize = 6;
@@ -100,16 +116,33 @@ pub enum KernelSpec {
         rank: usize,
     },
     /// `lumen_gather_report_{i32|i64}_r{rank}(const void* ids, u64* err, lumen_views<rank, 1>)`.
+    /// A take's report is this kernel at rank 1 over its indices' view.
     GatherReport {
         /// i64 ids (else i32).
         wide: bool,
         /// Rank of the ids' view.
         rank: usize,
     },
+    /// `lumen_conv_{epilogue}(float* out, const float* x, const float* w[, const float* bias]
+    /// [, const float* residual], lumen_conv g)`: one per epilogue (`{epilogue}` is its text
+    /// with `_` for `+`: `none`, `bias_relu`, `bias_residual_silu`), every geometry.
+    Conv {
+        /// What the kernel applies after the sum (the activation must be one for which
+        /// [`UnaryOp::is_activation`]).
+        epilogue: ConvEpilogue,
+    },
+    /// `lumen_take_{i32|i64}_r{rank}(float* out, const float* x, const void* indices, u64* err,
+    /// lumen_views<rank, 1> x_view, lumen_take t)`.
+    Take {
+        /// i64 indices (else i32).
+        wide: bool,
+        /// Rank of x's view over the output's shape (after [`collapse`]).
+        rank: usize,
+    },
 }
 
 impl KernelSpec {
-    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`.
+    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`, `take`.
     pub fn family(&self) -> &'static str {
         match self {
             KernelSpec::Map { .. } => "map",
@@ -117,6 +150,8 @@ impl KernelSpec {
             KernelSpec::Reduce { .. } => "reduce",
             KernelSpec::Gather { .. } => "gather",
             KernelSpec::GatherReport { .. } => "gather_report",
+            KernelSpec::Conv { .. } => "conv",
+            KernelSpec::Take { .. } => "take",
         }
     }
 
@@ -133,6 +168,10 @@ impl KernelSpec {
             KernelSpec::GatherReport { wide, rank } => {
                 format!("lumen_gather_report_{}_r{rank}", id(wide))
             }
+            KernelSpec::Conv { epilogue } => {
+                format!("lumen_conv_{}", epilogue.to_string().replace('+', "_"))
+            }
+            KernelSpec::Take { wide, rank } => format!("lumen_take_{}_r{rank}", id(wide)),
         }
     }
 
@@ -243,6 +282,37 @@ impl KernelSpec {
                      \x20   err[2] = off[0];\n}}\n"
                 )
             }
+            KernelSpec::Conv { epilogue } => conv_body(&name, epilogue),
+            KernelSpec::Take { wide, rank } => {
+                let id_type = if wide { "long long" } else { "int" };
+                format!(
+                    "extern \"C\" __global__ void {name}(float* out, const float* x, const void* indices,\n\
+                     \x20   unsigned long long* err, lumen_views<{rank}, 1> v, lumen_take t) {{\n\
+                     \x20   const {id_type}* idx = (const {id_type}*)indices;\n\
+                     \x20   unsigned long long n = v.len > t.picks ? v.len : t.picks;\n\
+                     \x20   LUMEN_GRID_STRIDE(i, n) {{\n\
+                     \x20       if (i < t.picks) {{\n\
+                     \x20           long long id = (long long)idx[t.idx_offset + i * t.idx_stride];\n\
+                     \x20           if (id >= 0 && (unsigned long long)id >= t.extent) atomicMin(err, i);\n\
+                     \x20       }}\n\
+                     \x20       if (i < v.len) {{\n\
+                     \x20           unsigned long long j = (i / t.inner) % t.picks;\n\
+                     \x20           long long id = (long long)idx[t.idx_offset + j * t.idx_stride];\n\
+                     \x20           float y;\n\
+                     \x20           if (id < 0) {{\n\
+                     \x20               y = __int_as_float((int)(unsigned int)t.fill);\n\
+                     \x20           }} else if ((unsigned long long)id >= t.extent) {{\n\
+                     \x20               y = __int_as_float(0x7fc00000);\n\
+                     \x20           }} else {{\n\
+                     \x20               unsigned long long off[1];\n\
+                     \x20               lumen_offsets(v, i, off);\n\
+                     \x20               y = x[off[0] + (unsigned long long)id * t.stride];\n\
+                     \x20           }}\n\
+                     \x20           out[i] = y;\n\
+                     \x20       }}\n\
+                     \x20   }}\n}}\n"
+                )
+            }
         }
     }
 
@@ -250,6 +320,7 @@ impl KernelSpec {
     fn elem_op(&self) -> Option<ElemOp> {
         match *self {
             KernelSpec::Map { op, .. } => Some(op),
+            KernelSpec::Conv { epilogue } => epilogue.activation.map(ElemOp::Unary),
             _ => None,
         }
     }
@@ -265,6 +336,16 @@ template <int R, int N> struct lumen_views {
 };
 struct lumen_table {
     unsigned long long offset, row_stride, col_stride, vocab, dim;
+};
+// A convolution's geometry and operand strides (ConvArgs): spatial axes padded to three.
+struct lumen_conv {
+    unsigned long long len, c_out, cg, ocg;
+    unsigned long long output[3], input[3], kernel[3], stride[3], dilation[3], pad[3];
+    unsigned long long x[6], w[6], bias[2], residual[6];
+};
+// A take's sizes, its picked axis' stride in x, its indices' view and fill (TakeArgs).
+struct lumen_take {
+    unsigned long long picks, inner, stride, extent, idx_offset, idx_stride, fill;
 };
 // The element offset of row-major index i in each of the N views (64-bit throughout).
 template <int R, int N>
@@ -287,7 +368,8 @@ __device__ __forceinline__ void lumen_offsets(const lumen_views<R, N>& v, unsign
 "#;
 
 /// Every kernel the runtime can launch, in a fixed order: each elementwise op at each rank,
-/// the copies, each reduction in both forms at each row rank, the gathers and their reports.
+/// the copies, each reduction in both forms at each row rank, the gathers and their reports,
+/// a convolution per epilogue ([`conv_epilogues`]), the takes (i32 and i64 at each rank).
 pub fn all_specs() -> Vec<KernelSpec> {
     let mut specs = Vec::new();
     for op in ElemOp::ALL {
@@ -303,7 +385,251 @@ pub fn all_specs() -> Vec<KernelSpec> {
         specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::Gather { wide, rank }));
         specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::GatherReport { wide, rank }));
     }
+    specs.extend(conv_epilogues().into_iter().map(|epilogue| KernelSpec::Conv { epilogue }));
+    for wide in [false, true] {
+        specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::Take { wide, rank }));
+    }
     specs
+}
+
+/// Every convolution epilogue a kernel exists for: with and without a bias, with and without a
+/// residual, no activation or each op for which [`UnaryOp::is_activation`] (in the op table's
+/// order).
+pub fn conv_epilogues() -> Vec<ConvEpilogue> {
+    let acts: Vec<Option<UnaryOp>> = std::iter::once(None)
+        .chain(UnaryOp::ALL.into_iter().filter(|a| a.is_activation()).map(Some))
+        .collect();
+    let mut out = Vec::new();
+    for bias in [false, true] {
+        for residual in [false, true] {
+            out.extend(acts.iter().map(|&activation| ConvEpilogue { bias, residual, activation }));
+        }
+    }
+    out
+}
+
+/// The CUDA C of the convolution kernel `name` with `epilogue` (see the module docs).
+fn conv_body(name: &str, epilogue: ConvEpilogue) -> String {
+    let mut params = String::from("float* out, const float* x, const float* w");
+    let mut tail = String::from("        float y = acc;\n");
+    if epilogue.bias {
+        params.push_str(", const float* bias");
+        tail.push_str("        y += bias[g.bias[0] + oc * g.bias[1]];\n");
+    }
+    if epilogue.residual {
+        params.push_str(", const float* residual");
+        tail.push_str(
+            "        y += residual[g.residual[0] + n * g.residual[1] + oc * g.residual[2]\n\
+             \x20           + o0 * g.residual[3] + o1 * g.residual[4] + o2 * g.residual[5]];\n",
+        );
+    }
+    if let Some(act) = epilogue.activation {
+        let _ =
+            writeln!(tail, "        y = lumen_op_{}(y, 0.0f, 0.0f);", ElemOp::Unary(act).name());
+    }
+    tail.push_str("        out[i] = y;\n");
+    format!(
+        "extern \"C\" __global__ void {name}({params}, lumen_conv g) {{\n\
+         \x20   LUMEN_GRID_STRIDE(i, g.len) {{\n\
+         \x20       unsigned long long r = i;\n\
+         \x20       const unsigned long long o2 = r % g.output[2]; r /= g.output[2];\n\
+         \x20       const unsigned long long o1 = r % g.output[1]; r /= g.output[1];\n\
+         \x20       const unsigned long long o0 = r % g.output[0]; r /= g.output[0];\n\
+         \x20       const unsigned long long oc = r % g.c_out, n = r / g.c_out;\n\
+         \x20       const unsigned long long c0 = oc / g.ocg * g.cg;\n\
+         \x20       float acc = 0.0f;\n\
+         \x20       for (unsigned long long ci = 0; ci < g.cg; ++ci) {{\n\
+         \x20           const unsigned long long xc = g.x[0] + n * g.x[1] + (c0 + ci) * g.x[2];\n\
+         \x20           const unsigned long long wc = g.w[0] + oc * g.w[1] + ci * g.w[2];\n\
+         \x20           for (unsigned long long k0 = 0; k0 < g.kernel[0]; ++k0) {{\n\
+         \x20               const unsigned long long p0 = o0 * g.stride[0] + k0 * g.dilation[0];\n\
+         \x20               if (p0 < g.pad[0] || p0 - g.pad[0] >= g.input[0]) continue;\n\
+         \x20               for (unsigned long long k1 = 0; k1 < g.kernel[1]; ++k1) {{\n\
+         \x20                   const unsigned long long p1 = o1 * g.stride[1] + k1 * g.dilation[1];\n\
+         \x20                   if (p1 < g.pad[1] || p1 - g.pad[1] >= g.input[1]) continue;\n\
+         \x20                   for (unsigned long long k2 = 0; k2 < g.kernel[2]; ++k2) {{\n\
+         \x20                       const unsigned long long p2 = o2 * g.stride[2] + k2 * g.dilation[2];\n\
+         \x20                       if (p2 < g.pad[2] || p2 - g.pad[2] >= g.input[2]) continue;\n\
+         \x20                       const float xv = x[xc + (p0 - g.pad[0]) * g.x[3]\n\
+         \x20                           + (p1 - g.pad[1]) * g.x[4] + (p2 - g.pad[2]) * g.x[5]];\n\
+         \x20                       const float wv = w[wc + k0 * g.w[3] + k1 * g.w[4] + k2 * g.w[5]];\n\
+         \x20                       acc = fmaf(xv, wv, acc);\n\
+         \x20                   }}\n\
+         \x20               }}\n\
+         \x20           }}\n\
+         \x20       }}\n\
+         {tail}\
+         \x20   }}\n}}\n"
+    )
+}
+
+/// Words of the `lumen_conv` argument ([`ConvArgs::words`]).
+pub const CONV_WORDS: usize = 42;
+
+/// The `lumen_conv` argument of a convolution kernel: the geometry and every operand's
+/// strides, as [`CONV_WORDS`] 64-bit words in the struct's declaration order. Spatial axes
+/// are padded to three ([`ConvGeometry`]'s form: a missing axis has length 1 and stride 0).
+/// Sizes are element counts, strides and offsets in elements of the operand's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConvArgs {
+    /// Output elements, `N · OC · P`.
+    pub len: u64,
+    /// Output channels (OC).
+    pub c_out: u64,
+    /// Input channels per group (C / groups).
+    pub cg: u64,
+    /// Output channels per group (OC / groups).
+    pub ocg: u64,
+    /// Output length per spatial axis.
+    pub output: [u64; MAX_SPATIAL],
+    /// Input length per spatial axis.
+    pub input: [u64; MAX_SPATIAL],
+    /// Kernel length per spatial axis.
+    pub kernel: [u64; MAX_SPATIAL],
+    /// Stride per spatial axis.
+    pub stride: [u64; MAX_SPATIAL],
+    /// Dilation per spatial axis.
+    pub dilation: [u64; MAX_SPATIAL],
+    /// Leading zeros per spatial axis.
+    pub pad: [u64; MAX_SPATIAL],
+    /// `x [N, C, *in]`: offset, then the strides of n, c and the three spatial axes.
+    pub x: [u64; 6],
+    /// `w [OC, C/g, *k]`: offset, then the strides of oc, the group's channel and the three
+    /// kernel axes.
+    pub w: [u64; 6],
+    /// `bias [OC]`: offset and stride (zeros without a bias).
+    pub bias: [u64; 2],
+    /// `residual [N, OC, *out]`: offset, then the strides of n, oc and the three spatial axes
+    /// (zeros without a residual).
+    pub residual: [u64; 6],
+}
+
+impl ConvArgs {
+    /// The argument of a convolution of geometry `g` reading `x`, `w`, and the `bias` and
+    /// `residual` its epilogue has, through their views (each of the shape the geometry says:
+    /// the caller checks).
+    pub fn new(
+        g: &ConvGeometry,
+        x: &View,
+        w: &View,
+        bias: Option<&View>,
+        residual: Option<&View>,
+    ) -> Self {
+        let wide = |v: usize| v as u64;
+        let three = |a: [usize; MAX_SPATIAL]| a.map(wide);
+        // Offset, the two leading strides, the spatial strides (0 past the view's rank).
+        let five = |v: &View| {
+            let s = |d: usize| v.strides.get(d).copied().map_or(0, wide);
+            let sp = |a: usize| if a < g.rank { s(2 + a) } else { 0 };
+            [wide(v.offset), s(0), s(1), sp(0), sp(1), sp(2)]
+        };
+        let groups = g.groups.max(1);
+        ConvArgs {
+            len: wide(g.batch)
+                .saturating_mul(wide(g.c_out))
+                .saturating_mul(wide(g.output_positions())),
+            c_out: wide(g.c_out),
+            cg: wide(g.c_in / groups),
+            ocg: wide(g.c_out / groups),
+            output: three(g.output),
+            input: three(g.input),
+            kernel: three(g.kernel),
+            stride: three(g.stride),
+            dilation: three(g.dilation),
+            pad: three(g.pad),
+            x: five(x),
+            w: five(w),
+            bias: bias
+                .map_or([0; 2], |b| [wide(b.offset), b.strides.first().copied().map_or(0, wide)]),
+            residual: residual.map_or([0; 6], five),
+        }
+    }
+
+    /// The [`CONV_WORDS`] words, in the `lumen_conv` struct's order.
+    pub fn words(&self) -> Vec<u64> {
+        let mut w = vec![self.len, self.c_out, self.cg, self.ocg];
+        for a in [self.output, self.input, self.kernel, self.stride, self.dilation, self.pad] {
+            w.extend(a);
+        }
+        w.extend(self.x);
+        w.extend(self.w);
+        w.extend(self.bias);
+        w.extend(self.residual);
+        w
+    }
+
+    /// The argument back from its words; `None` unless there are exactly [`CONV_WORDS`].
+    pub fn from_words(words: &[u64]) -> Option<Self> {
+        if words.len() != CONV_WORDS {
+            return None;
+        }
+        let three = |at: usize| [words[at], words[at + 1], words[at + 2]];
+        let six = |at: usize| {
+            [words[at], words[at + 1], words[at + 2], words[at + 3], words[at + 4], words[at + 5]]
+        };
+        Some(ConvArgs {
+            len: words[0],
+            c_out: words[1],
+            cg: words[2],
+            ocg: words[3],
+            output: three(4),
+            input: three(7),
+            kernel: three(10),
+            stride: three(13),
+            dilation: three(16),
+            pad: three(19),
+            x: six(22),
+            w: six(28),
+            bias: [words[34], words[35]],
+            residual: six(36),
+        })
+    }
+}
+
+/// Words of the `lumen_take` argument ([`TakeArgs::words`]).
+pub const TAKE_WORDS: usize = 7;
+
+/// The `lumen_take` argument of a take kernel, [`TAKE_WORDS`] 64-bit words in the struct's
+/// order: element counts, strides and offsets in elements of the operand's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TakeArgs {
+    /// Indices (the output's length along the picked axis).
+    pub picks: u64,
+    /// Output elements per index (the product of the axes after the picked one).
+    pub inner: u64,
+    /// x's stride along the picked axis.
+    pub stride: u64,
+    /// x's length along the picked axis: an index at or past it is an error.
+    pub extent: u64,
+    /// The indices' view: element offset in its buffer (an i64 element is two words).
+    pub idx_offset: u64,
+    /// The indices' view: stride.
+    pub idx_stride: u64,
+    /// The value of a negative index, as f32 bits.
+    pub fill: u64,
+}
+
+impl TakeArgs {
+    /// The [`TAKE_WORDS`] words, in the `lumen_take` struct's order.
+    pub fn words(&self) -> Vec<u64> {
+        vec![
+            self.picks,
+            self.inner,
+            self.stride,
+            self.extent,
+            self.idx_offset,
+            self.idx_stride,
+            self.fill,
+        ]
+    }
+
+    /// The argument back from its words; `None` unless there are exactly [`TAKE_WORDS`].
+    pub fn from_words(words: &[u64]) -> Option<Self> {
+        let [picks, inner, stride, extent, idx_offset, idx_stride, fill] = *words else {
+            return None;
+        };
+        Some(TakeArgs { picks, inner, stride, extent, idx_offset, idx_stride, fill })
+    }
 }
 
 /// One translation unit holding `specs` (deduplicated, in order): the prelude, each
@@ -483,8 +809,11 @@ mod tests {
     #[test]
     fn every_spec_has_a_unique_entry_point_in_the_module() {
         let specs = all_specs();
-        // 19 ops x 6 ranks, 6 copies, 2 reductions x 2 forms x 5 ranks, 2 x 2 x 6 gathers.
-        assert_eq!(specs.len(), ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24);
+        // Ops x 6 ranks, 6 copies, 2 reductions x 2 forms x 5 ranks, 2 x 2 x 6 gathers, 2 x 2
+        // x (1 + 7 activations) convolutions, 2 x 6 takes.
+        let convs = conv_epilogues().len();
+        assert_eq!(convs, 32);
+        assert_eq!(specs.len(), ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 12);
         let src = module_source(&specs);
         let mut names: Vec<String> = specs.iter().map(KernelSpec::name).collect();
         for name in &names {
@@ -502,5 +831,60 @@ mod tests {
         // A module of one kernel carries only its own op's device function.
         let one = module_source(&[KernelSpec::Map { op: ElemOp::ALL[0], rank: 2 }]);
         assert!(!one.contains("lumen_op_add("), "{one}");
+    }
+
+    #[test]
+    fn a_conv_kernel_has_its_epilogue_operands_and_activation_only() {
+        let e = ConvEpilogue { bias: false, residual: true, activation: Some(UnaryOp::Silu) };
+        let spec = KernelSpec::Conv { epilogue: e };
+        assert_eq!(spec.name(), "lumen_conv_residual_silu");
+        let src = module_source(&[spec]);
+        assert!(src.contains("lumen_conv_residual_silu(float* out, const float* x, const float* w, const float* residual, lumen_conv g)"), "{src}");
+        assert!(src.contains("float lumen_op_silu(") && !src.contains("bias[g.bias"), "{src}");
+        assert!(src.contains("acc = fmaf(xv, wv, acc);"), "{src}");
+        let none = KernelSpec::Conv { epilogue: ConvEpilogue::default() };
+        assert_eq!(none.name(), "lumen_conv_none");
+        assert!(!module_source(&[none]).contains("lumen_op_"), "no device function");
+        // Every epilogue's kernel is in the full list once.
+        let convs = all_specs().into_iter().filter(|s| s.family() == "conv").count();
+        assert_eq!(convs, conv_epilogues().len());
+    }
+
+    #[test]
+    fn conv_and_take_arguments_round_trip_their_words() {
+        let g = ConvGeometry::new(
+            &lumen_compiler::ConvSpec {
+                strides: vec![2],
+                dilations: vec![3],
+                pads: vec![(2, 1)],
+                groups: 2,
+            },
+            &[2, 4, 9],
+            &[6, 2, 2],
+        )
+        .unwrap();
+        let x = View::contiguous(&[2, 4, 9]);
+        let w = View::contiguous(&[6, 2, 2]);
+        let bias = View { shape: vec![6], strides: vec![2], offset: 1 };
+        let a = ConvArgs::new(&g, &x, &w, Some(&bias), None);
+        let words = a.words();
+        assert_eq!(words.len(), CONV_WORDS);
+        assert_eq!(ConvArgs::from_words(&words), Some(a));
+        assert_eq!(ConvArgs::from_words(&words[1..]), None);
+        // (9 + 3 - 4) / 2 + 1 = 5 outputs; spatial axes 1 and 2 of length 1, stride 0.
+        assert_eq!((a.len, a.cg, a.ocg, a.output), (2 * 6 * 5, 2, 3, [5, 1, 1]));
+        assert_eq!((a.x, a.w, a.bias), ([0, 36, 9, 1, 0, 0], [0, 4, 2, 1, 0, 0], [1, 2]));
+        let t = TakeArgs {
+            picks: 3,
+            inner: 4,
+            stride: 5,
+            extent: 6,
+            idx_offset: 7,
+            idx_stride: 8,
+            fill: 9,
+        };
+        assert_eq!(t.words().len(), TAKE_WORDS);
+        assert_eq!(TakeArgs::from_words(&t.words()), Some(t));
+        assert_eq!(TakeArgs::from_words(&[1, 2]), None);
     }
 }

@@ -2,18 +2,20 @@
 //! generated kernel's semantics and cuBLASLt's column-major product, mirrored in Rust over one
 //! host array per buffer, so CI checks the plans (collapsed views and their packed words, the
 //! reduction forms, transposed and batched cuBLASLt layouts with their strides and per-call
-//! offsets, the K = 0 path, concat's copies, the gather error records) against the CPU runtime
-//! without a GPU.
+//! offsets, the K = 0 path, concat's copies, the convolutions' geometry and strides word for
+//! word, the takes, the gather and take error records) against the CPU runtime without a GPU.
 //!
 //! What it does not check: the CUDA C itself (NVRTC compiles it in CI, a GPU runs it in
 //! scripts/gpu-check.sh), the reduction's summation order (here sequential, in the
 //! accumulator type of the op table), and cuBLASLt's own numerics. The index math is
 //! [`super::codegen::offsets_of_packed`], the line-for-line mirror of the kernels'
-//! `lumen_offsets`.
+//! `lumen_offsets`; the convolution is its kernel's loops on the unpacked [`ConvArgs`] words,
+//! in the same order with the same fused multiply-adds (`f32::mul_add` for `fmaf`), so it
+//! differs from the device only in the activation's last bits.
 
 use lumen_compiler::{BufferRole, CompiledProgram, ElemOp, LlirOp, ReduceOp};
 
-use super::codegen::{KernelSpec, offsets_of_packed};
+use super::codegen::{ConvArgs, KernelSpec, TakeArgs, offsets_of_packed};
 use super::support::{self, KernelLaunch, Launch, Ptr};
 use crate::error::TensorKind;
 use crate::runtime::check_tensors;
@@ -24,8 +26,9 @@ use crate::{HostTensor, RuntimeError, Tensors};
 ///
 /// # Errors
 /// [`RuntimeError::Unsupported`] for a node the CUDA runtime refuses;
-/// [`RuntimeError::IndexOutOfRange`] for a gather id out of range (as the device error record
-/// reports it); the tensor-checking errors of any runtime.
+/// [`RuntimeError::IndexOutOfRange`] for a gather id or a take index out of range (as the
+/// device error record reports it); [`RuntimeError::Kernel`] for a launch whose arguments
+/// address past a buffer; the tensor-checking errors of any runtime.
 pub fn emulate(
     program: &CompiledProgram,
     weights: &Tensors,
@@ -37,7 +40,7 @@ pub fn emulate(
     let plans = support::launches(program)?;
     let mut bufs: Vec<Vec<f32>> =
         llir.buffers.iter().map(|b| vec![f32::NAN; b.bytes.div_ceil(4)]).collect();
-    let mut errors = vec![u64::MAX; 4 * support::gather_count(program)];
+    let mut errors = vec![u64::MAX; 4 * support::error_records(program)];
     let mut out = Tensors::new();
     let bad = |what: &str| RuntimeError::kernel("emulate", what.to_string());
     for (n, node) in llir.nodes.iter().enumerate() {
@@ -118,20 +121,23 @@ pub fn emulate(
             _ => return Err(bad("a node without a matching plan")),
         }
     }
-    // The host's check after the one synchronize.
+    // The host's check after the one synchronize, in node order.
     let mut g = 0;
     for node in &llir.nodes {
-        if let LlirOp::Gather { vocab, .. } = node.op {
-            if errors[4 * g] != u64::MAX {
-                return Err(RuntimeError::IndexOutOfRange {
-                    tensor: llir.buffers[node.reads[1].buffer].id.clone(),
-                    index: errors[4 * g + 1] as i64,
-                    position: errors[4 * g + 2] as usize,
-                    rows: vocab,
-                });
-            }
-            g += 1;
+        let rows = match node.op {
+            LlirOp::Gather { vocab, .. } => vocab,
+            LlirOp::Take { extent, .. } => extent,
+            _ => continue,
+        };
+        if errors[4 * g] != u64::MAX {
+            return Err(RuntimeError::IndexOutOfRange {
+                tensor: llir.buffers[node.reads[1].buffer].id.clone(),
+                index: errors[4 * g + 1] as i64,
+                position: errors[4 * g + 2] as usize,
+                rows,
+            });
         }
+        g += 1;
     }
     Ok(out)
 }
@@ -155,12 +161,151 @@ fn id_at(words: &[f32], e: usize, wide: bool) -> i64 {
     }
 }
 
+/// Element `at` of buffer `b`, or an error naming the kernel: what a device read past the
+/// buffer would be.
+fn read(bufs: &[Vec<f32>], b: usize, at: u64, what: &str) -> Result<f32, RuntimeError> {
+    usize::try_from(at).ok().and_then(|i| bufs.get(b)?.get(i)).copied().ok_or_else(|| {
+        RuntimeError::kernel("emulate", format!("{what} reads element {at} past buffer {b}"))
+    })
+}
+
+/// Stores `v` at element `at` of buffer `b`, or an error naming the kernel.
+fn write(bufs: &mut [Vec<f32>], b: usize, at: u64, v: f32, what: &str) -> Result<(), RuntimeError> {
+    let slot = usize::try_from(at).ok().and_then(|i| bufs.get_mut(b)?.get_mut(i));
+    let slot = slot.ok_or_else(|| {
+        RuntimeError::kernel("emulate", format!("{what} writes element {at} past buffer {b}"))
+    })?;
+    *slot = v;
+    Ok(())
+}
+
+/// The convolution kernel (`lumen_conv_*`), loop for loop: one output element at a time, the
+/// group's channels and the taps in the kernel's order, `fmaf` as `mul_add`, then the epilogue.
+fn run_conv(
+    k: &KernelLaunch,
+    epilogue: lumen_compiler::ConvEpilogue,
+    bufs: &mut [Vec<f32>],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("conv {what}"));
+    let a = k.words.first().and_then(|w| ConvArgs::from_words(w)).ok_or_else(|| bad("words"))?;
+    let want = 3 + usize::from(epilogue.bias) + usize::from(epilogue.residual);
+    if k.ptrs.len() != want {
+        return Err(bad("pointer count"));
+    }
+    let (out, x, w) = (buffer(k.ptrs[0])?, buffer(k.ptrs[1])?, buffer(k.ptrs[2])?);
+    let bias = if epilogue.bias { Some(buffer(k.ptrs[3])?) } else { None };
+    let residual = if epilogue.residual { Some(buffer(k.ptrs[want - 1])?) } else { None };
+    let act = epilogue.activation.map(ElemOp::Unary);
+    // The tap's input position along axis `d`, or None in the padding (the kernel's skip).
+    let pos = |d: usize, o: u64, t: u64| {
+        let p = o * a.stride[d] + t * a.dilation[d];
+        (p >= a.pad[d] && p - a.pad[d] < a.input[d]).then(|| p - a.pad[d])
+    };
+    for i in 0..a.len {
+        let mut r = i;
+        let o2 = r % a.output[2];
+        r /= a.output[2];
+        let o1 = r % a.output[1];
+        r /= a.output[1];
+        let o0 = r % a.output[0];
+        r /= a.output[0];
+        let (oc, n) = (r % a.c_out, r / a.c_out);
+        let c0 = oc / a.ocg * a.cg;
+        let mut acc = 0.0f32;
+        for ci in 0..a.cg {
+            let xc = a.x[0] + n * a.x[1] + (c0 + ci) * a.x[2];
+            let wc = a.w[0] + oc * a.w[1] + ci * a.w[2];
+            for k0 in 0..a.kernel[0] {
+                let Some(p0) = pos(0, o0, k0) else { continue };
+                for k1 in 0..a.kernel[1] {
+                    let Some(p1) = pos(1, o1, k1) else { continue };
+                    for k2 in 0..a.kernel[2] {
+                        let Some(p2) = pos(2, o2, k2) else { continue };
+                        let xv = read(bufs, x, xc + p0 * a.x[3] + p1 * a.x[4] + p2 * a.x[5], "x")?;
+                        let wv = read(bufs, w, wc + k0 * a.w[3] + k1 * a.w[4] + k2 * a.w[5], "w")?;
+                        acc = xv.mul_add(wv, acc);
+                    }
+                }
+            }
+        }
+        let mut y = acc;
+        if let Some(b) = bias {
+            y += read(bufs, b, a.bias[0] + oc * a.bias[1], "bias")?;
+        }
+        if let Some(rb) = residual {
+            let ro = a.residual[0]
+                + n * a.residual[1]
+                + oc * a.residual[2]
+                + o0 * a.residual[3]
+                + o1 * a.residual[4]
+                + o2 * a.residual[5];
+            y += read(bufs, rb, ro, "residual")?;
+        }
+        if let Some(op) = act {
+            y = op.eval_f32([y, 0.0, 0.0]);
+        }
+        write(bufs, out, i, y, "conv")?;
+    }
+    Ok(())
+}
+
+/// The take kernel (`lumen_take_*`): threads `i < picks` check index `i` into the error
+/// record, threads `i < len` write their output element.
+fn run_take(
+    k: &KernelLaunch,
+    (wide, rank): (bool, usize),
+    bufs: &mut [Vec<f32>],
+    errors: &mut [u64],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("take {what}"));
+    let [views, t] = k.words.as_slice() else { return Err(bad("words")) };
+    let t = TakeArgs::from_words(t).ok_or_else(|| bad("words"))?;
+    let [out, x, idx, Ptr::Errors(g)] = k.ptrs[..] else { return Err(bad("pointers")) };
+    let (out, x, idx) = (buffer(out)?, buffer(x)?, buffer(idx)?);
+    let len = views[0];
+    let id = |bufs: &[Vec<f32>], j: u64| -> Result<i64, RuntimeError> {
+        let e = t.idx_offset + j * t.idx_stride;
+        let words = if wide { 2 * e + 1 } else { e };
+        if bufs[idx].len() as u64 <= words {
+            return Err(bad("reads an index past its buffer"));
+        }
+        Ok(id_at(&bufs[idx], e as usize, wide))
+    };
+    for i in 0..len.max(t.picks) {
+        if i < t.picks {
+            let v = id(bufs, i)?;
+            if v >= 0 && v as u64 >= t.extent {
+                errors[4 * g] = errors[4 * g].min(i);
+            }
+        }
+        if i < len {
+            let j = (i / t.inner) % t.picks;
+            let v = id(bufs, j)?;
+            let y = if v < 0 {
+                f32::from_bits(t.fill as u32)
+            } else if v as u64 >= t.extent {
+                f32::NAN
+            } else {
+                let off = offsets_of_packed(views, rank, 1, i)[0];
+                read(bufs, x, off + v as u64 * t.stride, "x")?
+            };
+            write(bufs, out, i, y, "take")?;
+        }
+    }
+    Ok(())
+}
+
 /// One generated kernel, mirrored (the CUDA C of [`super::codegen`] element for element).
 fn run_kernel(
     k: &KernelLaunch,
     bufs: &mut [Vec<f32>],
     errors: &mut [u64],
 ) -> Result<(), RuntimeError> {
+    match k.spec {
+        KernelSpec::Conv { epilogue } => return run_conv(k, epilogue, bufs),
+        KernelSpec::Take { wide, rank } => return run_take(k, (wide, rank), bufs, errors),
+        _ => {}
+    }
     let views = &k.words[0];
     let len = views[0];
     match k.spec {
@@ -231,6 +376,7 @@ fn run_kernel(
                 errors[4 * g + 2] = e;
             }
         }
+        KernelSpec::Conv { .. } | KernelSpec::Take { .. } => {}
     }
     Ok(())
 }

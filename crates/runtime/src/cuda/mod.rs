@@ -13,8 +13,9 @@
 //! prepare). An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
 //! one stream, readbacks enqueued into pinned staging memory, ONE `cuStreamSynchronize`, and a
 //! copy out of the staging memory. The one device allocation besides the slab holds the
-//! gathers' error records (32 bytes each, only for a program with a gather): reset on the
-//! stream at the start of every execute, copied back before the synchronize, checked after it.
+//! error records of the gathers and takes (32 bytes each, only for a program with one): reset
+//! on the stream at the start of every execute, copied back before the synchronize, checked
+//! after it.
 //!
 //! Everything is loaded at run time (cudarc `dynamic-loading`): the crate builds without CUDA,
 //! and on a machine without a driver or a GPU [`CudaRuntime::new`] returns
@@ -222,7 +223,7 @@ enum Step {
     /// `act(0 + bias)`: a K = 0 matmul, whose product is all zeros; cuBLASLt is not asked
     /// about empty reductions. Memset, then the bias add and the activation in place.
     MatmulK0 { out: CUdeviceptr, bytes: usize, launches: Vec<ResolvedLaunch> },
-    /// Generated kernels (map, reduce, gather and its report, concat's copies).
+    /// Generated kernels (map, reduce, gather or take and its report, conv, concat's copies).
     Kernels(Vec<ResolvedLaunch>),
     Readback {
         // (output name, shape, address, elements, offset in the staging area)
@@ -253,12 +254,13 @@ pub struct CudaProgram {
     // slab goes before the stream, the slab and the context.
     events: (CudaEvent, CudaEvent),
     staging: PinnedHost,
-    // One error record per gather (see codegen's docs), reset at the start of each execute
-    // and copied into `error_host` before the synchronize.
+    // One error record per gather and per take (see codegen's docs), reset at the start of
+    // each execute and copied into `error_host` before the synchronize.
     errors: Option<DeviceAlloc>,
     error_host: PinnedHost,
-    // (node, ids buffer name, vocab) per gather, in error-record order.
-    gathers: Vec<(usize, String, usize)>,
+    // (node, ids buffer name, rows: the gather's vocab or the take's extent) per gather and
+    // take, in error-record order.
+    index_checks: Vec<(usize, String, usize)>,
     lt: LtPlan,
     kernels: Rc<KernelCache>,
     stream: Arc<CudaStream>,
@@ -287,25 +289,24 @@ impl CudaProgram {
         let specs: Vec<_> = plans.iter().flat_map(|l| l.kernels().iter().map(|k| k.spec)).collect();
         let stats = kernels.ensure(&specs)?;
         let kernels_ms = t.elapsed().as_secs_f64() * 1e3;
-        let gather_count = support::gather_count(program);
-        // Four u64 per gather; 0xFF bytes = u64::MAX, "no bad id".
-        let errors = if gather_count > 0 {
-            Some(DeviceAlloc::new(&device, gather_count * 32, 0xFF)?)
-        } else {
-            None
-        };
-        let error_host = PinnedHost::new(&device, gather_count * 8)?;
+        let records = support::error_records(program);
+        // Four u64 per gather or take; 0xFF bytes = u64::MAX, "no bad id".
+        let errors =
+            if records > 0 { Some(DeviceAlloc::new(&device, records * 32, 0xFF)?) } else { None };
+        let error_host = PinnedHost::new(&device, records * 8)?;
         let error_base = errors.as_ref().map_or(0, DeviceAlloc::ptr);
-        let gathers: Vec<(usize, String, usize)> = llir
+        let index_checks: Vec<(usize, String, usize)> = llir
             .nodes
             .iter()
             .enumerate()
-            .filter_map(|(n, node)| match node.op {
-                LlirOp::Gather { vocab, .. } => {
-                    let ids = node.reads.get(1).map(|o| llir.buffers[o.buffer].id.clone());
-                    Some((n, ids.unwrap_or_default(), vocab))
-                }
-                _ => None,
+            .filter_map(|(n, node)| {
+                let rows = match node.op {
+                    LlirOp::Gather { vocab, .. } => vocab,
+                    LlirOp::Take { extent, .. } => extent,
+                    _ => return None,
+                };
+                let ids = node.reads.get(1).and_then(|o| llir.buffers.get(o.buffer));
+                Some((n, ids.map(|b| b.id.clone()).unwrap_or_default(), rows))
             })
             .collect();
 
@@ -529,7 +530,7 @@ impl CudaProgram {
             staging,
             errors,
             error_host,
-            gathers,
+            index_checks,
             lt,
             kernels,
             stream,
@@ -681,7 +682,7 @@ impl CudaProgram {
         let t = Instant::now();
         self.stream.synchronize().map_err(drv("cuStreamSynchronize"))?;
         prof.sync_ms = ms(t);
-        self.check_gathers()?;
+        self.check_indices()?;
         self.kernel_ms = match first_launch {
             // SAFETY: both events are live and were recorded on the stream just synchronized,
             // so they are complete (no second wait: cudarc's elapsed_ms would sync them again).
@@ -745,16 +746,17 @@ fn sanitize(s: &str) -> String {
 }
 
 impl CudaProgram {
-    /// After the synchronize: the first gather whose error record holds a bad row, as
-    /// [`RuntimeError::IndexOutOfRange`] (its id and element offset in the ids buffer).
-    fn check_gathers(&mut self) -> Result<(), RuntimeError> {
+    /// After the synchronize: the first gather or take (in node order) whose error record
+    /// holds a bad row or index, as [`RuntimeError::IndexOutOfRange`] (its id and element
+    /// offset in the ids buffer; rows: the table's rows or the taken axis' length).
+    fn check_indices(&mut self) -> Result<(), RuntimeError> {
         let words = self.error_host.as_mut_slice();
         let u64_at = |i: usize| {
             let lo = u64::from(words[2 * i].to_bits());
             let hi = u64::from(words[2 * i + 1].to_bits());
             lo | (hi << 32)
         };
-        for (g, (_, ids, vocab)) in self.gathers.iter().enumerate() {
+        for (g, (_, ids, vocab)) in self.index_checks.iter().enumerate() {
             if u64_at(4 * g) == u64::MAX {
                 continue;
             }

@@ -6,21 +6,23 @@
 //! is refused with [`RuntimeError::Unsupported`] naming the op, the node and why. Host-only,
 //! so CI checks every program without a GPU.
 
-use lumen_compiler::{CompiledProgram, DType, ElemOp, LlirOp, ReduceOp, View};
+use lumen_compiler::{CompiledProgram, DType, ElemOp, LlirNode, LlirOp, ReduceOp, View};
 
 use super::codegen::{
-    BLOCK, KernelSpec, MAX_GRID, MAX_RANK, ReduceForm, collapse, grid_for, pack_views,
+    BLOCK, ConvArgs, KernelSpec, MAX_GRID, MAX_RANK, ReduceForm, TakeArgs, collapse, grid_for,
+    pack_views,
 };
 use super::lt::{LtCalls, lt_problem};
 use crate::RuntimeError;
 
 /// A kernel's pointer argument: a buffer's first byte, or the error record of the program's
-/// `i`-th gather (four u64: the smallest bad row, its id, its element offset, unused).
+/// `i`-th gather or take ([`error_record`]; four u64: the smallest bad row or index position,
+/// its id, its element offset in the ids buffer, unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ptr {
     /// `slab + offset` of the buffer.
     Buffer(usize),
-    /// The i-th gather's error record.
+    /// The i-th error record (gathers and takes, in node order).
     Errors(usize),
 }
 
@@ -161,7 +163,7 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             if tv.shape != [vocab, dim] {
                 return Err(invalid("gather table view"));
             }
-            let index = gather_index(program, n);
+            let index = error_record(program, n);
             let (shape, views) = collapse(&ids.view.shape, &[&ids.view]);
             let rank = shape.len();
             if rank > MAX_RANK {
@@ -202,8 +204,120 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             }
             Ok(Launch::Kernels(kernels))
         }
-        LlirOp::Conv { .. } | LlirOp::Take { .. } => {
-            Err(refuse("no CUDA kernel is generated for it yet (the CPU runtime runs it)".into()))
+        LlirOp::Conv { geometry: g, epilogue } => {
+            if node.reads.len() != epilogue.operands() {
+                return Err(invalid("conv operand count"));
+            }
+            if let Some(act) = epilogue.activation.filter(|a| !a.is_activation()) {
+                return Err(refuse(format!(
+                    "`{act}` is not an activation a conv epilogue applies"
+                )));
+            }
+            let mut x_shape = vec![g.batch, g.c_in];
+            let mut w_shape = vec![g.c_out, g.c_in / g.groups.max(1)];
+            if !(1..=lumen_compiler::conv::MAX_SPATIAL).contains(&g.rank)
+                || g.groups == 0
+                || g.c_in % g.groups != 0
+                || g.c_out % g.groups != 0
+            {
+                return Err(invalid(&format!("conv geometry {}", g.text())));
+            }
+            x_shape.extend(&g.input[..g.rank]);
+            w_shape.extend(&g.kernel[..g.rank]);
+            let (x, w) = (&node.reads[0], &node.reads[1]);
+            let bias = epilogue.bias.then(|| &node.reads[2]);
+            let residual = epilogue.residual.then(|| &node.reads[2 + usize::from(epilogue.bias)]);
+            let strided = node.reads.iter().all(|o| o.view.strides.len() == o.view.shape.len());
+            let fits = strided
+                && x.view.shape == x_shape
+                && w.view.shape == w_shape
+                && bias.is_none_or(|b| b.view.shape == [g.c_out])
+                && residual.is_none_or(|r| r.view.shape == g.output_shape());
+            if !fits {
+                return Err(invalid(&format!("conv operand views do not match {}", g.text())));
+            }
+            let args = ConvArgs::new(
+                &g,
+                &x.view,
+                &w.view,
+                bias.map(|b| &b.view),
+                residual.map(|r| &r.view),
+            );
+            if args.len == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            let mut ptrs = vec![Ptr::Buffer(out()?), Ptr::Buffer(x.buffer), Ptr::Buffer(w.buffer)];
+            ptrs.extend(bias.iter().chain(&residual).map(|o| Ptr::Buffer(o.buffer)));
+            Ok(Launch::Kernels(vec![KernelLaunch {
+                spec: KernelSpec::Conv { epilogue },
+                ptrs,
+                words: vec![args.words()],
+                grid: grid_for(args.len),
+                block: BLOCK,
+            }]))
+        }
+        LlirOp::Take { axis, len, extent, fill } => {
+            let [x, idx] = node.reads.as_slice() else {
+                return Err(invalid("take operands"));
+            };
+            let wide = program.llir.buffers.get(idx.buffer).map(|b| b.dtype) == Some(DType::I64);
+            let strided = node.reads.iter().all(|o| o.view.strides.len() == o.view.shape.len());
+            if !strided || x.view.shape.get(axis) != Some(&extent) || idx.view.rank() != 1 {
+                return Err(invalid("take views"));
+            }
+            let picks = idx.view.shape[0];
+            let mut shape = x.view.shape.clone();
+            shape[axis] = picks;
+            if View::contiguous(&shape).elements() != len {
+                return Err(invalid("take output size"));
+            }
+            // x over the output's shape with the picked axis still: the kernel adds the index
+            // times the axis' stride.
+            let mut base = x.view.clone();
+            base.shape.clone_from(&shape);
+            base.strides[axis] = 0;
+            let (cs, cv) = collapse(&shape, &[&base]);
+            if cs.len() > MAX_RANK {
+                return Err(refuse(format!(
+                    "x of rank {} after collapsing (at most {MAX_RANK})",
+                    cs.len()
+                )));
+            }
+            if picks == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            let args = TakeArgs {
+                picks: picks as u64,
+                inner: shape[axis + 1..].iter().product::<usize>() as u64,
+                stride: x.view.strides[axis] as u64,
+                extent: extent as u64,
+                idx_offset: idx.view.offset as u64,
+                idx_stride: idx.view.strides[0] as u64,
+                fill: u64::from(fill.value().to_bits()),
+            };
+            let index = error_record(program, n);
+            let (ids_shape, ids_views) = collapse(&idx.view.shape, &[&idx.view]);
+            Ok(Launch::Kernels(vec![
+                KernelLaunch {
+                    spec: KernelSpec::Take { wide, rank: cs.len() },
+                    ptrs: vec![
+                        Ptr::Buffer(out()?),
+                        Ptr::Buffer(x.buffer),
+                        Ptr::Buffer(idx.buffer),
+                        Ptr::Errors(index),
+                    ],
+                    words: vec![pack_views(&cs, &cv), args.words()],
+                    grid: grid_for((len as u64).max(args.picks)),
+                    block: BLOCK,
+                },
+                KernelLaunch {
+                    spec: KernelSpec::GatherReport { wide, rank: ids_shape.len() },
+                    ptrs: vec![Ptr::Buffer(idx.buffer), Ptr::Errors(index)],
+                    words: vec![pack_views(&ids_shape, &ids_views)],
+                    grid: 1,
+                    block: 1,
+                },
+            ]))
         }
         LlirOp::Concat { axis, .. } => {
             let shape = node.concat_shape().ok_or_else(|| invalid("concat shape"))?;
@@ -239,14 +353,22 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
     }
 }
 
-/// The index of node `n` among the program's gathers (its error record).
-pub fn gather_index(program: &CompiledProgram, n: usize) -> usize {
-    program.llir.nodes[..n].iter().filter(|x| matches!(x.op, LlirOp::Gather { .. })).count()
+/// Whether a node has a device error record: a gather or a take (an id or index out of
+/// range is reported through it).
+pub fn has_error_record(node: &LlirNode) -> bool {
+    matches!(node.op, LlirOp::Gather { .. } | LlirOp::Take { .. })
 }
 
-/// Error records the program needs: one per gather.
-pub fn gather_count(program: &CompiledProgram) -> usize {
-    gather_index(program, program.llir.nodes.len())
+/// The error record of node `n`: its index among the program's gathers and takes, in node
+/// order (`n` past the last node: how many there are).
+pub fn error_record(program: &CompiledProgram, n: usize) -> usize {
+    let nodes = &program.llir.nodes;
+    nodes[..n.min(nodes.len())].iter().filter(|x| has_error_record(x)).count()
+}
+
+/// Error records the program needs: one per gather and per take.
+pub fn error_records(program: &CompiledProgram) -> usize {
+    error_record(program, program.llir.nodes.len())
 }
 
 /// The map kernel of `op` over `shape` reading `views` of `bufs` into `out` (contiguous);
@@ -381,6 +503,79 @@ mod tests {
             "{:?}",
             ls[2]
         );
+    }
+
+    #[test]
+    fn a_fused_conv_is_one_launch_reading_its_operands_through_their_views() {
+        use lumen_compiler::{ConvEpilogue, ConvSpec, UnaryOp};
+        let mut cx = Graph::new();
+        // Channels 1..4 of a [1, 5, 6, 6] input: offset 36, the larger tensor's strides.
+        let x = cx.input("x", [1, 5, 6, 6]).slice(1, 1, 4);
+        let w = cx.weight("w", [4, 3, 3, 3]);
+        let b = cx.weight("b", [4]);
+        let spec = ConvSpec {
+            strides: vec![2, 2],
+            dilations: vec![1, 1],
+            pads: vec![(1, 1), (1, 0)],
+            groups: 1,
+        };
+        x.conv(&w, Some(&b), &spec).relu().output("y");
+        let p = cx.compile(&CompileOptions { fuse: true, ..Default::default() }).unwrap();
+        let ls = launches(&p).unwrap();
+        let convs: Vec<&KernelLaunch> = ls
+            .iter()
+            .flat_map(|l| l.kernels())
+            .filter(|k| matches!(k.spec, KernelSpec::Conv { .. }))
+            .collect();
+        let [k] = convs.as_slice() else { panic!("{ls:?}") };
+        let relu = ConvEpilogue { bias: true, residual: false, activation: Some(UnaryOp::Relu) };
+        assert_eq!(k.spec, KernelSpec::Conv { epilogue: relu });
+        assert_eq!(k.ptrs.len(), 4, "out, x, w, bias");
+        let a = ConvArgs::from_words(&k.words[0]).unwrap();
+        assert_eq!(ConvArgs::from_words(&a.words()), Some(a));
+        // (6 + 2 - 3) / 2 + 1 = 3 rows, (6 + 1 - 3) / 2 + 1 = 3 columns.
+        assert_eq!((a.len, a.c_out, a.cg, a.ocg), (4 * 9, 4, 3, 4));
+        assert_eq!((a.output, a.input, a.kernel), ([3, 3, 1], [6, 6, 1], [3, 3, 1]));
+        assert_eq!((a.stride, a.pad), ([2, 2, 1], [1, 1, 0]));
+        assert_eq!(a.x, [36, 180, 36, 6, 1, 0]);
+        assert_eq!(a.w, [0, 27, 9, 3, 1, 0]);
+        assert_eq!((a.bias, a.residual), ([0, 1], [0; 6]));
+    }
+
+    #[test]
+    fn a_take_is_its_kernel_and_a_rank_one_report_sharing_an_error_record() {
+        let mut cx = Graph::new();
+        let table = cx.weight("table", [5, 2]);
+        table.gather(cx.input_typed("g", [3], DType::I32)).output("rows");
+        let x = cx.input("x", [2, 5, 3]).transpose(0, 2);
+        let idx = cx.input_typed("idx", [4], DType::I64);
+        x.take(1, &idx, -1.5).output("y");
+        let p = cx.compile(&CompileOptions::default()).unwrap();
+        assert_eq!(error_records(&p), 2);
+        let ls = launches(&p).unwrap();
+        let ks: Vec<&KernelLaunch> = ls
+            .iter()
+            .flat_map(|l| l.kernels())
+            .filter(|k| matches!(k.spec, KernelSpec::Take { .. }))
+            .collect();
+        let [take] = ks.as_slice() else { panic!("{ls:?}") };
+        // x [3, 5, 2] read transposed: strides [1, 3, 15] over the output [3, 4, 2], the
+        // picked axis' stride 0 in the view and 3 in the argument.
+        assert_eq!(take.spec, KernelSpec::Take { wide: true, rank: 3 });
+        assert_eq!(take.ptrs[3], Ptr::Errors(1), "the second record: the gather has the first");
+        assert_eq!(
+            take.words[0],
+            pack_views(
+                &[3, 4, 2],
+                &[View { shape: vec![3, 4, 2], strides: vec![1, 0, 15], offset: 0 }]
+            )
+        );
+        let t = TakeArgs::from_words(&take.words[1]).unwrap();
+        assert_eq!((t.picks, t.inner, t.stride, t.extent), (4, 2, 3, 5));
+        assert_eq!((t.idx_offset, t.idx_stride, t.fill), (0, 1, u64::from((-1.5f32).to_bits())));
+        let report =
+            ls.iter().flat_map(|l| l.kernels()).find(|k| k.ptrs == [take.ptrs[2], take.ptrs[3]]);
+        assert_eq!(report.map(|k| k.spec), Some(KernelSpec::GatherReport { wide: true, rank: 1 }));
     }
 
     #[test]

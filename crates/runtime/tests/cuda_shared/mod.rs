@@ -2,6 +2,8 @@
 //! goldens (`tests/cuda_golden.rs`).
 #![allow(dead_code)]
 
+pub mod spatial;
+
 use lumen_compiler::{
     CompileOptions, CompiledProgram, DType, Epilogue, Graph, HlirOp, SourceLocation,
 };
