@@ -35,6 +35,12 @@ fn check(name: &str) {
         for (onnx_name, lumen_name) in &imported.outputs {
             let (got, want) = (&out[lumen_name], &expect[onnx_name]);
             assert_eq!(got.shape(), want.shape(), "{name} {onnx_name}");
+            // Integer outputs (labels) agree exactly.
+            if want.dtype() != lumen_compiler::DType::F32 {
+                assert_eq!(got.dtype(), want.dtype(), "{name} {onnx_name}");
+                assert_eq!(got.index_values(), want.index_values(), "{name} {onnx_name}");
+                continue;
+            }
             let err = got
                 .data()
                 .iter()
@@ -149,4 +155,22 @@ fn resnet_fuses_batch_norms_and_residual_blocks() {
 #[test]
 fn hugging_face_bert_matches_onnxruntime() {
     check("bert_hf_op17");
+}
+
+/// scikit-learn pipelines converted by skl2onnx: a LogisticRegression as `ai.onnx.ml`
+/// LinearClassifier (softmax scores and an int64 label, checked exactly) with zipmap off and
+/// with the default options (whose ZipMap output, a sequence of maps, is left out with a
+/// reason), and a Scaler / Normalizer / LinearRegressor pipeline.
+#[test]
+fn scikit_learn_pipelines_match_onnxruntime() {
+    for name in ["sklearn_logreg_nozipmap", "sklearn_logreg_default", "sklearn_pipeline"] {
+        check(name);
+    }
+    let bytes = std::fs::read(data("sklearn_logreg_default.onnx")).unwrap();
+    let shapes = [("X".to_string(), vec![50, 64])].into_iter().collect();
+    let imported = import(&bytes, &ImportOptions { shapes, ..Default::default() }).unwrap();
+    assert_eq!(imported.outputs, [("output_label".to_string(), "output_label".to_string())]);
+    assert_eq!(imported.skipped.len(), 1);
+    assert!(imported.skipped[0].1.contains("zipmap=False"), "{:?}", imported.skipped);
+    assert_eq!(imported.output_dtype("output_label"), Some(lumen_compiler::DType::I64));
 }

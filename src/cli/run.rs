@@ -962,7 +962,8 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
                 .collect();
             json!({"opset": im.opset, "producer": im.producer, "nodes": im.nodes,
                    "folded": im.folded, "inputs": inputs, "outputs": outputs,
-                   "specialized": im.specialized})
+                   "specialized": im.specialized,
+                   "skipped": im.skipped.iter().map(|(o, why)| json!({"name": o, "reason": why})).collect::<Vec<_>>()})
         }
         Model::Vit(m) => {
             let c = &m.config;

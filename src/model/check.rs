@@ -40,11 +40,16 @@ pub fn accuracy(logits: &HostTensor, labels: &[i64]) -> (usize, f64) {
     (correct, acc)
 }
 
-/// Largest `|a - b|` over two same-shape tensors; `None` when the shapes differ. NaN anywhere
-/// gives NaN; equal infinities (a max over an empty axis is -inf in both) differ by 0.
+/// Largest `|a - b|` over two same-shape tensors; `None` when the shapes or the element types
+/// differ. NaN anywhere gives NaN; equal infinities (a max over an empty axis is -inf in both)
+/// differ by 0. Integer tensors (an argmax, a label) compare exactly: 0 only when every
+/// element is equal.
 pub fn max_abs_err(a: &HostTensor, b: &HostTensor) -> Option<f64> {
-    if a.shape() != b.shape() {
+    if a.shape() != b.shape() || a.dtype() != b.dtype() {
         return None;
+    }
+    if let (Some(x), Some(y)) = (a.index_values(), b.index_values()) {
+        return Some(x.iter().zip(&y).map(|(p, q)| p.abs_diff(*q) as f64).fold(0.0, f64::max));
     }
     let mut worst = 0.0f64;
     for (x, y) in a.data().iter().zip(b.data()) {

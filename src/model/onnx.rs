@@ -110,11 +110,13 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
             let mut by_lumen = Tensors::new();
             for (onnx_name, lumen_name) in &imported.outputs {
                 if let Some(t) = reference.shift_remove(onnx_name) {
-                    if t.dtype() != DType::F32 {
+                    // The output's type, as the program computes it.
+                    let want = imported.output_dtype(lumen_name);
+                    if Some(t.dtype()) != want {
                         return Err(ModelError::Dtype {
                             name: onnx_name.clone(),
                             got: t.dtype().to_string(),
-                            expected: "f32",
+                            expected: want.map_or("f32", DType::name),
                         });
                     }
                     by_lumen.insert(lumen_name.clone(), t);
@@ -165,6 +167,9 @@ impl OnnxModel {
                 "; specialised to the given values of {}",
                 im.specialized.join(", ")
             ));
+        }
+        for (name, reason) in &im.skipped {
+            text.push_str(&format!("; output {name} left out: {reason}"));
         }
         text
     }

@@ -414,7 +414,11 @@ impl Tensor {
     /// own). Lowering inserts one where a kernel cannot read a view; call it to force one.
     #[track_caller]
     pub fn contiguous(&self) -> Tensor {
-        self.unary(UnaryOp::Contiguous)
+        match self.dtype() {
+            // An integer tensor's typed copy.
+            Some(dtype @ (DType::I32 | DType::I64)) => self.cast(dtype),
+            _ => self.unary(UnaryOp::Contiguous),
+        }
     }
 
     /// Elementwise NumPy `maximum(self, rhs)` (NaN if either is NaN), broadcasting.
@@ -615,6 +619,43 @@ impl Tensor {
         let (axis, poisoned) = self.axis_at("take", axis, 0, location);
         let op = HlirOp::Take { axis, fill: Scalar::new(fill) };
         self.op_at(op, &[indices], location, poisoned)
+    }
+
+    /// Each element converted to `dtype` (f32, i32 or i64; [`HlirOp::Cast`]): floats to
+    /// integers truncate toward zero and saturate (NaN is 0), integers to floats round to
+    /// nearest. A program's integer results (a label) leave it this way.
+    #[track_caller]
+    pub fn cast(&self, dtype: DType) -> Tensor {
+        self.op(HlirOp::Cast { to: dtype }, &[])
+    }
+
+    /// The i64 index of the largest element along `axis` (negative from the last), which is
+    /// removed (`keepdim` keeps it with length 1): the first of equal elements, or the last
+    /// when `last`; NaN counts as the largest ([`HlirOp::Arg`]).
+    #[track_caller]
+    pub fn argmax(&self, axis: isize, keepdim: bool, last: bool) -> Tensor {
+        self.arg(true, axis, keepdim, last)
+    }
+
+    /// [`Tensor::argmax`] for the smallest element.
+    #[track_caller]
+    pub fn argmin(&self, axis: isize, keepdim: bool, last: bool) -> Tensor {
+        self.arg(false, axis, keepdim, last)
+    }
+
+    #[track_caller]
+    fn arg(&self, max: bool, axis: isize, keepdim: bool, last: bool) -> Tensor {
+        let location = SourceLocation::caller();
+        let name = if max { "argmax" } else { "argmin" };
+        let (axis, poisoned) = self.axis_at(name, axis, 0, location);
+        let out = self.op_at(HlirOp::Arg { max, axis, last }, &[], location, poisoned);
+        match (keepdim && !poisoned, self.shape()) {
+            (true, Some(mut shape)) => {
+                shape[axis] = 1;
+                out.op_at(HlirOp::Move(MoveOp::Reshape { shape }), &[], location, false)
+            }
+            _ => out,
+        }
     }
 
     /// Embedding lookup: `self` is a table `[V, D]`, `ids` an i32/i64 tensor of any shape;

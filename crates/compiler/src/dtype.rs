@@ -43,9 +43,28 @@ impl DType {
         }
     }
 
+    /// Whether host tensors hold this type (f32, i32, i64; not a workspace's raw bytes).
+    pub fn is_host(self) -> bool {
+        self != DType::U8
+    }
+
     /// Whether the type holds integer indices (i32 or i64).
     pub fn is_index(self) -> bool {
         matches!(self, DType::I32 | DType::I64)
+    }
+}
+
+impl DType {
+    /// `v` converted to this type, as [`crate::HlirOp::Cast`] defines it, in f64: to an
+    /// integer type truncated toward zero and saturated at the type's range (NaN is 0); to
+    /// f32 rounded to the nearest f32. Every engine computes casts by this rule.
+    pub fn cast_f64(self, v: f64) -> f64 {
+        match self {
+            DType::F32 => f64::from(v as f32),
+            DType::I32 => f64::from(v as i32),
+            DType::I64 => (v as i64) as f64,
+            DType::U8 => f64::from(v as u8),
+        }
     }
 }
 

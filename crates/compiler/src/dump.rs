@@ -52,6 +52,10 @@ pub fn op_params(op: &LlirOp) -> String {
         LlirOp::Take { axis, len, extent, fill } => {
             format!("axis={axis} len={len} extent={extent} fill={fill}")
         }
+        LlirOp::Cast { to, len } => format!("to={to} len={len}"),
+        LlirOp::Arg { axis, last, len, extent, .. } => {
+            format!("axis={axis} len={len} extent={extent}{}", if last { " last" } else { "" })
+        }
         LlirOp::Upload | LlirOp::Readback => String::new(),
     }
 }
@@ -313,6 +317,16 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                     put("len", json!(len));
                     put("extent", json!(extent));
                     put("fill", json!(fill.value()));
+                }
+                LlirOp::Cast { to, len } => {
+                    put("to", json!(to));
+                    put("len", json!(len));
+                }
+                LlirOp::Arg { axis, last, len, extent, .. } => {
+                    put("axis", json!(axis));
+                    put("last", json!(last));
+                    put("len", json!(len));
+                    put("extent", json!(extent));
                 }
                 LlirOp::Upload | LlirOp::Readback => {}
             }

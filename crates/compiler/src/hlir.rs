@@ -227,6 +227,25 @@ pub enum HlirOp {
         /// The value where an index is negative.
         fill: Scalar,
     },
+    /// Each element converted to `to` (f32, i32 or i64): floats to integers truncate toward
+    /// zero and saturate (NaN is 0), integers to floats round to nearest; the same type copies.
+    /// How integer results (an argmax, a label) leave the program, and how a view of an
+    /// integer tensor is made contiguous.
+    Cast {
+        /// The element type of the result.
+        to: DType,
+    },
+    /// The index (i64) of the largest (`max`) or smallest element along `axis`, which the
+    /// output drops: the first on ties, or the last when `last`; NaN counts as the largest
+    /// and the smallest (the first NaN wins, as NumPy's `argmax`).
+    Arg {
+        /// Largest (argmax) or smallest (argmin).
+        max: bool,
+        /// The searched axis.
+        axis: usize,
+        /// The last of equal elements rather than the first.
+        last: bool,
+    },
     /// The operands (at least one; equal shapes but along `axis`) joined along `axis`.
     Concat {
         /// The joined axis.
@@ -256,6 +275,9 @@ impl HlirOp {
             HlirOp::Gather => "gather",
             HlirOp::Conv { .. } => "conv",
             HlirOp::Take { .. } => "take",
+            HlirOp::Cast { .. } => "cast",
+            HlirOp::Arg { max: true, .. } => "argmax",
+            HlirOp::Arg { max: false, .. } => "argmin",
             HlirOp::Concat { .. } => "concat",
             HlirOp::Move(m) => m.name(),
             HlirOp::Output { .. } => "output",
@@ -283,6 +305,8 @@ impl HlirOp {
                 | HlirOp::Gather
                 | HlirOp::Conv { .. }
                 | HlirOp::Take { .. }
+                | HlirOp::Cast { .. }
+                | HlirOp::Arg { .. }
                 | HlirOp::Concat { .. }
         )
     }
@@ -296,6 +320,8 @@ impl HlirOp {
             HlirOp::Matmul { .. } | HlirOp::Gather | HlirOp::Take { .. } => 2,
             HlirOp::Conv { epilogue, .. } => epilogue.operands(),
             HlirOp::Reduce { .. }
+            | HlirOp::Cast { .. }
+            | HlirOp::Arg { .. }
             | HlirOp::Concat { .. }
             | HlirOp::Move(_)
             | HlirOp::Output { .. } => 1,
@@ -323,6 +349,14 @@ impl HlirOp {
             HlirOp::Reduce { op, axis } => format!("{op}:{axis}"),
             HlirOp::Conv { spec, epilogue } => format!("conv[{spec} {epilogue}]"),
             HlirOp::Take { axis, fill } => format!("take:{axis}:{fill}"),
+            HlirOp::Cast { to } => format!("cast:{to}"),
+            HlirOp::Arg { max, axis, last } => {
+                format!(
+                    "arg{}:{axis}{}",
+                    if *max { "max" } else { "min" },
+                    if *last { ":last" } else { "" }
+                )
+            }
             HlirOp::Concat { axis } => format!("concat:{axis}"),
             HlirOp::Move(m) => m.to_string(),
             HlirOp::Output { name } => format!("output {name}"),
@@ -802,6 +836,27 @@ pub(crate) fn infer_type(
             shape[*axis] = indices.shape[0];
             TensorType::f32(shape)
         }
+        (HlirOp::Cast { to }, [x]) => {
+            if !matches!(to, DType::F32 | DType::I32 | DType::I64) || x.dtype == DType::U8 {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 0,
+                    expected: "f32, i32 or i64 (to and from)",
+                    got: if x.dtype == DType::U8 { x.dtype } else { *to },
+                    location,
+                });
+            }
+            TensorType { shape: x.shape.clone(), dtype: *to }
+        }
+        (HlirOp::Arg { axis, .. }, [x]) => {
+            f32_only(0, x)?;
+            if *axis >= x.shape.len() {
+                return Err(axis_error(*axis, x.shape.len()));
+            }
+            let mut shape = x.shape.clone();
+            shape.remove(*axis);
+            TensorType { shape, dtype: DType::I64 }
+        }
         (HlirOp::Concat { axis }, [first, rest @ ..]) => {
             f32_only(0, first)?;
             let rank = first.shape.len();
@@ -903,10 +958,8 @@ pub(crate) fn infer_type(
             };
             TensorType { shape, dtype: x.dtype }
         }
-        (HlirOp::Output { .. }, [x]) => {
-            f32_only(0, x)?;
-            (*x).clone()
-        }
+        // f32, or integers (an argmax, a label), read back as they are.
+        (HlirOp::Output { .. }, [x]) => (*x).clone(),
         (op, ops) => {
             return Err(CompileError::Arity {
                 op: op.name(),

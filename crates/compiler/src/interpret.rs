@@ -179,6 +179,21 @@ pub fn eval_hlir(
                 }
                 out
             }
+            HlirOp::Cast { to } => v(0).iter().map(|&x| to.cast_f64(x)).collect(),
+            HlirOp::Arg { max, axis, last } => {
+                let s = shape(0);
+                let x = v(0);
+                let inner: usize = s[axis + 1..].iter().product();
+                let outer: usize = s[..*axis].iter().product();
+                let mut out = Vec::with_capacity(len);
+                for o in 0..outer {
+                    for r in 0..inner {
+                        let along = (0..s[*axis]).map(|e| x[(o * s[*axis] + e) * inner + r]);
+                        out.push(crate::ops::arg_index(along, *max, *last) as f64);
+                    }
+                }
+                out
+            }
             HlirOp::Concat { axis } => {
                 let mut out = vec![0.0; len];
                 let whole = View::contiguous(&out_shape);

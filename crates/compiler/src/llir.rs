@@ -176,6 +176,29 @@ pub enum LlirOp {
         /// The value of a negative index.
         fill: Scalar,
     },
+    /// `len` elements of one operand (any dtype, read through its view in row-major order)
+    /// converted to `to` ([`crate::HlirOp::Cast`]; [`crate::DType::cast_f64`] says how) and
+    /// written contiguous: also the typed copy of an integer view.
+    Cast {
+        /// The element type written.
+        to: DType,
+        /// Elements.
+        len: usize,
+    },
+    /// The i64 index of the largest (`max`) or smallest element along `axis` of one f32
+    /// operand ([`crate::HlirOp::Arg`]), which the output of `len` elements drops.
+    Arg {
+        /// Argmax or argmin.
+        max: bool,
+        /// The searched axis of the operand's view.
+        axis: usize,
+        /// The last of equal elements rather than the first.
+        last: bool,
+        /// Output elements.
+        len: usize,
+        /// The searched axis' length.
+        extent: usize,
+    },
     /// Operands joined along `axis` into one contiguous output of `len` elements.
     Concat {
         /// The joined axis.
@@ -199,6 +222,9 @@ impl LlirOp {
             LlirOp::Gather { .. } => "gather",
             LlirOp::Conv { .. } => "conv",
             LlirOp::Take { .. } => "take",
+            LlirOp::Cast { .. } => "cast",
+            LlirOp::Arg { max: true, .. } => "argmax",
+            LlirOp::Arg { max: false, .. } => "argmin",
             LlirOp::Concat { .. } => "concat",
             LlirOp::Readback => "readback",
         }
@@ -229,8 +255,10 @@ impl LlirOp {
             LlirOp::Map { op, len } => wide(len).saturating_mul(op.flops_per_element()),
             LlirOp::Reduce { len, extent, .. } => wide(len).saturating_mul(wide(extent)),
             LlirOp::Conv { geometry, epilogue } => geometry.flops(epilogue),
+            LlirOp::Arg { len, extent, .. } => wide(len).saturating_mul(wide(extent)),
             LlirOp::Gather { .. }
             | LlirOp::Take { .. }
+            | LlirOp::Cast { .. }
             | LlirOp::Concat { .. }
             | LlirOp::Upload
             | LlirOp::Readback => 0,

@@ -100,16 +100,6 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 let moved = m.apply(&view);
                 src[n.index()] = match moved {
                     Some(v) => Some((base, v)),
-                    None if t.dtype != DType::F32 => {
-                        return Err(CompileError::Unsupported {
-                            what: format!(
-                                "a reshape of a {} view to {} that needs a copy (only f32 is copied)",
-                                t.dtype,
-                                ShapeText(t.shape.clone())
-                            ),
-                            location: g[n].location,
-                        });
-                    }
                     None => {
                         kind[n.index()] = Kind::Node;
                         Some(own)
@@ -296,10 +286,18 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 LlirOp::Take { axis: *axis, len, extent, fill: *fill }
             }
             HlirOp::Concat { axis } => LlirOp::Concat { axis: *axis, len },
-            // A reshape the strides cannot express, or an output read through a view.
-            HlirOp::Move(_) | HlirOp::Output { .. } => {
+            HlirOp::Cast { to } => LlirOp::Cast { to: *to, len },
+            HlirOp::Arg { max, axis, last } => {
+                let extent =
+                    reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
+                LlirOp::Arg { max: *max, axis: *axis, last: *last, len, extent }
+            }
+            // A reshape the strides cannot express, or an output read through a view: a
+            // `contiguous` map for f32, a cast to the same type (a typed copy) for integers.
+            HlirOp::Move(_) | HlirOp::Output { .. } if t.dtype == DType::F32 => {
                 LlirOp::Map { op: ElemOp::Unary(UnaryOp::Contiguous), len }
             }
+            HlirOp::Move(_) | HlirOp::Output { .. } => LlirOp::Cast { to: t.dtype, len },
             op => return Err(malformed(format!("{} cannot be lowered", op.name()))),
         };
         // A matmul given no workspace bytes (the CPU target) gets no workspace buffer: a

@@ -585,6 +585,39 @@ impl FromStr for ReduceOp {
     }
 }
 
+/// The position of the largest (`max`) or smallest of `values` ([`crate::HlirOp::Arg`]): the
+/// first on ties, or the last when `last`; the first NaN wins outright (NumPy's `argmax`).
+/// 0 for no values.
+pub fn arg_index<T: PartialOrd + Copy>(
+    values: impl IntoIterator<Item = T>,
+    max: bool,
+    last: bool,
+) -> usize {
+    let mut best: Option<(usize, T)> = None;
+    for (i, v) in values.into_iter().enumerate() {
+        #[allow(clippy::eq_op)]
+        let nan = v != v;
+        match best {
+            None => best = Some((i, v)),
+            Some((_, b)) => {
+                #[allow(clippy::eq_op)]
+                if b != b {
+                    break;
+                }
+                let better =
+                    nan || if max { v > b || (last && v == b) } else { v < b || (last && v == b) };
+                if better {
+                    best = Some((i, v));
+                }
+            }
+        }
+        if nan {
+            break;
+        }
+    }
+    best.map_or(0, |(i, _)| i)
+}
+
 /// relu in f32: `x < 0 ? 0 : x`, so NaN stays NaN and -0 stays -0.
 #[inline]
 pub fn relu_f32(x: f32) -> f32 {

@@ -136,6 +136,39 @@ impl HostTensor {
         }
     }
 
+    /// The tensor of `shape` and `dtype` whose slab words are `words` (the inverse of
+    /// [`HostTensor::words`]: f32 bits, an i32 per word, an i64 as its low then high word):
+    /// how a runtime reads an output back.
+    ///
+    /// # Errors
+    /// [`TensorError::DataLength`] when `words` do not hold the shape's elements of `dtype`
+    /// (a `u8` tensor is not a host tensor: also this error).
+    pub fn from_words(
+        shape: impl Into<Vec<usize>>,
+        dtype: DType,
+        words: &[f32],
+    ) -> Result<Self, TensorError> {
+        let shape = shape.into();
+        let bits = |w: &f32| w.to_bits();
+        match dtype {
+            DType::F32 => Self::new(shape, words.to_vec()),
+            DType::I32 => Self::from_i32(shape, words.iter().map(|w| bits(w) as i32).collect()),
+            DType::I64 => {
+                let pairs = words.chunks_exact(2);
+                if !pairs.remainder().is_empty() {
+                    check_len(&shape, usize::MAX)?;
+                }
+                let v =
+                    pairs.map(|p| (u64::from(bits(&p[0])) | (u64::from(bits(&p[1])) << 32)) as i64);
+                Self::from_i64(shape, v.collect())
+            }
+            DType::U8 => {
+                check_len(&shape, usize::MAX)?;
+                Self::new(shape, Vec::new())
+            }
+        }
+    }
+
     /// A tensor of `shape` filled with zeros.
     ///
     /// # Errors
@@ -206,6 +239,19 @@ mod tests {
         assert_eq!(t.index_values(), Some(vec![3, -1]));
         assert!(HostTensor::from_i32([3], vec![1]).is_err());
         assert_eq!(HostTensor::new([1], vec![1.0]).unwrap().dtype(), DType::F32);
+    }
+
+    #[test]
+    fn words_round_trip_every_dtype() {
+        for t in [
+            HostTensor::new([2], vec![1.5, -0.0]).unwrap(),
+            HostTensor::from_i32([3], vec![-1, 0, i32::MAX]).unwrap(),
+            HostTensor::from_i64([2], vec![-5, i64::MIN]).unwrap(),
+        ] {
+            let back = HostTensor::from_words(t.shape().to_vec(), t.dtype(), &t.words()).unwrap();
+            assert_eq!(back, t);
+        }
+        assert!(HostTensor::from_words([2], DType::I64, &[0.0; 3]).is_err());
     }
 
     #[test]

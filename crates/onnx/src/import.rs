@@ -70,9 +70,23 @@ pub struct Imported {
     /// Integer graph inputs whose given values ([`ImportOptions::values`]) nodes read at
     /// import time: the program is only valid for those values.
     pub specialized: Vec<String>,
+    /// Graph outputs left out of the program, with why: (ONNX name, reason). Only outputs
+    /// that are not tensors (a ZipMap's sequence of maps) are; the others are imported.
+    pub skipped: Vec<(String, String)>,
 }
 
 impl Imported {
+    /// The element type of the program's output `name` (f32, or i64/i32 for an integer output
+    /// such as a label), `None` for a name that is not an output.
+    pub fn output_dtype(&self, name: &str) -> Option<DType> {
+        let hlir = self.graph.hlir();
+        let types = hlir.infer().ok()?;
+        hlir.outputs()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, node)| types.get(node.index()).map(|t| t.dtype))
+    }
+
     /// The program's inputs from tensors given by ONNX graph input name: each checked against
     /// the graph's dtype and shape, an f32 twin ([`ImportedInput::cast_from`]) converted from
     /// its integer input. Tensors that name no graph input are not read.
@@ -171,6 +185,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         readers: HashMap::new(),
         convs: HashMap::new(),
         hard_sigmoids: HashMap::new(),
+        skipped: HashMap::new(),
     };
     for node in &graph.node {
         for i in node.input.iter().filter(|i| !i.is_empty()) {
@@ -382,20 +397,24 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
     // Leaves (inputs, weights) as the graph stands before any output is marked.
     let hlir = im.cx.hlir();
     let mut marked = std::collections::HashSet::new();
+    let mut skipped = Vec::new();
     for out in &graph.output {
+        if let Some(reason) = im.skipped.get(&out.name) {
+            skipped.push((out.name.clone(), reason.clone()));
+            continue;
+        }
         let value = im
             .values
             .get(&out.name)
             .cloned()
             .ok_or_else(|| OnnxError::MissingOutput { name: out.name.clone() })?;
         let (t, copy) = match value {
-            // A float output known at import time is a weight the program copies out.
-            Value::Const(c) if c.is_float() => {
+            // An output known at import time is a weight the program copies out.
+            Value::Const(c) => {
                 let here = NodeProto { name: "graph outputs".into(), ..Default::default() };
                 let w = im.materialize(&here, format!("{}.value", out.name), Value::Const(c))?;
                 (w, true)
             }
-            Value::Const(_) => return Err(OnnxError::ConstantOutput { name: out.name.clone() }),
             Value::Tensor(t) => {
                 let leaf = hlir.graph.node_weight(t.node()).is_some_and(|n| n.op.is_leaf());
                 (t, leaf)
@@ -407,6 +426,16 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         let name = im.names.make(&out.name);
         t.output(name.clone());
         outputs.push((out.name.clone(), name));
+    }
+    if outputs.is_empty()
+        && let Some((name, reason)) = skipped.first()
+    {
+        return Err(OnnxError::Unsupported {
+            op: "ai.onnx.ml.ZipMap".into(),
+            node: name.clone(),
+            opset,
+            reason: format!("every graph output is left out: {reason}"),
+        });
     }
     if let Some(err) = im.cx.recorded_error() {
         return Err(err.into());
@@ -422,14 +451,28 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         folded: im.folded,
         producer,
         specialized: im.specialized.into_inner(),
+        skipped,
     })
 }
 
 impl Importer {
     /// Imports one node: its output values.
     pub(crate) fn node(&mut self, n: &NodeProto) -> Result<Vec<Value>, OnnxError> {
-        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
-            return Err(self.unsupported(n, "not in the default ONNX domain"));
+        if !(n.domain.is_empty() || n.domain == "ai.onnx" || n.domain == crate::ops::ML_DOMAIN) {
+            return Err(self.unsupported(n, "not in the default ONNX domain nor ai.onnx.ml"));
+        }
+        if n.domain == crate::ops::ML_DOMAIN && n.op_type == "ZipMap" {
+            // A sequence of maps is no tensor: its outputs stay undefined, and a graph
+            // output that names one is left out of the program (see `Imported::skipped`).
+            for o in n.output.iter().filter(|o| !o.is_empty()) {
+                self.skipped.insert(
+                    o.clone(),
+                    "a ZipMap's sequence of maps is not a tensor (convert with skl2onnx's \
+                     option zipmap=False to get the probabilities as one)"
+                        .to_string(),
+                );
+            }
+            return Ok(Vec::new());
         }
         if n.op_type == "Dropout" {
             // Inference only: training_mode absent or a constant false.

@@ -107,6 +107,9 @@ pub(crate) struct Importer {
     /// `HardSigmoid` outputs with PyTorch's constants, by output name: their input's name
     /// (`x * HardSigmoid(x)` is hard swish).
     pub(crate) hard_sigmoids: HashMap<String, String>,
+    /// Values that are not tensors (a ZipMap's output), by name: why a graph output naming
+    /// one is left out.
+    pub(crate) skipped: HashMap<String, String>,
 }
 
 /// A convolution imported with constant weights: its input, weights, bias and parameters.
@@ -664,16 +667,12 @@ impl Importer {
         let t = self.tensor(n, i)?;
         match t.dtype() {
             Some(DType::I64 | DType::I32) => {
+                // A graph input's f32 twin when it has one (converted on the host), else the
+                // program converts (an argmax read as a float).
                 if let Some(twin) = self.twin(&n.input[i])? {
                     return Ok(twin);
                 }
-                Err(self.unsupported(
-                    n,
-                    format!(
-                        "input {i} is an integer tensor computed at run time (float arithmetic \
-                         reads integer graph inputs and their views; gather reads the rest)"
-                    ),
-                ))
+                Ok(t.cast(DType::F32))
             }
             _ => Ok(t),
         }

@@ -278,8 +278,21 @@ enum Step {
         indices_name: String,
         out: Range<usize>,
     },
+    Cast {
+        x: Arg,
+        from: DType,
+        to: DType,
+        out: Range<usize>,
+    },
+    Arg {
+        x: Arg,
+        max: bool,
+        axis: usize,
+        last: bool,
+        out: Range<usize>,
+    },
     Readback {
-        outputs: Vec<(String, Vec<usize>, Range<usize>)>,
+        outputs: Vec<(String, Vec<usize>, DType, Range<usize>)>,
     },
 }
 
@@ -470,12 +483,24 @@ impl CpuProgram {
                         out: out()?,
                     }
                 }
+                LlirOp::Cast { to, .. } => {
+                    let [x] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "cast operands"));
+                    };
+                    Step::Cast { x: arg(x), from: llir.buffers[x.buffer].dtype, to, out: out()? }
+                }
+                LlirOp::Arg { max, axis, last, .. } => {
+                    let [x] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "arg operands"));
+                    };
+                    Step::Arg { x: arg(x), max, axis, last, out: out()? }
+                }
                 LlirOp::Readback => Step::Readback {
                     outputs: node
                         .read_buffers()
                         .map(|r| {
                             let buf = &llir.buffers[r];
-                            (buf.id.clone(), buf.shape.clone(), range(r))
+                            (buf.id.clone(), buf.shape.clone(), buf.dtype, range(r))
                         })
                         .collect(),
                 },
@@ -565,15 +590,22 @@ impl CpuProgram {
                 prof.upload_ms += t.map_or(0.0, ms);
             }
             Step::Readback { outputs } => {
-                for (name, shape, r) in outputs {
+                for (name, shape, dtype, r) in outputs {
                     let src = slab.get(r.clone()).ok_or_else(|| oob(&self.label))?;
+                    prof.readback_bytes += src.len() * 4;
+                    if *dtype != DType::F32 {
+                        out.insert(
+                            name.clone(),
+                            HostTensor::from_words(shape.clone(), *dtype, src)?,
+                        );
+                        continue;
+                    }
                     // A large output's host copy can fail where the slab did not: an error,
                     // not an abort.
                     let mut data = Vec::new();
                     data.try_reserve_exact(src.len())
                         .map_err(|_| RuntimeError::Alloc { bytes: src.len().saturating_mul(4) })?;
                     data.extend_from_slice(src);
-                    prof.readback_bytes += data.len() * 4;
                     out.insert(name.clone(), HostTensor::new(shape.clone(), data)?);
                 }
                 prof.readback_ms += t.map_or(0.0, ms);
@@ -644,6 +676,14 @@ impl CpuProgram {
                 let residual =
                     if epilogue.residual { arg(2 + usize::from(epilogue.bias)) } else { None };
                 crate::conv::conv(geometry, *epilogue, x, w, bias, residual, dst, ws, threads)?;
+            }
+            Step::Cast { x, from, to, out: o } => {
+                let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
+                kernels::cast((bufs[0], &x.1), *from, *to, dst)?;
+            }
+            Step::Arg { x, max, axis, last, out: o } => {
+                let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
+                kernels::arg((bufs[0], &x.1), *max, *axis, *last, dst)?;
             }
             Step::Take { x, indices, wide, axis, fill, indices_name, out: o } => {
                 let (dst, bufs) = split(slab, ext, o, &[&x.0, &indices.0], &self.label)?;

@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use lumen_compiler::DType;
 use lumen_compiler::view::{walk, walk_rows};
 use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, UnaryOp, View};
 
@@ -967,6 +968,98 @@ pub fn take(
                 }
             }
         }
+    });
+    Ok(())
+}
+
+/// The value of element `e` (a view offset, in elements of `dtype`) of slab words `words`, as
+/// f64: an f32, an i32 word, or an i64's two words.
+#[inline]
+fn value_at(words: &[f32], e: usize, dtype: DType) -> f64 {
+    match dtype {
+        DType::I32 | DType::I64 => id_at(words, e, dtype == DType::I64) as f64,
+        _ => f64::from(words[e]),
+    }
+}
+
+/// `x` (slab words of `from` elements, read through `xv` in row-major order) converted to
+/// `to` into `out` (slab words, contiguous), by [`DType::cast_f64`]'s rule ([`LlirOp::Cast`]).
+/// The same type copies each element's words exactly (an i64 keeps all 64 bits).
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] for a view that leaves its buffer, a `u8` type, or an output of
+/// another size.
+///
+/// [`LlirOp::Cast`]: lumen_compiler::LlirOp::Cast
+pub fn cast(
+    (x, xv): Input<'_>,
+    from: DType,
+    to: DType,
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "cast";
+    let width = |d: DType| match d {
+        DType::F32 | DType::I32 => Ok(1usize),
+        DType::I64 => Ok(2),
+        DType::U8 => Err(RuntimeError::kernel(K, "u8 is not a tensor type")),
+    };
+    let (wf, wt) = (width(from)?, width(to)?);
+    check_view(K, "x", xv, x.len() / wf, None)?;
+    check_len(K, "out", out.len(), xv.elements().checked_mul(wt))?;
+    let mut at = 0usize;
+    walk(&xv.shape, [xv], |[e]| {
+        let dst = &mut out[at..at + wt];
+        at += wt;
+        if from == to {
+            dst.copy_from_slice(&x[e * wf..e * wf + wf]);
+            return;
+        }
+        let v = to.cast_f64(value_at(x, e, from));
+        match to {
+            DType::I64 => {
+                let bits = (v as i64) as u64;
+                dst[0] = f32::from_bits(bits as u32);
+                dst[1] = f32::from_bits((bits >> 32) as u32);
+            }
+            DType::I32 => dst[0] = f32::from_bits((v as i32) as u32),
+            _ => dst[0] = v as f32,
+        }
+    });
+    Ok(())
+}
+
+/// The index of the largest (`max`) or smallest element along `axis` of `x` (f32, read
+/// through its view), as i64 words into `out` ([`lumen_compiler::ops::arg_index`]'s rule:
+/// first on ties unless `last`, NaN wins).
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] for a view that leaves its buffer, an axis out of range, or an
+/// output of another size.
+pub fn arg(
+    (x, xv): Input<'_>,
+    max: bool,
+    axis: usize,
+    last: bool,
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "arg";
+    check_view(K, "x", xv, x.len(), None)?;
+    if axis >= xv.rank() {
+        return Err(RuntimeError::kernel(K, "axis out of range"));
+    }
+    let extent = xv.shape[axis];
+    let mut rest = xv.clone();
+    rest.shape.remove(axis);
+    rest.strides.remove(axis);
+    check_len(K, "out", out.len(), rest.elements().checked_mul(2))?;
+    let step = xv.strides[axis];
+    let mut at = 0usize;
+    walk(&rest.shape, [&rest], |[base]| {
+        let i = lumen_compiler::ops::arg_index((0..extent).map(|k| x[base + k * step]), max, last);
+        let bits = i as u64;
+        out[at] = f32::from_bits(bits as u32);
+        out[at + 1] = f32::from_bits((bits >> 32) as u32);
+        at += 2;
     });
     Ok(())
 }

@@ -382,16 +382,16 @@ fn check_operands(
             None => Ok(()),
         }
     };
-    // The one f32 output of a kernel, with `len` elements.
-    let output = |len: Option<usize>| -> Result<(), RuntimeError> {
+    // The one output of a kernel, of `dtype`, with `len` elements.
+    let output_of = |len: Option<usize>, dtype: DType| -> Result<(), RuntimeError> {
         let [w] = node.writes.as_slice() else {
             return Err(fail(format!("writes {} buffers, a kernel writes one", node.writes.len())));
         };
         let out = buf(*w);
-        if out.dtype != DType::F32 || out.role == BufferRole::Workspace {
-            return Err(fail(format!("writes `{}`, which is not an f32 tensor", out.id)));
+        if out.dtype != dtype || out.role == BufferRole::Workspace {
+            return Err(fail(format!("writes `{}`, which is not an {dtype} tensor", out.id)));
         }
-        if len.is_none_or(|l| l != out.bytes / 4) {
+        if len.is_none_or(|l| l != out.bytes / dtype.size()) {
             return Err(fail(format!(
                 "writes `{}` of shape {:?}, the op needs {} f32 elements",
                 out.id,
@@ -401,6 +401,7 @@ fn check_operands(
         }
         Ok(())
     };
+    let output = |len: Option<usize>| output_of(len, DType::F32);
     let arity = |want: usize| -> Result<(), RuntimeError> {
         if node.reads.len() == want {
             Ok(())
@@ -429,7 +430,13 @@ fn check_operands(
             if !node.writes.is_empty() {
                 return Err(fail("writes buffers".to_string()));
             }
-            f32_reads()?;
+            if let Some(o) = node.reads.iter().find(|o| !buf(o.buffer).dtype.is_host()) {
+                return Err(fail(format!(
+                    "reads back `{}` of dtype {}",
+                    buf(o.buffer).id,
+                    buf(o.buffer).dtype
+                )));
+            }
             if let Some(o) = node.reads.iter().find(|o| !o.view.is_whole(&buf(o.buffer).shape)) {
                 return Err(fail(format!("reads `{}` through a view", buf(o.buffer).id)));
             }
@@ -572,6 +579,37 @@ fn check_operands(
                 return Err(fail(format!("writes {len} elements, its operands make {shape:?}")));
             }
             output(Some(len))?;
+        }
+        LlirOp::Cast { to, len } => {
+            arity(1)?;
+            let x = &node.reads[0];
+            if !buf(x.buffer).dtype.is_host() || x.view.elements() != len {
+                return Err(fail(format!(
+                    "reads `{}` ({}, {} elements), the op converts {len} f32/i32/i64 elements",
+                    buf(x.buffer).id,
+                    buf(x.buffer).dtype,
+                    x.view.elements()
+                )));
+            }
+            output_of(Some(len), to)?;
+        }
+        LlirOp::Arg { axis, len, extent, .. } => {
+            arity(1)?;
+            f32_reads()?;
+            let v = &node.reads[0].view;
+            let others: Option<usize> = v
+                .shape
+                .iter()
+                .enumerate()
+                .filter(|&(a, _)| a != axis)
+                .try_fold(1usize, |acc, (_, &d)| acc.checked_mul(d));
+            if v.shape.get(axis) != Some(&extent) || others != Some(len) {
+                return Err(fail(format!(
+                    "reads a view of shape {:?}, the op searches axis {axis} of length {extent} for {len} elements",
+                    v.shape
+                )));
+            }
+            output_of(Some(len), DType::I64)?;
         }
         LlirOp::Concat { axis, len } => {
             if node.reads.is_empty() {

@@ -249,6 +249,33 @@ pub fn execute_f64(
                 }
                 Some(out)
             }
+            LlirOp::Cast { to, len } => {
+                let x = read(0)?;
+                if x.1.elements() != len {
+                    return Err(bad(format!(
+                        "node {n}: cast reads {} elements, writes {len}",
+                        x.1.elements()
+                    )));
+                }
+                Some((0..len).map(|i| to.cast_f64(at(x, i))).collect())
+            }
+            LlirOp::Arg { max, axis, last, len, extent } => {
+                let x = read(0)?;
+                if x.1.shape.get(axis) != Some(&extent) {
+                    return Err(bad(format!("node {n}: axis {axis} is not of length {extent}")));
+                }
+                let inner: usize = x.1.shape[axis + 1..].iter().product();
+                Some(
+                    (0..len)
+                        .map(|o| {
+                            let (outer, rest) = (o / inner.max(1), o % inner.max(1));
+                            let along =
+                                (0..extent).map(|r| at(x, (outer * extent + r) * inner + rest));
+                            lumen_compiler::ops::arg_index(along, max, last) as f64
+                        })
+                        .collect(),
+                )
+            }
             LlirOp::Concat { axis, len } => {
                 let shape = node
                     .concat_shape()

@@ -273,10 +273,15 @@ fn cast(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
                 one(x.equal(0.0) * -1.0 + 1.0)
             }
         }
+        // A computed float to an integer type (a label), or between integer types: the
+        // program converts (truncating toward zero).
+        (data_type::INT64, Some(_)) => one(x.cast(DType::I64)),
+        (data_type::INT32, Some(_)) => one(x.cast(DType::I32)),
+        (data_type::DOUBLE | data_type::FLOAT16, Some(_)) => one(im.f32_tensor(n, 0)?),
         (to, Some(from)) => Err(im.unsupported(
             n,
             format!(
-                "a cast of a computed {from} tensor to {} (lumen casts only at import)",
+                "a cast of a computed {from} tensor to {} (lumen computes f32, i32 and i64)",
                 data_type::name(to)
             ),
         )),

@@ -11,6 +11,7 @@
 mod conv;
 mod elementwise;
 mod linalg;
+mod ml;
 mod movement;
 mod norm;
 mod pool;
@@ -42,6 +43,8 @@ pub enum Family {
     Pooling,
     /// `Resize`, `Upsample`.
     Resampling,
+    /// The `ai.onnx.ml` operators of scikit-learn's pipelines.
+    Ml,
     /// Operators evaluated at import time only (their inputs must be known then).
     ConstantFolding,
 }
@@ -59,6 +62,7 @@ impl Family {
             Family::Convolution => "convolution",
             Family::Pooling => "pooling",
             Family::Resampling => "resampling",
+            Family::Ml => "ai.onnx.ml",
             Family::ConstantFolding => "constant folding",
         }
     }
@@ -83,12 +87,18 @@ fn families() -> [(Family, &'static [(&'static str, Handler)]); 8] {
     ]
 }
 
-/// Every default-domain ONNX operator lumen imports, with its family, sorted by name.
+/// The `ai.onnx.ml` domain's name.
+pub const ML_DOMAIN: &str = "ai.onnx.ml";
+
+/// Every ONNX operator lumen imports, with its family, sorted by name (the `ai.onnx.ml`
+/// ones in [`Family::Ml`], `ZipMap` included: its non-tensor output is left out).
 pub fn operators() -> Vec<(&'static str, Family)> {
     let mut all: Vec<(&'static str, Family)> = families()
         .into_iter()
         .flat_map(|(family, rows)| rows.iter().map(move |(op, _)| (*op, family)))
         .chain(FOLDED_ONLY.iter().map(|op| (*op, Family::ConstantFolding)))
+        .chain(ml::OPS.iter().map(|(op, _)| (*op, Family::Ml)))
+        .chain([("ZipMap", Family::Ml)])
         .collect();
     all.sort();
     all
@@ -101,11 +111,15 @@ pub fn operators() -> Vec<(&'static str, Family)> {
 /// are not known at import time), and every error of the operator's handler.
 pub(crate) fn compute(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let op = n.op_type.as_str();
-    let handler = families()
-        .into_iter()
-        .flat_map(|(_, rows)| rows.iter())
-        .find(|(name, _)| *name == op)
-        .map(|(_, handler)| *handler);
+    let handler = if n.domain == ML_DOMAIN {
+        ml::OPS.iter().find(|(name, _)| *name == op).map(|(_, handler)| *handler)
+    } else {
+        families()
+            .into_iter()
+            .flat_map(|(_, rows)| rows.iter())
+            .find(|(name, _)| *name == op)
+            .map(|(_, handler)| *handler)
+    };
     match handler {
         Some(handler) => handler(im, n),
         None if FOLDED_ONLY.contains(&op) => Err(im.unsupported(

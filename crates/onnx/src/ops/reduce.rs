@@ -17,6 +17,8 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("ReduceSumSquare", reduce),
     ("ReduceLogSumExp", reduce),
     ("Softmax", softmax),
+    ("ArgMax", arg),
+    ("ArgMin", arg),
     ("LogSoftmax", softmax),
 ];
 
@@ -95,4 +97,16 @@ fn softmax(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     }
     let a = attr_i(n, "axis", -1);
     one(soft(&x, a as isize))
+}
+
+/// `ArgMax`, `ArgMin`: the i64 index along `axis` (kept with length 1 unless `keepdims` is 0),
+/// the last of equal elements with `select_last_index`.
+fn arg(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    let a = axis(attr_i(n, "axis", 0), rank).ok_or_else(|| im.malformed(n, "axis out of range"))?;
+    let keep = attr_i(n, "keepdims", 1) != 0;
+    let last = attr_i(n, "select_last_index", 0) != 0;
+    let a = a as isize;
+    one(if n.op_type == "ArgMax" { x.argmax(a, keep, last) } else { x.argmin(a, keep, last) })
 }

@@ -435,6 +435,8 @@ impl CudaProgram {
                 | LlirOp::Gather { .. }
                 | LlirOp::Conv { .. }
                 | LlirOp::Take { .. }
+                | LlirOp::Cast { .. }
+                | LlirOp::Arg { .. }
                 | LlirOp::Concat { .. } => Step::Kernels(
                     plans[n].kernels().iter().map(|k| resolve(n, k)).collect::<Result<_, _>>()?,
                 ),

@@ -319,6 +319,9 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                 },
             ]))
         }
+        LlirOp::Cast { .. } | LlirOp::Arg { .. } => {
+            Err(refuse("no CUDA kernel is generated for it yet (the CPU runtime runs it)".into()))
+        }
         LlirOp::Concat { axis, .. } => {
             let shape = node.concat_shape().ok_or_else(|| invalid("concat shape"))?;
             let whole = View::contiguous(&shape);

@@ -239,6 +239,22 @@ pub fn compare_outputs(got: &Tensors, want: &Tensors, tolerance: Tolerance) -> O
                 }),
             };
         }
+        // Integer outputs (a label, an argmax) agree exactly or not at all; an integer
+        // tensor against a float one is a value that differs.
+        let (gi, wi) = (g.index_values(), w.index_values());
+        if gi.is_some() || wi.is_some() {
+            let (gv, wv) = (gi.unwrap_or_default(), wi.unwrap_or_default());
+            let differs = g.dtype() != w.dtype() || gv != wv;
+            let i = gv.iter().zip(&wv).position(|(a, b)| a != b).unwrap_or(0);
+            let (a, b) = (
+                gv.get(i).map_or(f32::NAN, |&v| v as f32),
+                wv.get(i).map_or(f32::NAN, |&v| v as f32),
+            );
+            if differs && worst.is_none() {
+                worst = Some((f64::INFINITY, name.as_str(), i, a, b));
+            }
+            continue;
+        }
         for (i, (&a, &b)) in g.data().iter().zip(w.data()).enumerate() {
             let d = if a == b || (a.is_nan() && b.is_nan()) {
                 0.0

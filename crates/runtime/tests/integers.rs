@@ -1,0 +1,73 @@
+//! Integer tensors at run time: argmax/argmin (ties, NaN, the last of equals, a strided view),
+//! casts between f32, i32 and i64 (truncation, saturation, NaN), an integer view made
+//! contiguous by a typed copy, and integer outputs read back with their type, on the CPU
+//! runtime against the HLIR interpreter and the LLIR reference, fused and unfused, planned
+//! and NaN-poisoned.
+
+use std::collections::BTreeMap;
+
+use lumen_compiler::interpret::eval_hlir;
+use lumen_compiler::{CompileOptions, DType, Graph};
+use lumen_runtime::reference::execute_f64;
+use lumen_runtime::{CpuOptions, CpuRuntime, HostTensor, Runtime, Tensors};
+
+#[test]
+fn argmax_casts_and_integer_outputs() {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [3, 4]);
+    let ids = cx.input_typed("ids", [2, 3], DType::I64);
+    x.argmax(-1, false, false).output("am");
+    x.argmax(-1, true, true).output("am_last");
+    x.transpose(0, 1).argmin(1, false, false).output("amin_t");
+    (&x * 1e10).cast(DType::I32).output("i32");
+    x.cast(DType::I64).output("i64");
+    ids.cast(DType::F32).output("f");
+    ids.transpose(0, 1).reshape([6]).output("ids_t");
+    let xs: Vec<f32> =
+        vec![1.0, 3.0, 3.0, -1.0, f32::NAN, 2.0, f32::NAN, 5.0, -2.5, -2.5, 0.0, 7.9];
+    let id_vals: Vec<i64> = vec![1, -2, 3, i64::MAX, -7, 0];
+    let inputs: Tensors = [
+        ("x".to_string(), HostTensor::new([3, 4], xs.clone()).unwrap()),
+        ("ids".to_string(), HostTensor::from_i64([2, 3], id_vals.clone()).unwrap()),
+    ]
+    .into();
+    let leaves: BTreeMap<String, Vec<f64>> = [
+        ("x".to_string(), xs.iter().map(|&v| f64::from(v)).collect()),
+        ("ids".to_string(), id_vals.iter().map(|&v| v as f64).collect()),
+    ]
+    .into();
+    let want = eval_hlir(&cx.hlir(), &leaves).unwrap();
+    // By hand: row 0 ties at 1 and 2 (first: 1, last: 2); row 1's NaN wins at 0; row 2's max
+    // 7.9 at 3. The transpose's rows are x's columns: [1, NaN, -2.5] (the NaN wins, 1),
+    // [3, 2, -2.5] (2), [3, NaN, 0] (1), [-1, 5, 7.9] (0).
+    assert_eq!(want["am"].data, [1.0, 0.0, 3.0]);
+    assert_eq!(want["am_last"].data, [2.0, 0.0, 3.0]);
+    assert_eq!(want["amin_t"].data, [1.0, 2.0, 1.0, 0.0]);
+    for fuse in [false, true] {
+        let program = cx.compile(&CompileOptions { fuse, ..Default::default() }).unwrap();
+        let reference = execute_f64(&program.llir, &Tensors::new(), &inputs).unwrap();
+        for memory_debug in [false, true] {
+            let rt = CpuRuntime::new(CpuOptions { memory_debug, ..Default::default() });
+            let out = rt.prepare(&program, &Tensors::new()).unwrap().execute(&inputs).unwrap();
+            for (name, w) in &want {
+                let got = &out[name];
+                let values: Vec<f64> = match got.index_values() {
+                    Some(v) => v.iter().map(|&v| v as f64).collect(),
+                    None => got.data().iter().map(|&v| f64::from(v)).collect(),
+                };
+                assert_eq!(got.shape(), w.shape.as_slice(), "{name}");
+                for (i, (&g, &e)) in values.iter().zip(&w.data).enumerate() {
+                    assert!(g == e || (g.is_nan() && e.is_nan()), "{name}[{i}]: {g} vs {e}");
+                    let r = reference[name].data[i];
+                    assert!(r == e || (r.is_nan() && e.is_nan()), "{name}[{i}]: ref {r} vs {e}");
+                }
+            }
+            assert_eq!(out["am"].dtype(), DType::I64);
+            assert_eq!(out["i32"].dtype(), DType::I32);
+            // Truncation toward zero, saturation, NaN to 0; an i64 keeps all 64 bits.
+            assert_eq!(out["i64"].index_values().unwrap(), [1, 3, 3, -1, 0, 2, 0, 5, -2, -2, 0, 7]);
+            assert_eq!(out["i32"].index_values().unwrap()[1], i64::from(i32::MAX));
+            assert_eq!(out["ids_t"].index_values().unwrap(), [1, i64::MAX, -2, -7, 3, 0]);
+        }
+    }
+}
