@@ -369,3 +369,96 @@ fn symbolic_dimensions_are_shared_by_name() {
     let got: Vec<&[usize]> = im.inputs.iter().map(|i| i.shape.as_slice()).collect();
     assert_eq!(got, [&[6, 3][..], &[6, 4][..]]);
 }
+
+/// An attribute holding integers.
+fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto { name: name.into(), ints: v.to_vec(), r#type: 7, ..Default::default() }
+}
+
+/// A one-node model over `x [1, 4, 5, 5]` with a weight `w` of `w_dims` (ones).
+fn spatial_model(n: NodeProto, w_dims: &[i64]) -> ModelProto {
+    let mut m = model(17);
+    let g = m.graph.as_mut().unwrap();
+    let count = w_dims.iter().product::<i64>().max(0) as usize;
+    g.initializer = vec![weight("w", w_dims, vec![1.0; count])];
+    g.input = vec![value("x", data_type::FLOAT, &[Some(1), Some(4), Some(5), Some(5)])];
+    g.node = vec![n];
+    g.output = vec![value("y", data_type::FLOAT, &[None])];
+    m
+}
+
+/// Bad parameters of the convolution family's operators are one error naming the node, the
+/// operator and what is wrong (issue 26): groups that do not divide the channels, a kernel
+/// larger than the padded input, negative pads, an unsupported resize mode, an unknown
+/// auto_pad, pooling pads as large as the kernel.
+#[test]
+fn bad_spatial_parameters_name_node_op_and_attribute() {
+    let line = |m: &ModelProto| err(m).to_string();
+    let mut conv = node("Conv", "c1", &["x", "w"], &["y"]);
+    conv.attribute.push(AttributeProto {
+        name: "group".into(),
+        i: 3,
+        r#type: 2,
+        ..Default::default()
+    });
+    let e = line(&spatial_model(conv, &[6, 1, 3, 3]));
+    assert!(e.contains("`c1`") && e.contains("Conv") && e.contains("group = 3 must divide"), "{e}");
+
+    let e = line(&spatial_model(node("Conv", "c2", &["x", "w"], &["y"]), &[2, 4, 7, 7]));
+    assert!(e.contains("`c2`") && e.contains("larger than the padded input"), "{e}");
+
+    let mut conv = node("Conv", "c3", &["x", "w"], &["y"]);
+    conv.attribute.push(ints_attr("pads", &[-1, 0, 0, 0]));
+    let e = line(&spatial_model(conv, &[2, 4, 3, 3]));
+    assert!(
+        e.contains("`c3`") && e.contains("pads = [-1, 0, 0, 0]") && e.contains("negative"),
+        "{e}"
+    );
+
+    let mut conv = node("Conv", "c4", &["x", "w"], &["y"]);
+    conv.attribute.push(AttributeProto {
+        name: "auto_pad".into(),
+        s: b"SIDEWAYS".to_vec(),
+        r#type: 3,
+        ..Default::default()
+    });
+    let e = line(&spatial_model(conv, &[2, 4, 3, 3]));
+    assert!(e.contains("`c4`") && e.contains("auto_pad = \"SIDEWAYS\""), "{e}");
+
+    let mut pool = node("MaxPool", "p1", &["x"], &["y"]);
+    pool.attribute.push(ints_attr("kernel_shape", &[2, 2]));
+    pool.attribute.push(ints_attr("pads", &[2, 0, 0, 0]));
+    let e = line(&spatial_model(pool, &[1]));
+    assert!(
+        e.contains("`p1`") && e.contains("MaxPool") && e.contains("smaller than the kernel"),
+        "{e}"
+    );
+
+    let mut resize = node("Resize", "r1", &["x", "", "w"], &["y"]);
+    resize.attribute.push(AttributeProto {
+        name: "mode".into(),
+        s: b"spline".to_vec(),
+        r#type: 3,
+        ..Default::default()
+    });
+    let e = line(&spatial_model(resize, &[4]));
+    assert!(e.contains("`r1`") && e.contains("Resize") && e.contains("mode = \"spline\""), "{e}");
+
+    let mut pad = node("Pad", "pad1", &["x", "w"], &["y"]);
+    pad.attribute.push(AttributeProto {
+        name: "mode".into(),
+        s: b"reflect".to_vec(),
+        r#type: 3,
+        ..Default::default()
+    });
+    let mut m = spatial_model(pad, &[8]);
+    m.graph.as_mut().unwrap().initializer = vec![TensorProto {
+        dims: vec![8],
+        data_type: data_type::INT64,
+        int64_data: vec![0, 0, 6, 0, 0, 0, 0, 0],
+        name: "w".into(),
+        ..Default::default()
+    }];
+    let e = line(&m);
+    assert!(e.contains("`pad1`") && e.contains("Reflect padding of (6, 0)"), "{e}");
+}
