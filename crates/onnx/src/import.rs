@@ -337,58 +337,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         return Err(OnnxError::Symbolic { dims: open.join(", "), example });
     }
 
-    // Nodes in graph order (ONNX requires a topological one); a node whose inputs are not all
-    // defined yet waits for a later pass, so an unsorted graph still imports.
-    let mut pending: Vec<&NodeProto> = graph.node.iter().collect();
-    while !pending.is_empty() {
-        let before = pending.len();
-        let mut waiting = Vec::new();
-        for node in pending {
-            let ready = node.input.iter().all(|i| i.is_empty() || im.values.contains_key(i));
-            if !ready {
-                waiting.push(node);
-                continue;
-            }
-            // A DSL error names lumen's source line; the user needs the ONNX node instead.
-            let in_node = |e: lumen_compiler::CompileError| OnnxError::Malformed {
-                node: node_name(node),
-                op: node.op_type.clone(),
-                reason: without_location(&e.to_string()),
-            };
-            let outs = im.node(node).map_err(|e| match e {
-                OnnxError::Compile(c) => in_node(c),
-                other => other,
-            })?;
-            if let Some(e) = im.cx.recorded_error() {
-                return Err(in_node(e));
-            }
-            for (name, v) in node.output.iter().zip(outs) {
-                if name.is_empty() {
-                    continue;
-                }
-                if im.values.insert(name.clone(), v).is_some() {
-                    return Err(OnnxError::Malformed {
-                        node: node_name(node),
-                        op: node.op_type.clone(),
-                        reason: format!(
-                            "it defines `{name}`, which an input, initializer or earlier node \
-                             already defines (ONNX graphs are single-assignment)"
-                        ),
-                    });
-                }
-            }
-        }
-        if waiting.len() == before {
-            let node = waiting[0];
-            let value = node.input.iter().find(|i| !i.is_empty() && !im.values.contains_key(*i));
-            return Err(OnnxError::Undefined {
-                node: node_name(node),
-                op: node.op_type.clone(),
-                value: value.cloned().unwrap_or_default(),
-            });
-        }
-        pending = waiting;
-    }
+    im.run_nodes(&graph.node)?;
 
     if graph.output.is_empty() {
         return Err(OnnxError::NoOutputs);
@@ -456,6 +405,120 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
 }
 
 impl Importer {
+    /// An `If` whose condition is known at import time: the chosen branch's nodes imported in
+    /// place (they read outer values by name), its outputs the node's. The other branch is
+    /// never read.
+    ///
+    /// # Errors
+    /// [`OnnxError::Unsupported`] for a condition computed at run time; a missing branch or
+    /// output; every error of the branch's nodes.
+    pub(crate) fn if_branch(&mut self, n: &NodeProto) -> Result<Vec<Value>, OnnxError> {
+        // The condition must be known at import time: a constant (shape arithmetic folds to
+        // one), or a graph input whose value is given (the program is then specialised to it,
+        // as for a Reshape's shape).
+        let cond = match self.input(n, 0) {
+            Some(Value::Const(c)) => c.to_f32().first().is_some_and(|&v| v != 0.0),
+            Some(Value::Tensor(_)) => match self.ints(n, 0) {
+                Ok(Some(v)) => v.first().is_some_and(|&v| v != 0),
+                _ => {
+                    return Err(self.unsupported(
+                        n,
+                        "the condition must be known at import time (a constant, shape \
+                         arithmetic, or a graph input whose value `lumen run --inputs` gives)",
+                    ));
+                }
+            },
+            None => return Err(self.malformed(n, "no condition")),
+        };
+        let which = if cond { "then_branch" } else { "else_branch" };
+        let Some(branch) = crate::importer::attr(n, which).and_then(|a| a.g.clone()) else {
+            return Err(self.malformed(n, format!("no {which}")));
+        };
+        for init in &branch.initializer {
+            let c = read_tensor(init, &init.name)?;
+            self.values.insert(init.name.clone(), Value::Const(Rc::new(c)));
+        }
+        self.run_nodes(&branch.node)?;
+        if branch.output.len() != n.output.len() {
+            return Err(self.malformed(
+                n,
+                format!("{which} has {} outputs, the node {}", branch.output.len(), n.output.len()),
+            ));
+        }
+        branch
+            .output
+            .iter()
+            .map(|o| {
+                self.values.get(&o.name).cloned().ok_or_else(|| {
+                    self.malformed(n, format!("{which} does not define its output `{}`", o.name))
+                })
+            })
+            .collect()
+    }
+
+    /// Imports `nodes` (a graph's or a branch's) in graph order (ONNX requires a topological
+    /// one; a node whose inputs are not all defined yet waits for a later pass, so an
+    /// unsorted graph still imports), defining their outputs.
+    ///
+    /// # Errors
+    /// The first node's error (a DSL error named after the ONNX node), a value defined twice,
+    /// or [`OnnxError::Undefined`] when some input is never defined.
+    pub(crate) fn run_nodes(&mut self, nodes: &[NodeProto]) -> Result<(), OnnxError> {
+        // Nodes in graph order (ONNX requires a topological one); a node whose inputs are not all
+        // defined yet waits for a later pass, so an unsorted graph still imports.
+        let mut pending: Vec<&NodeProto> = nodes.iter().collect();
+        while !pending.is_empty() {
+            let before = pending.len();
+            let mut waiting = Vec::new();
+            for node in pending {
+                let ready = node.input.iter().all(|i| i.is_empty() || self.values.contains_key(i));
+                if !ready {
+                    waiting.push(node);
+                    continue;
+                }
+                // A DSL error names lumen's source line; the user needs the ONNX node instead.
+                let in_node = |e: lumen_compiler::CompileError| OnnxError::Malformed {
+                    node: node_name(node),
+                    op: node.op_type.clone(),
+                    reason: without_location(&e.to_string()),
+                };
+                let outs = self.node(node).map_err(|e| match e {
+                    OnnxError::Compile(c) => in_node(c),
+                    other => other,
+                })?;
+                if let Some(e) = self.cx.recorded_error() {
+                    return Err(in_node(e));
+                }
+                for (name, v) in node.output.iter().zip(outs) {
+                    if name.is_empty() {
+                        continue;
+                    }
+                    if self.values.insert(name.clone(), v).is_some() {
+                        return Err(OnnxError::Malformed {
+                            node: node_name(node),
+                            op: node.op_type.clone(),
+                            reason: format!(
+                                "it defines `{name}`, which an input, initializer or earlier node \
+                                 already defines (ONNX graphs are single-assignment)"
+                            ),
+                        });
+                    }
+                }
+            }
+            if waiting.len() == before {
+                let node = waiting[0];
+                let value =
+                    node.input.iter().find(|i| !i.is_empty() && !self.values.contains_key(*i));
+                return Err(OnnxError::Undefined {
+                    node: node_name(node),
+                    op: node.op_type.clone(),
+                    value: value.cloned().unwrap_or_default(),
+                });
+            }
+            pending = waiting;
+        }
+        Ok(())
+    }
     /// Imports one node: its output values.
     pub(crate) fn node(&mut self, n: &NodeProto) -> Result<Vec<Value>, OnnxError> {
         if !(n.domain.is_empty() || n.domain == "ai.onnx" || n.domain == crate::ops::ML_DOMAIN) {
@@ -473,6 +536,9 @@ impl Importer {
                 );
             }
             return Ok(Vec::new());
+        }
+        if n.op_type == "If" && (n.domain.is_empty() || n.domain == "ai.onnx") {
+            return self.if_branch(n);
         }
         if n.op_type == "Dropout" {
             // Inference only: training_mode absent or a constant false.

@@ -1,6 +1,6 @@
 //! The ONNX protobuf messages lumen reads (a subset of `onnx.proto`, IR version 3 and later),
 //! decoded by prost. Field numbers are ONNX's; fields lumen never reads (documentation,
-//! training info, functions, sparse tensors, subgraph attributes) are left out, and prost
+//! training info, functions, sparse tensors) are left out, and prost
 //! skips them on the wire. No protoc is needed: the messages are declared here.
 
 #![allow(missing_docs)]
@@ -61,7 +61,7 @@ pub struct NodeProto {
     pub domain: String,
 }
 
-/// `onnx.AttributeProto` (without subgraphs: an op that needs one is unsupported anyway).
+/// `onnx.AttributeProto`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct AttributeProto {
     #[prost(string, tag = "1")]
@@ -74,6 +74,9 @@ pub struct AttributeProto {
     pub s: Vec<u8>,
     #[prost(message, optional, tag = "5")]
     pub t: Option<TensorProto>,
+    /// A subgraph (`If`'s branches).
+    #[prost(message, optional, tag = "6")]
+    pub g: Option<GraphProto>,
     #[prost(float, repeated, tag = "7")]
     pub floats: Vec<f32>,
     #[prost(int64, repeated, tag = "8")]

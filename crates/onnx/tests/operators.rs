@@ -217,3 +217,55 @@ fn mod_and_trilu_fold_at_import() {
     );
     close(&out[0], &[3, 3], &[0.0, 3.0, 3.0, 0.0, 0.0, 3.0, 0.0, 0.0, 0.0]);
 }
+
+/// An `If` whose condition folds at import (here `Shape(x)[0] == 2`, as exporters branch on
+/// shapes): the chosen branch's nodes are imported in place and read the outer `x`; the other
+/// branch (with an operator lumen does not import) is never read. CumSum is a product with a
+/// triangular matrix: inclusive, exclusive and reverse.
+#[test]
+fn if_with_a_folded_condition_and_cumsum() {
+    let branch = |op: &str| GraphProto {
+        node: vec![node(op, &["x"], &["b"], vec![])],
+        name: op.into(),
+        output: vec![value("b", &[2, 3])],
+        ..Default::default()
+    };
+    let graph_attr = |name: &str, g: GraphProto| AttributeProto {
+        name: name.into(),
+        g: Some(g),
+        r#type: 5,
+        ..Default::default()
+    };
+    let nodes = vec![
+        node("Shape", &["x"], &["s"], vec![]),
+        node("Gather", &["s", "zero"], &["n"], vec![]),
+        node("Equal", &["n", "two"], &["c"], vec![]),
+        node(
+            "If",
+            &["c"],
+            &["y"],
+            vec![
+                graph_attr("then_branch", branch("Relu")),
+                graph_attr("else_branch", branch("QLinearMatMul")),
+            ],
+        ),
+        node("CumSum", &["x", "one"], &["cs"], vec![]),
+        node(
+            "CumSum",
+            &["x", "one"],
+            &["cs_ex_rev"],
+            vec![int_attr("exclusive", 1), int_attr("reverse", 1)],
+        ),
+    ];
+    let inits = vec![ints("zero", &[], &[0]), ints("two", &[], &[2]), ints("one", &[], &[1])];
+    let x = [1.0, -2.0, 3.0, -4.0, 5.0, -6.0];
+    let out = run(
+        nodes,
+        inits,
+        (&[2, 3], &x),
+        &[("y", &[2, 3]), ("cs", &[2, 3]), ("cs_ex_rev", &[2, 3])],
+    );
+    assert_eq!(out[0].data(), [1.0, 0.0, 3.0, 0.0, 5.0, 0.0]);
+    assert_eq!(out[1].data(), [1.0, -1.0, 2.0, -4.0, 1.0, -5.0]);
+    assert_eq!(out[2].data(), [1.0, 3.0, 0.0, -1.0, -6.0, 0.0]);
+}

@@ -98,7 +98,7 @@ pub fn operators() -> Vec<(&'static str, Family)> {
         .flat_map(|(family, rows)| rows.iter().map(move |(op, _)| (*op, family)))
         .chain(FOLDED_ONLY.iter().map(|op| (*op, Family::ConstantFolding)))
         .chain(ml::OPS.iter().map(|(op, _)| (*op, Family::Ml)))
-        .chain([("ZipMap", Family::Ml)])
+        .chain([("ZipMap", Family::Ml), ("If", Family::ConstantFolding)])
         .collect();
     all.sort();
     all

@@ -2,6 +2,7 @@
 
 use lumen_compiler::Tensor;
 
+use crate::constant::Const;
 use crate::error::OnnxError;
 use crate::importer::{Handler, Importer, attr_i, attr_ints, axis, one};
 use crate::proto::NodeProto;
@@ -19,6 +20,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Softmax", softmax),
     ("ArgMax", arg),
     ("ArgMin", arg),
+    ("CumSum", cumsum),
     ("LogSoftmax", softmax),
 ];
 
@@ -109,4 +111,41 @@ fn arg(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let last = attr_i(n, "select_last_index", 0) != 0;
     let a = a as isize;
     one(if n.op_type == "ArgMax" { x.argmax(a, keep, last) } else { x.argmin(a, keep, last) })
+}
+
+/// `CumSum` along the axis given as input 1 (`exclusive`, `reverse`): a product with a
+/// triangular matrix of ones along that axis, one GEMM. An integer input is summed in f32
+/// (exact below 2^24) and cast back.
+fn cumsum(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let raw = im.tensor(n, 0)?;
+    let dtype = raw.dtype();
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    let a = im
+        .ints(n, 1)?
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| im.malformed(n, "no axis input"))?;
+    let a = axis(a, rank).ok_or_else(|| im.malformed(n, format!("axis {a} out of range")))?;
+    let (exclusive, reverse) = (attr_i(n, "exclusive", 0) != 0, attr_i(n, "reverse", 0) != 0);
+    let len = shape[a];
+    // y_j = sum_i x_i T[i][j].
+    let keep = |i: usize, j: usize| match (exclusive, reverse) {
+        (false, false) => i <= j,
+        (true, false) => i < j,
+        (false, true) => i >= j,
+        (true, true) => i > j,
+    };
+    let t: Vec<f32> = (0..len * len).map(|e| f32::from(u8::from(keep(e / len, e % len)))).collect();
+    let t = im.const_weight(n, "triangle", Const::f32(vec![len, len], t))?;
+    let last = rank as isize - 1;
+    let y = if a + 1 == rank {
+        x.matmul(&t)
+    } else {
+        x.transpose(a as isize, last).matmul(&t).transpose(a as isize, last)
+    };
+    one(match dtype {
+        Some(d @ (lumen_compiler::DType::I32 | lumen_compiler::DType::I64)) => y.cast(d),
+        _ => y,
+    })
 }
