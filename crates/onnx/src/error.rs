@@ -128,16 +128,6 @@ pub enum OnnxError {
         /// The output's name.
         name: String,
     },
-    /// A graph output that is an integer constant the importer folded (a `Shape`): lumen's
-    /// outputs are f32 tensors (a float constant output is copied out of a weight).
-    #[error(
-        "graph output `{name}` is an integer constant the importer folded; lumen outputs f32 \
-         tensors"
-    )]
-    ConstantOutput {
-        /// The output.
-        name: String,
-    },
     /// The imported program did not compile (a shape the DSL refuses).
     #[error(transparent)]
     Compile(#[from] CompileError),

@@ -241,13 +241,17 @@ fn malformed_weights_and_shapes_are_errors() {
 }
 
 #[test]
-fn a_constant_graph_output_is_refused() {
-    // Shape(x) is known at import time: nothing computes it.
+fn a_constant_integer_graph_output_is_copied_out() {
+    // Shape(x) is known at import time: nothing computes it, so the program copies the
+    // folded value out of an i64 weight (integer outputs are allowed since issue 26; before,
+    // this was refused as a constant output).
     let mut m = model(17);
     let g = m.graph.as_mut().unwrap();
     g.node.push(node("Shape", "shape", &["x"], &["s"]));
     g.output.push(value("s", data_type::INT64, &[Some(2)]));
-    assert!(matches!(err(&m), OnnxError::ConstantOutput { name } if name == "s"));
+    let im = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap();
+    assert_eq!(im.output_dtype("s"), Some(lumen_compiler::DType::I64));
+    assert_eq!(im.weights["s.value"].index_values(), Some(vec![2, 3]));
 }
 
 fn ints(name: &str, values: &[i64]) -> TensorProto {
