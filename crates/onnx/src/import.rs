@@ -563,7 +563,22 @@ impl Importer {
             self.folded += 1;
             return Ok(folded.into_iter().map(|c| Value::Const(Rc::new(c))).collect());
         }
-        let out = crate::ops::compute(self, n)?;
+        // The integer type of the input that decides an arithmetic op's result type, read
+        // before the op (which may read it as floats).
+        let int_type = same_type_input(n).and_then(|i| match self.input(n, i) {
+            Some(Value::Tensor(t)) => t.dtype().filter(|d| d.is_index()),
+            Some(Value::Const(c)) if !c.is_float() => Some(DType::I64),
+            _ => None,
+        });
+        let mut out = crate::ops::compute(self, n)?;
+        // ONNX keeps integers integers: arithmetic lumen computed in f32 (exact below 2^24)
+        // is cast back, truncating as integer division does.
+        if let Some(int) = int_type {
+            out = out
+                .into_iter()
+                .map(|t| if t.dtype() == Some(DType::F32) { t.cast(int) } else { t })
+                .collect();
+        }
         // Values known to hold only 0.0 and 1.0 (lumen's booleans).
         let boolean = match n.op_type.as_str() {
             "Equal" | "Less" | "Greater" | "Not" => true,
@@ -583,5 +598,19 @@ impl Importer {
             self.int_views.insert(o.clone(), recipe);
         }
         Ok(out.into_iter().map(Value::Tensor).collect())
+    }
+}
+
+/// The input whose element type an operator's output has (ONNX's type constraint `T` shared by
+/// the inputs and the output), for the operators whose integer form lumen computes in f32:
+/// arithmetic, `Where` (its branches), the variadic and the reducing ones. `None` for the
+/// others (comparisons make booleans, movement keeps its operand's type by itself).
+fn same_type_input(n: &NodeProto) -> Option<usize> {
+    match n.op_type.as_str() {
+        "Add" | "Sub" | "Mul" | "Div" | "Neg" | "Abs" | "Max" | "Min" | "Sum" | "Mean" | "Clip"
+        | "Relu" | "Sign" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceMean"
+        | "ReduceSumSquare" | "ReduceL1" => Some(0),
+        "Where" => Some(1),
+        _ => None,
     }
 }
