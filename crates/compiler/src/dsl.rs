@@ -658,6 +658,31 @@ impl Tensor {
         }
     }
 
+    /// The i64 positions of the `k` largest (`largest`) or smallest elements along `axis`
+    /// (negative from the last), in order: largest first (or smallest first), equal ones by
+    /// position ([`HlirOp::TopK`]). Their values: `x.gather_elements(axis, &indices)`.
+    #[track_caller]
+    pub fn top_k(&self, axis: isize, k: usize, largest: bool) -> Tensor {
+        let location = SourceLocation::caller();
+        let (axis, poisoned) = self.axis_at("topk", axis, 0, location);
+        self.op_at(HlirOp::TopK { axis, k, largest }, &[], location, poisoned)
+    }
+
+    /// Elements picked along `axis` (negative from the last) by `indices`, an i32/i64 tensor
+    /// of the same rank: `out[i] = self[i with axis replaced by indices[i]]`, a negative index
+    /// counting from the axis' end ([`HlirOp::GatherElements`], PyTorch's `gather`).
+    #[track_caller]
+    pub fn gather_elements(
+        &self,
+        axis: isize,
+        indices: impl std::borrow::Borrow<Tensor>,
+    ) -> Tensor {
+        let location = SourceLocation::caller();
+        let indices: &Tensor = std::borrow::Borrow::borrow(&indices);
+        let (axis, poisoned) = self.axis_at("gather_elements", axis, 0, location);
+        self.op_at(HlirOp::GatherElements { axis }, &[indices], location, poisoned)
+    }
+
     /// Embedding lookup: `self` is a table `[V, D]`, `ids` an i32/i64 tensor of any shape;
     /// the result `[ids..., D]` holds row `ids[i]` for every id. An id outside `0..V` is a
     /// runtime error naming the ids tensor and the id.

@@ -53,6 +53,13 @@ pub fn op_params(op: &LlirOp) -> String {
             format!("axis={axis} len={len} extent={extent} fill={fill}")
         }
         LlirOp::Cast { to, len } => format!("to={to} len={len}"),
+        LlirOp::TopK { axis, k, largest, len, extent } => {
+            let which = if largest { "largest" } else { "smallest" };
+            format!("axis={axis} k={k} {which} len={len} extent={extent}")
+        }
+        LlirOp::GatherElements { axis, len, extent } => {
+            format!("axis={axis} len={len} extent={extent}")
+        }
         LlirOp::Arg { axis, last, len, extent, .. } => {
             format!("axis={axis} len={len} extent={extent}{}", if last { " last" } else { "" })
         }
@@ -321,6 +328,18 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                 LlirOp::Cast { to, len } => {
                     put("to", json!(to));
                     put("len", json!(len));
+                }
+                LlirOp::TopK { axis, k, largest, len, extent } => {
+                    put("axis", json!(axis));
+                    put("k", json!(k));
+                    put("largest", json!(largest));
+                    put("len", json!(len));
+                    put("extent", json!(extent));
+                }
+                LlirOp::GatherElements { axis, len, extent } => {
+                    put("axis", json!(axis));
+                    put("len", json!(len));
+                    put("extent", json!(extent));
                 }
                 LlirOp::Arg { axis, last, len, extent, .. } => {
                     put("axis", json!(axis));

@@ -246,6 +246,26 @@ pub enum HlirOp {
         /// The last of equal elements rather than the first.
         last: bool,
     },
+    /// The `k` largest (or smallest) elements' positions along `axis` of one f32 operand, as
+    /// i64 indices in order (largest first, or smallest first; equal elements by position;
+    /// NaN counts as the largest): the operand's shape with `axis` of length `k`. ONNX's
+    /// `TopK`; its values are a [`HlirOp::GatherElements`] of these.
+    TopK {
+        /// The searched axis.
+        axis: usize,
+        /// How many (at most the axis' length).
+        k: usize,
+        /// Largest first (true) or smallest first.
+        largest: bool,
+    },
+    /// Elements of `data` (f32) picked along `axis` by an index tensor of the same rank
+    /// (i32/i64; negative counts from the end): `out[i] = data[i with axis replaced by
+    /// indices[i]]`, the indices' shape. ONNX's `GatherElements`, PyTorch's `gather`; an
+    /// index outside the axis is a runtime error naming the indices.
+    GatherElements {
+        /// The axis picked along.
+        axis: usize,
+    },
     /// The operands (at least one; equal shapes but along `axis`) joined along `axis`.
     Concat {
         /// The joined axis.
@@ -278,6 +298,8 @@ impl HlirOp {
             HlirOp::Cast { .. } => "cast",
             HlirOp::Arg { max: true, .. } => "argmax",
             HlirOp::Arg { max: false, .. } => "argmin",
+            HlirOp::TopK { .. } => "topk",
+            HlirOp::GatherElements { .. } => "gather_elements",
             HlirOp::Concat { .. } => "concat",
             HlirOp::Move(m) => m.name(),
             HlirOp::Output { .. } => "output",
@@ -307,6 +329,8 @@ impl HlirOp {
                 | HlirOp::Take { .. }
                 | HlirOp::Cast { .. }
                 | HlirOp::Arg { .. }
+                | HlirOp::TopK { .. }
+                | HlirOp::GatherElements { .. }
                 | HlirOp::Concat { .. }
         )
     }
@@ -317,11 +341,15 @@ impl HlirOp {
             HlirOp::Input { .. } | HlirOp::Weight { .. } | HlirOp::Constant { .. } => 0,
             HlirOp::Map(op) => op.arity(),
             HlirOp::Matmul { epilogue } if epilogue.has_bias() => 3,
-            HlirOp::Matmul { .. } | HlirOp::Gather | HlirOp::Take { .. } => 2,
+            HlirOp::Matmul { .. }
+            | HlirOp::Gather
+            | HlirOp::Take { .. }
+            | HlirOp::GatherElements { .. } => 2,
             HlirOp::Conv { epilogue, .. } => epilogue.operands(),
             HlirOp::Reduce { .. }
             | HlirOp::Cast { .. }
             | HlirOp::Arg { .. }
+            | HlirOp::TopK { .. }
             | HlirOp::Concat { .. }
             | HlirOp::Move(_)
             | HlirOp::Output { .. } => 1,
@@ -350,6 +378,10 @@ impl HlirOp {
             HlirOp::Conv { spec, epilogue } => format!("conv[{spec} {epilogue}]"),
             HlirOp::Take { axis, fill } => format!("take:{axis}:{fill}"),
             HlirOp::Cast { to } => format!("cast:{to}"),
+            HlirOp::TopK { axis, k, largest } => {
+                format!("topk:{axis}:{k}:{}", if *largest { "largest" } else { "smallest" })
+            }
+            HlirOp::GatherElements { axis } => format!("gather_elements:{axis}"),
             HlirOp::Arg { max, axis, last } => {
                 format!(
                     "arg{}:{axis}{}",
@@ -856,6 +888,56 @@ pub(crate) fn infer_type(
             let mut shape = x.shape.clone();
             shape.remove(*axis);
             TensorType { shape, dtype: DType::I64 }
+        }
+        (HlirOp::TopK { axis, k, .. }, [x]) => {
+            f32_only(0, x)?;
+            if *axis >= x.shape.len() {
+                return Err(axis_error(*axis, x.shape.len()));
+            }
+            if *k > x.shape[*axis] {
+                return Err(CompileError::BadArgument {
+                    op,
+                    reason: format!(
+                        "k = {k} is more than axis {axis}'s {} elements",
+                        x.shape[*axis]
+                    ),
+                    location,
+                });
+            }
+            let mut shape = x.shape.clone();
+            shape[*axis] = *k;
+            TensorType { shape, dtype: DType::I64 }
+        }
+        (HlirOp::GatherElements { axis }, [data, indices]) => {
+            f32_only(0, data)?;
+            if !indices.dtype.is_index() {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 1,
+                    expected: "i32 or i64",
+                    got: indices.dtype,
+                    location,
+                });
+            }
+            let rank = data.shape.len();
+            if *axis >= rank {
+                return Err(axis_error(*axis, rank));
+            }
+            let fits = indices.shape.len() == rank
+                && indices
+                    .shape
+                    .iter()
+                    .zip(&data.shape)
+                    .enumerate()
+                    .all(|(a, (i, d))| a == *axis || i <= d);
+            if !fits {
+                return Err(mismatch(
+                    &data.shape,
+                    &indices.shape,
+                    format!("the indices must have the data's rank and no longer axes but {axis}"),
+                ));
+            }
+            TensorType::f32(indices.shape.clone())
         }
         (HlirOp::Concat { axis }, [first, rest @ ..]) => {
             f32_only(0, first)?;

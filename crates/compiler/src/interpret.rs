@@ -194,6 +194,44 @@ pub fn eval_hlir(
                 }
                 out
             }
+            HlirOp::TopK { axis, k, largest } => {
+                let s = shape(0);
+                let x = v(0);
+                let inner: usize = s[axis + 1..].iter().product();
+                let outer: usize = s[..*axis].iter().product();
+                let mut out = vec![0.0; len];
+                for o in 0..outer {
+                    for r in 0..inner {
+                        let along: Vec<f64> =
+                            (0..s[*axis]).map(|e| x[(o * s[*axis] + e) * inner + r]).collect();
+                        for (j, &i) in crate::ops::top_k(&along, *k, *largest).iter().enumerate() {
+                            out[(o * k + j) * inner + r] = i as f64;
+                        }
+                    }
+                }
+                out
+            }
+            HlirOp::GatherElements { axis } => {
+                let (data, idx) = (v(0), v(1));
+                let (ds, is) = (shape(0), shape(1));
+                let dv = View::contiguous(&ds);
+                let mut out = Vec::with_capacity(len);
+                for flat in 0..len {
+                    let mut pos = crate::view::unravel(flat, &is);
+                    let len_axis = ds[*axis] as f64;
+                    let id = idx[flat];
+                    let id = if id < 0.0 { id + len_axis } else { id };
+                    if !(0.0..len_axis).contains(&id) {
+                        return Err(bad(format!(
+                            "gather_elements index {} outside the axis of {len_axis}",
+                            idx[flat]
+                        )));
+                    }
+                    pos[*axis] = id as usize;
+                    out.push(data[dv.offset_of(&pos)]);
+                }
+                out
+            }
             HlirOp::Concat { axis } => {
                 let mut out = vec![0.0; len];
                 let whole = View::contiguous(&out_shape);

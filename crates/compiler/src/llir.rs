@@ -199,6 +199,31 @@ pub enum LlirOp {
         /// The searched axis' length.
         extent: usize,
     },
+    /// The i64 positions of the `k` largest (or smallest) elements along `axis` of one f32
+    /// operand ([`crate::HlirOp::TopK`], [`crate::ops::top_k`]); `len` output elements,
+    /// `extent` the axis' length.
+    TopK {
+        /// The searched axis.
+        axis: usize,
+        /// Positions per row.
+        k: usize,
+        /// Largest first, or smallest first.
+        largest: bool,
+        /// Output elements.
+        len: usize,
+        /// The searched axis' length.
+        extent: usize,
+    },
+    /// Elements of `data` picked along `axis` by an index operand of the output's shape
+    /// ([`crate::HlirOp::GatherElements`]); `extent` is `data`'s length along `axis`.
+    GatherElements {
+        /// The axis picked along.
+        axis: usize,
+        /// Output elements.
+        len: usize,
+        /// `data`'s length along `axis`.
+        extent: usize,
+    },
     /// Operands joined along `axis` into one contiguous output of `len` elements.
     Concat {
         /// The joined axis.
@@ -225,6 +250,8 @@ impl LlirOp {
             LlirOp::Cast { .. } => "cast",
             LlirOp::Arg { max: true, .. } => "argmax",
             LlirOp::Arg { max: false, .. } => "argmin",
+            LlirOp::TopK { .. } => "topk",
+            LlirOp::GatherElements { .. } => "gather_elements",
             LlirOp::Concat { .. } => "concat",
             LlirOp::Readback => "readback",
         }
@@ -255,9 +282,12 @@ impl LlirOp {
             LlirOp::Map { op, len } => wide(len).saturating_mul(op.flops_per_element()),
             LlirOp::Reduce { len, extent, .. } => wide(len).saturating_mul(wide(extent)),
             LlirOp::Conv { geometry, epilogue } => geometry.flops(epilogue),
-            LlirOp::Arg { len, extent, .. } => wide(len).saturating_mul(wide(extent)),
+            LlirOp::Arg { len, extent, .. } | LlirOp::TopK { len, extent, .. } => {
+                wide(len).saturating_mul(wide(extent))
+            }
             LlirOp::Gather { .. }
             | LlirOp::Take { .. }
+            | LlirOp::GatherElements { .. }
             | LlirOp::Cast { .. }
             | LlirOp::Concat { .. }
             | LlirOp::Upload

@@ -287,6 +287,16 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             }
             HlirOp::Concat { axis } => LlirOp::Concat { axis: *axis, len },
             HlirOp::Cast { to } => LlirOp::Cast { to: *to, len },
+            HlirOp::TopK { axis, k, largest } => {
+                let extent =
+                    reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
+                LlirOp::TopK { axis: *axis, k: *k, largest: *largest, len, extent }
+            }
+            HlirOp::GatherElements { axis } => {
+                let extent =
+                    reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
+                LlirOp::GatherElements { axis: *axis, len, extent }
+            }
             HlirOp::Arg { max, axis, last } => {
                 let extent =
                     reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);

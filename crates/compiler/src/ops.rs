@@ -618,6 +618,29 @@ pub fn arg_index<T: PartialOrd + Copy>(
     best.map_or(0, |(i, _)| i)
 }
 
+/// The positions of the `k` largest (`largest`) or smallest of `values`, in order
+/// ([`crate::HlirOp::TopK`]): largest (smallest) first, equal values by position, NaN before
+/// every number when `largest` and after every number otherwise (the order of a descending sort
+/// that counts NaN as the largest). At most `values`' length.
+pub fn top_k<T: PartialOrd + Copy>(values: &[T], k: usize, largest: bool) -> Vec<usize> {
+    #[allow(clippy::eq_op)]
+    let is_nan = |v: T| v != v;
+    let mut order: Vec<usize> = (0..values.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (values[a], values[b]);
+        let by_value = match (is_nan(x), is_nan(y)) {
+            (true, true) => std::cmp::Ordering::Equal,
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            _ => x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal),
+        };
+        let by_value = if largest { by_value.reverse() } else { by_value };
+        by_value.then(a.cmp(&b))
+    });
+    order.truncate(k);
+    order
+}
+
 /// relu in f32: `x < 0 ? 0 : x`, so NaN stays NaN and -0 stays -0.
 #[inline]
 pub fn relu_f32(x: f32) -> f32 {

@@ -29,6 +29,16 @@ pub fn window_count(len: usize, size: usize, step: usize, dilation: usize) -> us
     if len < span { 0 } else { (len - span) / step.max(1) + 1 }
 }
 
+/// The multi-index of row-major element `flat` of `shape` (one entry per axis).
+pub fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut pos = vec![0; shape.len()];
+    for (p, &d) in pos.iter_mut().zip(shape).rev() {
+        *p = flat % d.max(1);
+        flat /= d.max(1);
+    }
+    pos
+}
+
 /// Row-major strides of `shape`: `[6, 2, 1]` for `[4, 3, 2]` (saturating: validated shapes
 /// never overflow).
 pub fn row_major_strides(shape: &[usize]) -> Vec<usize> {
@@ -169,6 +179,12 @@ impl View {
         }
         view.shape[axis] = end - start;
         view
+    }
+
+    /// The buffer element at multi-index `pos` (one entry per axis, each below its length):
+    /// `offset + sum(pos[a] * strides[a])`.
+    pub fn offset_of(&self, pos: &[usize]) -> usize {
+        pos.iter().zip(&self.strides).fold(self.offset, |acc, (&p, &s)| acc + p * s)
     }
 
     /// Sliding windows along `axis` (Luminal's `pool_last_dim`, NumPy's

@@ -609,7 +609,7 @@ fn same_type_input(n: &NodeProto) -> Option<usize> {
     match n.op_type.as_str() {
         "Add" | "Sub" | "Mul" | "Div" | "Neg" | "Abs" | "Max" | "Min" | "Sum" | "Mean" | "Clip"
         | "Relu" | "Sign" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceMean"
-        | "ReduceSumSquare" | "ReduceL1" => Some(0),
+        | "ReduceSumSquare" | "ReduceL1" | "GatherElements" | "TopK" | "CumSum" => Some(0),
         "Where" => Some(1),
         _ => None,
     }

@@ -291,6 +291,21 @@ enum Step {
         last: bool,
         out: Range<usize>,
     },
+    TopK {
+        x: Arg,
+        axis: usize,
+        k: usize,
+        largest: bool,
+        out: Range<usize>,
+    },
+    GatherElements {
+        data: Arg,
+        indices: Arg,
+        wide: bool,
+        axis: usize,
+        indices_name: String,
+        out: Range<usize>,
+    },
     Readback {
         outputs: Vec<(String, Vec<usize>, DType, Range<usize>)>,
     },
@@ -489,6 +504,29 @@ impl CpuProgram {
                     };
                     Step::Cast { x: arg(x), from: llir.buffers[x.buffer].dtype, to, out: out()? }
                 }
+                LlirOp::TopK { axis, k, largest, .. } => {
+                    let [x] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "topk operands"));
+                    };
+                    Step::TopK { x: arg(x), axis, k, largest, out: out()? }
+                }
+                LlirOp::GatherElements { axis, .. } => {
+                    let [data, indices] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(
+                            &program.label,
+                            "gather_elements operands",
+                        ));
+                    };
+                    let indices_buf = &llir.buffers[indices.buffer];
+                    Step::GatherElements {
+                        data: arg(data),
+                        indices: arg(indices),
+                        wide: indices_buf.dtype == DType::I64,
+                        axis,
+                        indices_name: indices_buf.id.clone(),
+                        out: out()?,
+                    }
+                }
                 LlirOp::Arg { max, axis, last, .. } => {
                     let [x] = node.reads.as_slice() else {
                         return Err(RuntimeError::invalid(&program.label, "arg operands"));
@@ -680,6 +718,21 @@ impl CpuProgram {
             Step::Cast { x, from, to, out: o } => {
                 let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
                 kernels::cast((bufs[0], &x.1), *from, *to, dst)?;
+            }
+            Step::TopK { x, axis, k, largest, out: o } => {
+                let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
+                kernels::top_k((bufs[0], &x.1), *axis, *k, *largest, dst)?;
+            }
+            Step::GatherElements { data, indices, wide, axis, indices_name, out: o } => {
+                let (dst, bufs) = split(slab, ext, o, &[&data.0, &indices.0], &self.label)?;
+                kernels::gather_elements(
+                    (bufs[0], &data.1),
+                    (bufs[1], &indices.1),
+                    *wide,
+                    *axis,
+                    indices_name,
+                    dst,
+                )?;
             }
             Step::Arg { x, max, axis, last, out: o } => {
                 let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;

@@ -1064,6 +1064,100 @@ pub fn arg(
     Ok(())
 }
 
+/// The positions of the `k` largest (or smallest) elements along `axis` of `x` (f32, read
+/// through its view), as i64 words into `out` ([`lumen_compiler::ops::top_k`]'s order).
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] for a view that leaves its buffer, an axis out of range, `k`
+/// past the axis, or an output of another size.
+pub fn top_k(
+    (x, xv): Input<'_>,
+    axis: usize,
+    k: usize,
+    largest: bool,
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "topk";
+    check_view(K, "x", xv, x.len(), None)?;
+    if axis >= xv.rank() || k > xv.shape[axis] {
+        return Err(RuntimeError::kernel(K, "axis out of range or k past it"));
+    }
+    let extent = xv.shape[axis];
+    let inner: usize = xv.shape[axis + 1..].iter().product();
+    let mut rest = xv.clone();
+    rest.shape.remove(axis);
+    rest.strides.remove(axis);
+    check_len(K, "out", out.len(), rest.elements().checked_mul(k * 2))?;
+    let step = xv.strides[axis];
+    let mut row = Vec::with_capacity(extent);
+    let mut r = 0usize;
+    walk(&rest.shape, [&rest], |[base]| {
+        row.clear();
+        row.extend((0..extent).map(|e| x[base + e * step]));
+        // Output element (outer, j, inner) of row r = outer * inner + inner_pos.
+        let (outer, pos) = (r / inner.max(1), r % inner.max(1));
+        for (j, &i) in lumen_compiler::ops::top_k(&row, k, largest).iter().enumerate() {
+            let at = 2 * ((outer * k + j) * inner + pos);
+            let bits = i as u64;
+            out[at] = f32::from_bits(bits as u32);
+            out[at + 1] = f32::from_bits((bits >> 32) as u32);
+        }
+        r += 1;
+    });
+    Ok(())
+}
+
+/// `out[i] = data[i with axis replaced by indices[i]]` (ONNX's `GatherElements`): `data` f32
+/// through its view, `indices` slab words (`wide`: i64) through theirs, of the output's
+/// shape; a negative index counts from the axis' end.
+///
+/// # Errors
+/// [`RuntimeError::IndexOutOfRange`] naming `indices_name` for an index outside the axis;
+/// [`RuntimeError::Kernel`] for views that leave their buffers or do not fit.
+pub fn gather_elements(
+    (data, dv): Input<'_>,
+    (idx, iv): Input<'_>,
+    wide: bool,
+    axis: usize,
+    indices_name: &str,
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "gather_elements";
+    check_view(K, "data", dv, data.len(), None)?;
+    let words = if wide { idx.len() / 2 } else { idx.len() };
+    check_view(K, "indices", iv, words, Some(dv.rank()))?;
+    if axis >= dv.rank() {
+        return Err(RuntimeError::kernel(K, "axis out of range"));
+    }
+    check_len(K, "out", out.len(), Some(iv.elements()))?;
+    let extent = dv.shape[axis] as i64;
+    // The data view's offset of each output position but its axis, walked beside the indices.
+    let mut base = dv.clone();
+    base.shape = iv.shape.clone();
+    base.strides[axis] = 0;
+    let mut at = 0usize;
+    let mut result = Ok(());
+    walk(&iv.shape, [iv, &base], |[e, b]| {
+        if result.is_err() {
+            return;
+        }
+        let id = id_at(idx, e, wide);
+        let id = if id < 0 { id + extent } else { id };
+        if !(0..extent).contains(&id) {
+            result = Err(RuntimeError::IndexOutOfRange {
+                tensor: indices_name.to_string(),
+                index: id_at(idx, e, wide),
+                position: e,
+                rows: extent as usize,
+            });
+            return;
+        }
+        out[at] = data[b + id as usize * dv.strides[axis]];
+        at += 1;
+    });
+    result
+}
+
 /// `ins` joined along `axis` into `out` (row-major, of shape `out_shape`): each operand is
 /// copied into its slice of the output.
 ///

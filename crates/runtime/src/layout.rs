@@ -593,6 +593,43 @@ fn check_operands(
             }
             output_of(Some(len), to)?;
         }
+        LlirOp::TopK { axis, k, len, extent, .. } => {
+            arity(1)?;
+            f32_reads()?;
+            let v = &node.reads[0].view;
+            let others: Option<usize> = v
+                .shape
+                .iter()
+                .enumerate()
+                .filter(|&(a, _)| a != axis)
+                .try_fold(1usize, |acc, (_, &d)| acc.checked_mul(d));
+            if v.shape.get(axis) != Some(&extent)
+                || k > extent
+                || others.and_then(|o| o.checked_mul(k)) != Some(len)
+            {
+                return Err(fail(format!(
+                    "reads a view of shape {:?}, the op takes {k} of axis {axis} (length {extent}) into {len} elements",
+                    v.shape
+                )));
+            }
+            output_of(Some(len), DType::I64)?;
+        }
+        LlirOp::GatherElements { axis, len, extent } => {
+            arity(2)?;
+            let (data, idx) = (&node.reads[0], &node.reads[1]);
+            let fits = buf(data.buffer).dtype == DType::F32
+                && buf(idx.buffer).dtype.is_index()
+                && data.view.shape.get(axis) == Some(&extent)
+                && idx.view.rank() == data.view.rank()
+                && idx.view.elements() == len;
+            if !fits {
+                return Err(fail(format!(
+                    "reads data {:?} and indices {:?}, the op needs f32 data with axis {axis} of length {extent} and {len} integer indices of its rank",
+                    data.view.shape, idx.view.shape
+                )));
+            }
+            output(Some(len))?;
+        }
         LlirOp::Arg { axis, len, extent, .. } => {
             arity(1)?;
             f32_reads()?;

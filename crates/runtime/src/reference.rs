@@ -259,6 +259,59 @@ pub fn execute_f64(
                 }
                 Some((0..len).map(|i| to.cast_f64(at(x, i))).collect())
             }
+            LlirOp::TopK { axis, k, largest, len, extent } => {
+                let x = read(0)?;
+                if x.1.shape.get(axis) != Some(&extent) || k > extent {
+                    return Err(bad(format!(
+                        "node {n}: topk's axis {axis} is not of length {extent}"
+                    )));
+                }
+                let inner: usize = x.1.shape[axis + 1..].iter().product();
+                let outer = len / (k * inner).max(1);
+                let mut out = vec![0.0; len];
+                for o in 0..outer {
+                    for r in 0..inner {
+                        let along: Vec<f64> =
+                            (0..extent).map(|e| at(x, (o * extent + e) * inner + r)).collect();
+                        for (j, &i) in
+                            lumen_compiler::ops::top_k(&along, k, largest).iter().enumerate()
+                        {
+                            out[(o * k + j) * inner + r] = i as f64;
+                        }
+                    }
+                }
+                Some(out)
+            }
+            LlirOp::GatherElements { axis, len, extent } => {
+                let (data, idx) = (read(0)?, read(1)?);
+                if data.1.shape.get(axis) != Some(&extent) || idx.1.elements() != len {
+                    return Err(bad(format!("node {n}: gather_elements views do not fit")));
+                }
+                let contiguous = View::contiguous(&data.1.shape);
+                let mut out = Vec::with_capacity(len);
+                for flat in 0..len {
+                    let mut pos = lumen_compiler::view::unravel(flat, &idx.1.shape);
+                    let raw = at(idx, flat);
+                    let id = if raw < 0.0 { raw + extent as f64 } else { raw };
+                    if !(0.0..extent as f64).contains(&id) {
+                        let tensor = node
+                            .reads
+                            .get(1)
+                            .and_then(|o| llir.buffers.get(o.buffer))
+                            .map_or_else(String::new, |b| b.id.clone());
+                        return Err(RuntimeError::IndexOutOfRange {
+                            tensor,
+                            index: raw as i64,
+                            position: idx.1.index(flat),
+                            rows: extent,
+                        });
+                    }
+                    pos[axis] = id as usize;
+                    let logical = contiguous.offset_of(&pos);
+                    out.push(at(data, logical));
+                }
+                Some(out)
+            }
             LlirOp::Arg { max, axis, last, len, extent } => {
                 let x = read(0)?;
                 if x.1.shape.get(axis) != Some(&extent) {

@@ -71,3 +71,75 @@ fn argmax_casts_and_integer_outputs() {
         }
     }
 }
+
+/// TopK's order (largest or smallest first, equal values by position, NaN as the largest) and
+/// GatherElements (negative indices from the end, an index out of range named), against the
+/// interpreter.
+#[test]
+fn top_k_and_gather_elements() {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 5]);
+    let idx = cx.input_typed("idx", [2, 2], DType::I64);
+    let top = x.top_k(-1, 3, true);
+    top.output("top_i");
+    x.gather_elements(-1, &top).output("top_v");
+    x.top_k(0, 2, false).output("low_i");
+    x.gather_elements(1, &idx).output("picked");
+    let xs = vec![3.0, 1.0, 3.0, f32::NAN, -1.0, 0.5, 0.5, 2.0, -4.0, 2.0];
+    let ids = vec![-1, 0, 4, 2];
+    let inputs: Tensors = [
+        ("x".to_string(), HostTensor::new([2, 5], xs.clone()).unwrap()),
+        ("idx".to_string(), HostTensor::from_i64([2, 2], ids.clone()).unwrap()),
+    ]
+    .into();
+    let leaves: BTreeMap<String, Vec<f64>> = [
+        ("x".to_string(), xs.iter().map(|&v| f64::from(v)).collect()),
+        ("idx".to_string(), ids.iter().map(|&v| v as f64).collect()),
+    ]
+    .into();
+    let want = eval_hlir(&cx.hlir(), &leaves).unwrap();
+    // Row 0: NaN (3) first, then the two 3s by position (0, 2); row 1: the 2s (7, 9) then 0.5 (5).
+    assert_eq!(want["top_i"].data, [3.0, 0.0, 2.0, 2.0, 4.0, 0.0]);
+    // Column-wise smallest two of [[3, 1, 3, NaN, -1], [0.5, 0.5, 2, -4, 2]] (NaN last), as
+    // [k, 5]: the smallest's rows, then the second smallest's.
+    assert_eq!(want["low_i"].data, [1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]);
+    assert_eq!(want["picked"].data, [-1.0, 3.0, 2.0, 2.0]);
+    for fuse in [false, true] {
+        let program = cx.compile(&CompileOptions { fuse, ..Default::default() }).unwrap();
+        let reference = execute_f64(&program.llir, &Tensors::new(), &inputs).unwrap();
+        let out = CpuRuntime::default()
+            .prepare(&program, &Tensors::new())
+            .unwrap()
+            .execute(&inputs)
+            .unwrap();
+        for (name, w) in &want {
+            let got: Vec<f64> = match out[name].index_values() {
+                Some(v) => v.iter().map(|&v| v as f64).collect(),
+                None => out[name].data().iter().map(|&v| f64::from(v)).collect(),
+            };
+            let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+            assert!(
+                got.iter().zip(&w.data).all(|(&a, &b)| same(a, b)),
+                "{name}: {got:?} vs {:?}",
+                w.data
+            );
+            assert!(
+                reference[name].data.iter().zip(&w.data).all(|(&a, &b)| same(a, b)),
+                "{name} reference"
+            );
+        }
+    }
+    // An index past the axis is a runtime error naming the indices.
+    let bad: Tensors = [
+        ("x".to_string(), HostTensor::new([2, 5], xs).unwrap()),
+        ("idx".to_string(), HostTensor::from_i64([2, 2], vec![0, 5, 1, 1]).unwrap()),
+    ]
+    .into();
+    let program = cx.compile(&CompileOptions::default()).unwrap();
+    let err = CpuRuntime::default()
+        .prepare(&program, &Tensors::new())
+        .unwrap()
+        .execute(&bad)
+        .unwrap_err();
+    assert!(err.to_string().contains("idx"), "{err}");
+}

@@ -20,6 +20,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Split", split),
     ("Gather", gather),
     ("Pad", pad),
+    ("GatherElements", gather_elements),
 ];
 
 /// `Transpose`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Expand`, `Slice`: views, no copy.
@@ -188,4 +189,13 @@ fn pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         full[a] = (b.max(0) as usize, e.max(0) as usize);
     }
     one(y.pad(&full, mode))
+}
+
+/// `GatherElements`: elements along `axis` picked by an index tensor of the data's rank.
+fn gather_elements(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let data = im.f32_tensor(n, 0)?;
+    let indices = im.tensor(n, 1)?;
+    let rank = data.rank().unwrap_or(0);
+    let a = axis(attr_i(n, "axis", 0), rank).ok_or_else(|| im.malformed(n, "axis out of range"))?;
+    one(data.gather_elements(a as isize, &indices))
 }

@@ -21,6 +21,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("ArgMax", arg),
     ("ArgMin", arg),
     ("CumSum", cumsum),
+    ("TopK", top_k),
     ("LogSoftmax", softmax),
 ];
 
@@ -148,4 +149,24 @@ fn cumsum(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         Some(d @ (lumen_compiler::DType::I32 | lumen_compiler::DType::I64)) => y.cast(d),
         _ => y,
     })
+}
+
+/// `TopK`: the `k` largest (or smallest) along `axis` (default -1), values and i64 indices,
+/// sorted (the order is always the sorted one); `k` from input 1 (opset 10 on) or the `k`
+/// attribute.
+fn top_k(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    let a =
+        axis(attr_i(n, "axis", -1), rank).ok_or_else(|| im.malformed(n, "axis out of range"))?;
+    let k = if im.opset < 10 {
+        attr_i(n, "k", -1)
+    } else {
+        im.ints(n, 1)?.and_then(|v| v.first().copied()).unwrap_or(-1)
+    };
+    let k = usize::try_from(k).map_err(|_| im.malformed(n, format!("k = {k}")))?;
+    let largest = attr_i(n, "largest", 1) != 0;
+    let indices = x.top_k(a as isize, k, largest);
+    let values = x.gather_elements(a as isize, &indices);
+    Ok(vec![values, indices])
 }
