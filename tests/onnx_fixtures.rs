@@ -174,3 +174,11 @@ fn scikit_learn_pipelines_match_onnxruntime() {
     assert!(imported.skipped[0].1.contains("zipmap=False"), "{:?}", imported.skipped);
     assert_eq!(imported.output_dtype("output_label"), Some(lumen_compiler::DType::I64));
 }
+
+/// An audio model from torch.onnx at opset 17: a Conv1d front end, a batch-first LSTM and a
+/// bidirectional GRU (`linear_before_reset`, initial states made by an Expand of zeros), then a
+/// Linear; the recurrent layers are unrolled over the 100 frames.
+#[test]
+fn recurrent_audio_model_matches_onnxruntime() {
+    check("audio_lstm_op17");
+}

@@ -15,6 +15,7 @@ mod ml;
 mod movement;
 mod norm;
 mod pool;
+mod recurrent;
 mod reduce;
 mod resize;
 
@@ -43,6 +44,8 @@ pub enum Family {
     Pooling,
     /// `Resize`, `Upsample`.
     Resampling,
+    /// `LSTM`, `GRU`, `RNN`, unrolled over the sequence.
+    Recurrent,
     /// The `ai.onnx.ml` operators of scikit-learn's pipelines.
     Ml,
     /// Operators evaluated at import time only (their inputs must be known then).
@@ -62,6 +65,7 @@ impl Family {
             Family::Convolution => "convolution",
             Family::Pooling => "pooling",
             Family::Resampling => "resampling",
+            Family::Recurrent => "recurrent",
             Family::Ml => "ai.onnx.ml",
             Family::ConstantFolding => "constant folding",
         }
@@ -74,7 +78,7 @@ pub const FOLDED_ONLY: &[&str] =
     &["Constant", "ConstantOfShape", "Mod", "ReduceProd", "Shape", "Size", "Trilu"];
 
 /// Every family's rows, in family order.
-fn families() -> [(Family, &'static [(&'static str, Handler)]); 8] {
+fn families() -> [(Family, &'static [(&'static str, Handler)]); 9] {
     [
         (Family::Elementwise, elementwise::OPS),
         (Family::Movement, movement::OPS),
@@ -84,6 +88,7 @@ fn families() -> [(Family, &'static [(&'static str, Handler)]); 8] {
         (Family::Convolution, conv::OPS),
         (Family::Pooling, pool::OPS),
         (Family::Resampling, resize::OPS),
+        (Family::Recurrent, recurrent::OPS),
     ]
 }
 

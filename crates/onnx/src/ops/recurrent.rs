@@ -1,0 +1,668 @@
+//! Recurrent layers: `LSTM`, `GRU` and `RNN` (forward, reverse or bidirectional; `layout` 0
+//! and 1; optional bias, initial states, peepholes, clip, `input_forget`,
+//! `linear_before_reset` and the activations ONNX lists), unrolled over the sequence, whose
+//! length is static at import.
+//!
+//! The import is shaped for few launches per time step:
+//! - the input projection `X W^T + Wb (+ Rb)` of every time step and direction is one matmul
+//!   (its bias a BIAS epilogue) before the loop; every bias that is added outside a product
+//!   (all of `Rb` but a GRU's `Rbh` under `linear_before_reset`) is folded into it, and that
+//!   `Rbh` becomes a projection slot of its own (zero weights, bias `Rbh`), so a step adds it
+//!   with the other slots in one op;
+//! - a bidirectional layer runs both directions in the same ops: states are `[D, B, 1, H]`,
+//!   the recurrent product a batched matmul `[D, B, H] x [D, H, G H]`, and the projection is
+//!   reordered once (one `take`) so that step `s` reads the forward direction's time `s` and
+//!   the reverse direction's time `T - 1 - s` as one `[D, B, G, H]` slice;
+//! - the gates of a step are slices of its fused pre-activations, and the gates sharing an
+//!   activation are activated by one op (LSTM's i, o, f; GRU's z, r);
+//! - a zero or absent initial state skips the first step's recurrent product.
+//!
+//! The weights `W`, `R`, `B` and `P` must be known at import (initializers or constants): the
+//! projection and recurrent matrices are rebuilt from them, transposed and laid out as above.
+//! `sequence_lens` may only say that every sequence has the full length.
+
+use std::rc::Rc;
+
+use lumen_compiler::Tensor;
+
+use crate::constant::Const;
+use crate::error::OnnxError;
+use crate::importer::{Handler, Importer, Value, attr, attr_i, attr_s};
+use crate::proto::NodeProto;
+
+/// The recurrent operators, by ONNX `op_type`.
+pub(super) const OPS: &[(&str, Handler)] = &[("GRU", gru), ("LSTM", lstm), ("RNN", rnn)];
+
+/// Which recurrent cell a node computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cell {
+    /// Gates i, o, f, c; activations f, g, h.
+    Lstm,
+    /// Gates z, r, h; activations f, g; the reset gate applied after the recurrent product
+    /// (`linear_before_reset`) or before it.
+    Gru {
+        /// The `linear_before_reset` attribute is not 0.
+        linear_before_reset: bool,
+    },
+    /// One gate; activation f.
+    Rnn,
+}
+
+impl Cell {
+    /// Gates in `W`, `R` and each half of `B`.
+    fn gates(self) -> usize {
+        match self {
+            Cell::Lstm => 4,
+            Cell::Gru { .. } => 3,
+            Cell::Rnn => 1,
+        }
+    }
+
+    /// Activations per direction, and their defaults.
+    fn default_activations(self) -> &'static [&'static str] {
+        match self {
+            Cell::Lstm => &["Sigmoid", "Tanh", "Tanh"],
+            Cell::Gru { .. } => &["Sigmoid", "Tanh"],
+            Cell::Rnn => &["Tanh"],
+        }
+    }
+
+    /// The projection's slots per direction, in order: each a gate's weights and biases (see
+    /// [`Slot`]). A GRU under `linear_before_reset` gets a slot holding only `Rbh` before its
+    /// h gate, so a step adds the recurrent bias with the z and r pre-activations.
+    fn slots(self) -> Vec<Slot> {
+        let plain = |g: usize| Slot { w: Some(g), wb: Some(g), rb: Some(g) };
+        match self {
+            Cell::Gru { linear_before_reset: true } => vec![
+                plain(0),
+                plain(1),
+                Slot { w: None, wb: None, rb: Some(2) },
+                Slot { w: Some(2), wb: Some(2), rb: None },
+            ],
+            _ => (0..self.gates()).map(plain).collect(),
+        }
+    }
+}
+
+/// One slot of the input projection: the gate whose `W` rows it multiplies by (none: zeros),
+/// and the gates whose `Wb` and `Rb` it adds.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// The gate of `W`.
+    w: Option<usize>,
+    /// The gate of `Wb`.
+    wb: Option<usize>,
+    /// The gate of `Rb`.
+    rb: Option<usize>,
+}
+
+/// An activation function of the recurrent operators, with its `alpha` and `beta`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Activation {
+    /// `max(0, x)`.
+    Relu,
+    /// `tanh(x)`.
+    Tanh,
+    /// `1 / (1 + e^-x)`.
+    Sigmoid,
+    /// `alpha x + beta`.
+    Affine(f32, f32),
+    /// `x < 0 ? alpha x : x`.
+    LeakyRelu(f32),
+    /// `x > alpha ? x : 0`.
+    ThresholdedRelu(f32),
+    /// `alpha tanh(beta x)`.
+    ScaledTanh(f32, f32),
+    /// `min(max(alpha x + beta, 0), 1)`.
+    HardSigmoid(f32, f32),
+    /// `x < 0 ? alpha (e^x - 1) : x`.
+    Elu(f32),
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `log(1 + e^x)`.
+    Softplus,
+}
+
+impl Activation {
+    /// The activation named `name` (any case), taking its `alpha` and `beta` from the lists
+    /// in order when it has them (onnxruntime's rule: an activation without one consumes
+    /// none), else the defaults of the ONNX operator of the same name. `None` for an unknown
+    /// name.
+    fn parse(
+        name: &str,
+        alphas: &mut impl Iterator<Item = f32>,
+        betas: &mut impl Iterator<Item = f32>,
+    ) -> Option<Self> {
+        let mut alpha = |default: f32| alphas.next().unwrap_or(default);
+        Some(match name.to_ascii_lowercase().as_str() {
+            "relu" => Activation::Relu,
+            "tanh" => Activation::Tanh,
+            "sigmoid" => Activation::Sigmoid,
+            "affine" => {
+                let a = alpha(1.0);
+                Activation::Affine(a, betas.next().unwrap_or(0.0))
+            }
+            "leakyrelu" => Activation::LeakyRelu(alpha(0.01)),
+            "thresholdedrelu" => Activation::ThresholdedRelu(alpha(1.0)),
+            "scaledtanh" => {
+                let a = alpha(1.0);
+                Activation::ScaledTanh(a, betas.next().unwrap_or(1.0))
+            }
+            "hardsigmoid" => {
+                let a = alpha(0.2);
+                Activation::HardSigmoid(a, betas.next().unwrap_or(0.5))
+            }
+            "elu" => Activation::Elu(alpha(1.0)),
+            "softsign" => Activation::Softsign,
+            "softplus" => Activation::Softplus,
+            _ => return None,
+        })
+    }
+
+    /// The activation of `x`, as DSL calls.
+    fn apply(self, x: &Tensor) -> Tensor {
+        let abs = |x: &Tensor| x.maximum(-x);
+        match self {
+            Activation::Relu => x.relu(),
+            Activation::Tanh => x.tanh(),
+            Activation::Sigmoid => x.sigmoid(),
+            Activation::Affine(a, b) => x * a + b,
+            Activation::LeakyRelu(a) => x.less_than(0.0).select(x * a, x),
+            Activation::ThresholdedRelu(a) => x.graph().constant(a).less_than(x).select(x, 0.0),
+            Activation::ScaledTanh(a, b) => (x * b).tanh() * a,
+            Activation::HardSigmoid(a, b) => {
+                let y = (x * a + b).maximum(0.0);
+                x.graph().constant(1.0).less_than(&y).select(1.0, &y)
+            }
+            Activation::Elu(a) => x.less_than(0.0).select((x.exp() - 1.0) * a, x),
+            Activation::Softsign => x / (abs(x) + 1.0),
+            // max(x, 0) + log(1 + e^-|x|): never overflows.
+            Activation::Softplus => x.relu() + ((-abs(x)).exp() + 1.0).log(),
+        }
+    }
+}
+
+/// The attributes and shapes of one recurrent node, read and checked.
+struct Spec {
+    /// The cell.
+    cell: Cell,
+    /// Per direction, whether it walks the sequence backwards: `[false]` forward, `[true]`
+    /// reverse, `[false, true]` bidirectional.
+    reversed: Vec<bool>,
+    /// 0: `X [T, B, I]`; 1: `X [B, T, I]` (and the states and outputs batch-first too).
+    layout: i64,
+    /// Sequence length.
+    t: usize,
+    /// Batch.
+    b: usize,
+    /// Input width.
+    i: usize,
+    /// Hidden width.
+    h: usize,
+    /// Per direction, the cell's activations (f, g, h for an LSTM).
+    activations: Vec<Vec<Activation>>,
+    /// The `clip` threshold, if any.
+    clip: Option<f32>,
+    /// LSTM's `input_forget`: the forget gate is `1 - i`.
+    input_forget: bool,
+}
+
+impl Spec {
+    /// Directions.
+    fn d(&self) -> usize {
+        self.reversed.len()
+    }
+
+    /// The time step direction `d` reads at step `s`.
+    fn time(&self, d: usize, s: usize) -> usize {
+        if self.reversed[d] { self.t - 1 - s } else { s }
+    }
+}
+
+/// `LSTM`.
+fn lstm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    recurrent(im, n, Cell::Lstm)
+}
+
+/// `GRU`.
+fn gru(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let linear_before_reset = attr_i(n, "linear_before_reset", 0) != 0;
+    recurrent(im, n, Cell::Gru { linear_before_reset })
+}
+
+/// `RNN`.
+fn rnn(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    recurrent(im, n, Cell::Rnn)
+}
+
+/// Input `i` when it is known at import time, `None` when absent; an error naming `what`
+/// when it is computed.
+fn known(
+    im: &Importer,
+    n: &NodeProto,
+    i: usize,
+    what: &str,
+) -> Result<Option<Rc<Const>>, OnnxError> {
+    match im.input(n, i) {
+        None => Ok(None),
+        Some(Value::Const(c)) => Ok(Some(c)),
+        Some(Value::Tensor(_)) => Err(im.unsupported(
+            n,
+            format!(
+                "input {what} is computed by the program: lumen imports recurrent weights known \
+                 at import time (initializers or constants)"
+            ),
+        )),
+    }
+}
+
+/// An error unless `c` has shape `want` (`what` names the input).
+fn check_shape(
+    im: &Importer,
+    n: &NodeProto,
+    what: &str,
+    got: &[usize],
+    want: &[usize],
+) -> Result<(), OnnxError> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(im.malformed(n, format!("{what} has shape {got:?}, expected {want:?}")))
+    }
+}
+
+/// Reads the node's attributes and shapes (`x` is input `X`) into a [`Spec`].
+fn spec(im: &mut Importer, n: &NodeProto, cell: Cell, x: &Tensor) -> Result<Spec, OnnxError> {
+    let direction = attr_s(n, "direction").unwrap_or_else(|| "forward".to_string());
+    let reversed = match direction.as_str() {
+        "forward" => vec![false],
+        "reverse" => vec![true],
+        "bidirectional" => vec![false, true],
+        other => {
+            return Err(im.unsupported(
+                n,
+                format!("direction = {other:?} (expected forward, reverse or bidirectional)"),
+            ));
+        }
+    };
+    let d = reversed.len();
+    let layout = attr_i(n, "layout", 0);
+    if layout != 0 && layout != 1 {
+        return Err(im.unsupported(n, format!("layout = {layout} (expected 0 or 1)")));
+    }
+    let xs = x.shape().unwrap_or_default();
+    let [a0, a1, i] = xs[..] else {
+        return Err(im.malformed(n, format!("X has shape {xs:?}, expected 3 axes")));
+    };
+    let (t, b) = if layout == 0 { (a0, a1) } else { (a1, a0) };
+    if t == 0 || b == 0 {
+        return Err(im.unsupported(n, format!("X of shape {xs:?}: an empty sequence or batch")));
+    }
+    // The hidden width: R is [D, G H, H].
+    let r_shape = im.input(n, 2).map(|v| im.shape_of(&v)).unwrap_or_default();
+    let h = match r_shape[..] {
+        [_, _, h] if h > 0 => h,
+        _ => return Err(im.malformed(n, format!("R has shape {r_shape:?}, expected [D, G H, H]"))),
+    };
+    if let Some(a) = attr(n, "hidden_size")
+        && a.i != h as i64
+    {
+        return Err(im.malformed(n, format!("hidden_size = {} but R is {r_shape:?}", a.i)));
+    }
+    // sequence_lens: only the full length for every batch element.
+    if n.input.get(4).is_some_and(|s| !s.is_empty()) {
+        let lens = im.ints(n, 4).map_err(|_| {
+            im.unsupported(
+                n,
+                "sequence_lens is computed by the program: lumen unrolls every sequence over \
+                 the full length, so sequence_lens must be a constant equal to it",
+            )
+        })?;
+        let lens = lens.unwrap_or_default();
+        if lens.len() != b || lens.iter().any(|&l| l != t as i64) {
+            return Err(im.unsupported(
+                n,
+                format!(
+                    "sequence_lens = {lens:?}: lumen unrolls every sequence over the full \
+                     length, so every entry must be {t} (one per batch element, {b})"
+                ),
+            ));
+        }
+    }
+    // Activations: the cell's for each direction in turn (as onnxruntime, no fewer).
+    let per_dir = cell.default_activations().len();
+    let names: Vec<String> = match attr(n, "activations") {
+        Some(a) if !a.strings.is_empty() => {
+            a.strings.iter().map(|s| String::from_utf8_lossy(s).into_owned()).collect()
+        }
+        _ => {
+            let defaults = cell.default_activations().iter().map(|s| s.to_string());
+            defaults.cycle().take(per_dir * d).collect()
+        }
+    };
+    if names.len() != per_dir * d {
+        return Err(im.malformed(
+            n,
+            format!("activations = {names:?}: expected {} ({per_dir} per direction)", per_dir * d),
+        ));
+    }
+    let floats = |name: &str| attr(n, name).map(|a| a.floats.clone()).unwrap_or_default();
+    let (alphas, betas) = (floats("activation_alpha"), floats("activation_beta"));
+    let (mut alphas, mut betas) = (alphas.into_iter(), betas.into_iter());
+    let mut parsed = Vec::with_capacity(names.len());
+    for name in &names {
+        let a = Activation::parse(name, &mut alphas, &mut betas).ok_or_else(|| {
+            im.unsupported(
+                n,
+                format!(
+                    "activations: {name:?} (lumen imports Relu, Tanh, Sigmoid, Affine, \
+                     LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu, Softsign and \
+                     Softplus)"
+                ),
+            )
+        })?;
+        parsed.push(a);
+    }
+    let activations: Vec<Vec<Activation>> = parsed.chunks(per_dir).map(<[_]>::to_vec).collect();
+    let clip = attr(n, "clip").map(|a| a.f);
+    if let Some(c) = clip
+        && (c.is_nan() || c <= 0.0)
+    {
+        return Err(im.malformed(n, format!("clip = {c}: the threshold must be positive")));
+    }
+    let input_forget = cell == Cell::Lstm && attr_i(n, "input_forget", 0) != 0;
+    Ok(Spec { cell, reversed, layout, t, b, i, h, activations, clip, input_forget })
+}
+
+/// The input projection's weight `[I, D G' H]` (transposed, one block of slots per
+/// direction, [`Cell::slots`]) and bias `[D G' H]` (`None` when all zero), from `W [D, G H, I]`
+/// and `B [D, 2 G H]`.
+fn projection(sp: &Spec, w: &[f32], bias: Option<&[f32]>) -> (Const, Option<Const>) {
+    let (d, i, h, g) = (sp.d(), sp.i, sp.h, sp.cell.gates());
+    let slots = sp.cell.slots();
+    let cols = d * slots.len() * h;
+    let mut wt = vec![0.0f32; i * cols];
+    let mut bt = vec![0.0f32; cols];
+    for dir in 0..d {
+        for (k, slot) in slots.iter().enumerate() {
+            for j in 0..h {
+                let col = (dir * slots.len() + k) * h + j;
+                if let Some(gate) = slot.w {
+                    let row = (dir * g + gate) * h + j;
+                    for x in 0..i {
+                        wt[x * cols + col] = w[row * i + x];
+                    }
+                }
+                if let Some(b) = bias {
+                    let at =
+                        |half: usize, gate: usize| b[dir * 2 * g * h + half * g * h + gate * h + j];
+                    let wb = slot.wb.map_or(0.0, |gate| at(0, gate));
+                    let rb = slot.rb.map_or(0.0, |gate| at(1, gate));
+                    bt[col] = wb + rb;
+                }
+            }
+        }
+    }
+    let bias = bt.iter().any(|&v| v != 0.0).then(|| Const::f32(vec![cols], bt));
+    (Const::f32(vec![i, cols], wt), bias)
+}
+
+/// The recurrent matrix of gates `gates` of `R [D, G H, H]`, transposed: `[D, H, |gates| H]`,
+/// so a step's product is `h [D, B, H] x` it.
+fn recurrent_matrix(sp: &Spec, r: &[f32], gates: std::ops::Range<usize>) -> Const {
+    let (d, h, g) = (sp.d(), sp.h, sp.cell.gates());
+    let width = gates.len() * h;
+    let mut out = vec![0.0f32; d * h * width];
+    for dir in 0..d {
+        for (k, gate) in gates.clone().enumerate() {
+            for row in 0..h {
+                let src = (dir * g + gate) * h + row;
+                for col in 0..h {
+                    out[(dir * h + col) * width + k * h + row] = r[src * h + col];
+                }
+            }
+        }
+    }
+    Const::f32(vec![d, h, width], out)
+}
+
+/// The state `[D, B, 1, H]` given as input `i` (`[D, B, H]`, or `[B, D, H]` under layout 1),
+/// or `None` when absent or a constant of zeros (the first step then skips its product).
+fn initial_state(
+    im: &mut Importer,
+    n: &NodeProto,
+    sp: &Spec,
+    i: usize,
+    what: &str,
+) -> Result<Option<Tensor>, OnnxError> {
+    let Some(v) = im.input(n, i) else { return Ok(None) };
+    if let Value::Const(c) = &v
+        && c.to_f32().iter().all(|&x| x == 0.0)
+    {
+        check_shape(im, n, what, &c.shape, &state_shape(sp))?;
+        return Ok(None);
+    }
+    let t = im.f32_tensor(n, i)?;
+    check_shape(im, n, what, &t.shape().unwrap_or_default(), &state_shape(sp))?;
+    let t = if sp.layout == 1 { t.permute(&[1, 0, 2]) } else { t };
+    Ok(Some(t.reshape([sp.d(), sp.b, 1, sp.h])))
+}
+
+/// The shape of `initial_h`, `Y_h` and their `c` twins: `[D, B, H]`, or `[B, D, H]` under
+/// layout 1.
+fn state_shape(sp: &Spec) -> Vec<usize> {
+    if sp.layout == 1 { vec![sp.b, sp.d(), sp.h] } else { vec![sp.d(), sp.b, sp.h] }
+}
+
+/// `x` clipped to `[-clip, clip]` (NaN stays NaN), then activated by each direction's
+/// activation number `k`: one op over both directions when they agree, else one per direction
+/// joined along axis 0.
+fn activate(sp: &Spec, k: usize, x: &Tensor) -> Tensor {
+    let clipped = |x: &Tensor| match sp.clip {
+        Some(c) => {
+            let low = x.maximum(-c);
+            x.graph().constant(c).less_than(&low).select(c, &low)
+        }
+        None => x.clone(),
+    };
+    let first = sp.activations[0][k];
+    if sp.activations.iter().all(|a| a[k] == first) {
+        return first.apply(&clipped(x));
+    }
+    let parts: Vec<Tensor> =
+        (0..sp.d()).map(|d| sp.activations[d][k].apply(&clipped(&x.slice(0, d, d + 1)))).collect();
+    x.graph().concat(&parts, 0)
+}
+
+/// A step's recurrent product: `h [D, B, 1, H]` times `rt [D, H, k H]`, as `[D, B, k, H]`.
+fn product(sp: &Spec, h: &Tensor, rt: &Tensor) -> Tensor {
+    let (d, b, hh) = (sp.d(), sp.b, sp.h);
+    let width = rt.shape().and_then(|s| s.last().copied()).unwrap_or(hh);
+    h.reshape([d, b, hh]).matmul(rt).reshape([d, b, width / hh, hh])
+}
+
+/// `x + y`, or `y` alone when `x` is absent (a zero state's product).
+fn plus(x: Option<Tensor>, y: Tensor) -> Tensor {
+    match x {
+        Some(x) => x + y,
+        None => y,
+    }
+}
+
+/// Imports an `LSTM`, `GRU` or `RNN` node: `[Y, Y_h]` and, for an LSTM, `Y_c`.
+fn recurrent(im: &mut Importer, n: &NodeProto, cell: Cell) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let sp = spec(im, n, cell, &x)?;
+    let (d, t, b, i, h, g) = (sp.d(), sp.t, sp.b, sp.i, sp.h, cell.gates());
+    let w = known(im, n, 1, "W")?.ok_or_else(|| im.malformed(n, "input W is missing"))?;
+    let r = known(im, n, 2, "R")?.ok_or_else(|| im.malformed(n, "input R is missing"))?;
+    check_shape(im, n, "W", &w.shape, &[d, g * h, i])?;
+    check_shape(im, n, "R", &r.shape, &[d, g * h, h])?;
+    let bias = known(im, n, 3, "B")?;
+    if let Some(bias) = &bias {
+        check_shape(im, n, "B", &bias.shape, &[d, 2 * g * h])?;
+    }
+    let peepholes = if cell == Cell::Lstm { known(im, n, 7, "P")? } else { None };
+    if let Some(p) = &peepholes {
+        check_shape(im, n, "P", &p.shape, &[d, 3 * h])?;
+    }
+    let h0 = initial_state(im, n, &sp, 5, "initial_h")?;
+    let c0 = if cell == Cell::Lstm { initial_state(im, n, &sp, 6, "initial_c")? } else { None };
+
+    // The input projection of every time step and direction: one matmul (and its bias).
+    let (wt, bt) = projection(&sp, &w.to_f32(), bias.as_ref().map(|b| b.to_f32()).as_deref());
+    let slots = cell.slots().len();
+    let wt = im.const_weight(n, "W_t", wt)?;
+    // One GEMM [T B, I] x [I, D G' H] (a strided X is copied first rather than multiplied as
+    // T small products).
+    let mut proj = x.reshape([t * b, i]).matmul(&wt);
+    if let Some(bt) = bt {
+        proj = proj + im.const_weight(n, "B_folded", bt)?;
+    }
+    // Step s's slice [D, B, slots, H]. Forward layout-0 data is already in step order; else
+    // one take puts each direction's time of step s side by side.
+    let table = if sp.layout == 0 && d == 1 {
+        proj.reshape([t, b, slots, h])
+    } else {
+        let mut picks = Vec::with_capacity(t * d * b);
+        for s in 0..t {
+            for dir in 0..d {
+                let time = sp.time(dir, s);
+                for batch in 0..b {
+                    let row = if sp.layout == 0 { time * b + batch } else { batch * t + time };
+                    picks.push((row * d + dir) as i64);
+                }
+            }
+        }
+        let idx = im.const_weight(n, "steps", Const::i64(vec![picks.len()], picks))?;
+        proj.reshape([t * b * d, slots * h]).take(0, &idx, 0.0).reshape([t, d * b, slots, h])
+    };
+    let step = |s: usize| -> Tensor {
+        let at = if sp.layout == 0 && d == 1 { sp.time(0, s) } else { s };
+        table.slice(0, at, at + 1).reshape([d, b, slots, h])
+    };
+
+    // The recurrent matrices, transposed: [D, H, k H].
+    let r = r.to_f32();
+    let mut weight = |hint: &str, c: Const| im.const_weight(n, hint, c);
+    let (rt, rt_h) = match cell {
+        Cell::Gru { linear_before_reset: false } => (
+            weight("R_zr_t", recurrent_matrix(&sp, &r, 0..2))?,
+            Some(weight("R_h_t", recurrent_matrix(&sp, &r, 2..3))?),
+        ),
+        _ => (weight("R_t", recurrent_matrix(&sp, &r, 0..g))?, None),
+    };
+    // Peepholes [D, 1, k, H]: i and f beside the o slot (zero) for the gates read before the
+    // cell update, o alone for the one read after.
+    let (peep_if, peep_o) = match &peepholes {
+        Some(p) if p.to_f32().iter().any(|&v| v != 0.0) => {
+            let p = p.to_f32();
+            let mut iof = vec![0.0f32; d * 3 * h];
+            let mut o = vec![0.0f32; d * h];
+            for dir in 0..d {
+                let base = dir * 3 * h;
+                iof[base..base + h].copy_from_slice(&p[base..base + h]);
+                iof[base + 2 * h..base + 3 * h].copy_from_slice(&p[base + 2 * h..base + 3 * h]);
+                o[dir * h..dir * h + h].copy_from_slice(&p[base + h..base + 2 * h]);
+            }
+            (
+                Some(weight("P_if", Const::f32(vec![d, 1, 3, h], iof))?),
+                Some(weight("P_o", Const::f32(vec![d, 1, 1, h], o))?),
+            )
+        }
+        _ => (None, None),
+    };
+
+    let (mut hs, mut cs) = (h0, c0);
+    let mut outputs: Vec<Tensor> = Vec::with_capacity(t);
+    for s in 0..t {
+        let q = step(s);
+        let (h_new, c_new) = match cell {
+            Cell::Lstm => {
+                let pre = plus(hs.as_ref().map(|hp| product(&sp, hp, &rt)), q);
+                let mut iof = pre.slice(2, 0, 3);
+                if let (Some(p), Some(c)) = (&peep_if, &cs) {
+                    iof = iof + p * c;
+                }
+                let iof = activate(&sp, 0, &iof);
+                let ig = iof.slice(2, 0, 1);
+                let cand = activate(&sp, 1, &pre.slice(2, 3, 4));
+                let c_new = match &cs {
+                    Some(c) => {
+                        let f = if sp.input_forget { 1.0 - &ig } else { iof.slice(2, 2, 3) };
+                        f * c + &ig * &cand
+                    }
+                    None => &ig * &cand,
+                };
+                let o = match &peep_o {
+                    Some(p) => activate(&sp, 0, &(pre.slice(2, 1, 2) + p * &c_new)),
+                    None => iof.slice(2, 1, 2),
+                };
+                (o * activate(&sp, 2, &c_new), Some(c_new))
+            }
+            Cell::Gru { linear_before_reset } => {
+                let (zr, cand) = if linear_before_reset {
+                    // Slots z, r, Rbh, h: the product's h part gets Rbh with z and r.
+                    let pre = plus(hs.as_ref().map(|hp| product(&sp, hp, &rt)), q.slice(2, 0, 3));
+                    let zr = activate(&sp, 0, &pre.slice(2, 0, 2));
+                    let cand = zr.slice(2, 1, 2) * pre.slice(2, 2, 3) + q.slice(2, 3, 4);
+                    (zr, cand)
+                } else {
+                    let pre = plus(hs.as_ref().map(|hp| product(&sp, hp, &rt)), q.slice(2, 0, 2));
+                    let zr = activate(&sp, 0, &pre);
+                    let reset = match (&hs, &rt_h) {
+                        (Some(hp), Some(rh)) => Some(product(&sp, &(zr.slice(2, 1, 2) * hp), rh)),
+                        _ => None,
+                    };
+                    (zr, plus(reset, q.slice(2, 2, 3)))
+                };
+                let cand = activate(&sp, 1, &cand);
+                let z = zr.slice(2, 0, 1);
+                // (1 - z) n + z h = n + z (h - n).
+                let h_new = match &hs {
+                    Some(hp) => &cand + z * (hp - &cand),
+                    None => &cand - z * &cand,
+                };
+                (h_new, None)
+            }
+            Cell::Rnn => {
+                let pre = plus(hs.as_ref().map(|hp| product(&sp, hp, &rt)), q);
+                (activate(&sp, 0, &pre), None)
+            }
+        };
+        outputs.push(h_new.clone());
+        hs = Some(h_new);
+        cs = c_new;
+    }
+
+    // Y: time t of direction d is what direction d computed at the step that read time t.
+    let as_state = |s: &Tensor| {
+        let s = s.reshape([d, b, h]);
+        if sp.layout == 1 { s.permute(&[1, 0, 2]) } else { s }
+    };
+    let last = hs.ok_or_else(|| im.malformed(n, "an empty sequence"))?;
+    let y_h = as_state(&last);
+    let y = if n.output.first().is_some_and(|o| !o.is_empty()) {
+        let mut parts = Vec::with_capacity(t * d);
+        for time in 0..t {
+            for dir in 0..d {
+                let piece = outputs[sp.time(dir, time)].reshape([d, b, h]).slice(0, dir, dir + 1);
+                parts.push(if sp.layout == 1 { piece.permute(&[1, 0, 2]) } else { piece });
+            }
+        }
+        if sp.layout == 0 {
+            im.cx.concat(&parts, 0).reshape([t, d, b, h])
+        } else {
+            im.cx.concat(&parts, 1).reshape([b, t, d, h])
+        }
+    } else {
+        // Not an output: never stored.
+        y_h.clone()
+    };
+    let mut out = vec![y, y_h];
+    if cell == Cell::Lstm {
+        let c = cs.ok_or_else(|| im.malformed(n, "an empty sequence"))?;
+        out.push(as_state(&c));
+    }
+    Ok(out)
+}
