@@ -149,8 +149,10 @@ impl FromStr for ConvEpilogue {
 }
 
 /// A convolution with its operand shapes resolved: everything a kernel needs, in a fixed-size
-/// `Copy` form (unused spatial axes have length 1, stride 1, dilation 1, no padding, so a 1-D
-/// or 2-D convolution runs the 3-D loops).
+/// `Copy` form. The spatial axes are right-aligned in the three slots (a 2-D convolution's
+/// height and width are slots 1 and 2, [`ConvGeometry::axes`]); the unused leading slots have
+/// length 1, stride 1, dilation 1 and no padding, so every convolution runs the 3-D loops with
+/// its innermost axis innermost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct ConvGeometry {
     /// Images (N).
@@ -239,6 +241,7 @@ impl ConvGeometry {
             dilation: [1; MAX_SPATIAL],
             pad: [0; MAX_SPATIAL],
         };
+        let first = MAX_SPATIAL - rank;
         for a in 0..rank {
             let (len, k) = (x[2 + a], w[2 + a]);
             let (s, d, (pb, pe)) = (spec.strides[a], spec.dilations[a], spec.pads[a]);
@@ -253,20 +256,41 @@ impl ConvGeometry {
                      input along spatial axis {a} ({len} + pads {pb} and {pe} = {padded})"
                 ));
             }
-            geo.input[a] = len;
-            geo.kernel[a] = k;
-            geo.output[a] = (padded - span) / s + 1;
-            geo.stride[a] = s;
-            geo.dilation[a] = d;
-            geo.pad[a] = pb;
+            let slot = first + a;
+            geo.input[slot] = len;
+            geo.kernel[slot] = k;
+            geo.output[slot] = (padded - span) / s + 1;
+            geo.stride[slot] = s;
+            geo.dilation[slot] = d;
+            geo.pad[slot] = pb;
         }
         Ok(geo)
+    }
+
+    /// The slots of the three-element arrays that hold the convolution's own spatial axes, in
+    /// order: the last `rank` (`1..3` for a 2-D convolution).
+    pub fn axes(&self) -> std::ops::Range<usize> {
+        MAX_SPATIAL - self.rank.min(MAX_SPATIAL)..MAX_SPATIAL
+    }
+
+    /// The input shape `[N, C, *in]`.
+    pub fn input_shape(&self) -> Vec<usize> {
+        let mut s = vec![self.batch, self.c_in];
+        s.extend(&self.input[self.axes()]);
+        s
+    }
+
+    /// The weight shape `[OC, C / groups, *kernel]`.
+    pub fn weight_shape(&self) -> Vec<usize> {
+        let mut s = vec![self.c_out, self.c_in / self.groups.max(1)];
+        s.extend(&self.kernel[self.axes()]);
+        s
     }
 
     /// The output shape `[N, OC, *out]`.
     pub fn output_shape(&self) -> Vec<usize> {
         let mut s = vec![self.batch, self.c_out];
-        s.extend(&self.output[..self.rank]);
+        s.extend(&self.output[self.axes()]);
         s
     }
 
@@ -350,7 +374,7 @@ impl ConvGeometry {
     /// d=1x1 p=1x1` (spatial lists over the convolution's own axes; `p` the leading pads).
     pub fn text(&self) -> String {
         let list = |v: &[usize; MAX_SPATIAL]| {
-            v[..self.rank].iter().map(usize::to_string).collect::<Vec<_>>().join("x")
+            v[self.axes()].iter().map(usize::to_string).collect::<Vec<_>>().join("x")
         };
         format!(
             "n={} c={} oc={} g={} in={} k={} out={} s={} d={} p={}",

@@ -63,9 +63,9 @@ struct Strides {
 }
 
 impl Strides {
-    fn of(view: &View, rank: usize) -> Self {
+    fn of(view: &View, g: &ConvGeometry) -> Self {
         let mut sp = [0; MAX_SPATIAL];
-        sp[..rank].copy_from_slice(&view.strides[2..2 + rank]);
+        sp[g.axes()].copy_from_slice(&view.strides[2..2 + g.rank]);
         Self { offset: view.offset, n: view.strides[0], c: view.strides[1], sp }
     }
 
@@ -252,10 +252,7 @@ pub fn conv(
     threads: &Threads,
 ) -> Result<(), RuntimeError> {
     let bad = |what: String| RuntimeError::kernel(K, what);
-    let mut xs = vec![g.batch, g.c_in];
-    xs.extend(&g.input[..g.rank]);
-    let mut ws = vec![g.c_out, g.c_in / g.groups.max(1)];
-    ws.extend(&g.kernel[..g.rank]);
+    let (xs, ws) = (g.input_shape(), g.weight_shape());
     let fits = |v: &View, len: usize, shape: &[usize]| {
         v.shape == shape && v.strides.len() == shape.len() && v.extent().is_some_and(|e| e <= len)
     };
@@ -290,7 +287,7 @@ pub fn conv(
         )));
     }
     let epi = Epilogue { epilogue, bias, residual };
-    let st = Strides::of(xv, g.rank);
+    let st = Strides::of(xv, g);
     // The weights as a row-major [OC, depth] matrix (lumen's weights always are; a view that
     // is not gets copied).
     let owned: Vec<f32>;

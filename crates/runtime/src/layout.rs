@@ -526,10 +526,7 @@ fn check_operands(
             arity(epilogue.operands())?;
             f32_reads()?;
             let out = g.output_shape();
-            let mut x = vec![g.batch, g.c_in];
-            x.extend(&g.input[..g.rank]);
-            let mut w = vec![g.c_out, g.c_in / g.groups.max(1)];
-            w.extend(&g.kernel[..g.rank]);
+            let (x, w) = (g.input_shape(), g.weight_shape());
             let mut want = vec![x, w];
             if epilogue.bias {
                 want.push(vec![g.c_out]);

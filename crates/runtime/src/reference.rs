@@ -184,10 +184,7 @@ pub fn execute_f64(
             }
             LlirOp::Conv { geometry: g, epilogue } => {
                 let out_shape = g.output_shape();
-                let mut xs = vec![g.batch, g.c_in];
-                xs.extend(&g.input[..g.rank]);
-                let mut ws = vec![g.c_out, g.c_in / g.groups.max(1)];
-                ws.extend(&g.kernel[..g.rank]);
+                let (xs, ws) = (g.input_shape(), g.weight_shape());
                 let (x, w) = (read(0)?, read(1)?);
                 let bias = if epilogue.bias { Some(read(2)?) } else { None };
                 let residual = if epilogue.residual {
