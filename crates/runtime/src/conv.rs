@@ -92,46 +92,58 @@ fn valid_range(out: usize, stride: usize, off: usize, pad: usize, len: usize) ->
     (lo.min(out), hi.min(out).max(lo.min(out)))
 }
 
-/// Fills one row of the patch matrix: input channel base `xbase` (the element of position 0),
-/// kernel tap `tap`, over every output position (row-major), zeros where padded.
+/// Fills one row of the patch matrix for output positions `p0..p0 + row.len()` (row-major
+/// over the output's spatial axes): input channel base `xbase` (the element of position 0),
+/// kernel tap `tap`, zeros where padded. Each output row's part is one copy along the
+/// innermost axis (a `memcpy` at stride 1).
 fn im2col_row(
     row: &mut [f32],
+    p0: usize,
     x: &[f32],
     xbase: usize,
     st: &Strides,
     g: &ConvGeometry,
     tap: [usize; 3],
 ) {
-    let [o0, o1, o2] = g.output;
+    let [_, o1, o2] = g.output;
+    let o2 = o2.max(1);
     let off = |a: usize| tap[a] * g.dilation[a];
     let (lo2, hi2) = valid_range(o2, g.stride[2], off(2), g.pad[2], g.input[2]);
-    let mut chunks = row.chunks_exact_mut(o2.max(1));
-    for a in 0..o0 {
+    let p1 = p0 + row.len();
+    let mut p = p0;
+    while p < p1 {
+        // Output row (a, b) of the innermost axis, columns c_lo..c_hi of it.
+        let (rowp, c_lo) = (p / o2, p % o2);
+        let c_hi = o2.min(c_lo + (p1 - p));
+        let (a, b) = (rowp / o1.max(1), rowp % o1.max(1));
+        let dst = &mut row[p - p0..p - p0 + (c_hi - c_lo)];
+        p += c_hi - c_lo;
         let i0 = (a * g.stride[0] + off(0)).checked_sub(g.pad[0]).filter(|&i| i < g.input[0]);
-        for b in 0..o1 {
-            let Some(dst) = chunks.next() else { return };
-            let i1 = (b * g.stride[1] + off(1)).checked_sub(g.pad[1]).filter(|&i| i < g.input[1]);
-            let (Some(i0), Some(i1)) = (i0, i1) else {
-                dst.fill(0.0);
-                continue;
-            };
-            dst[..lo2].fill(0.0);
-            dst[hi2..].fill(0.0);
-            if lo2 >= hi2 {
-                continue;
-            }
-            let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
-            let first = lo2 * g.stride[2] + off(2) - g.pad[2];
-            if g.stride[2] == 1 && st.sp[2] == 1 {
-                let start = base + first;
-                dst[lo2..hi2].copy_from_slice(&x[start..start + (hi2 - lo2)]);
-            } else {
-                let step = g.stride[2] * st.sp[2];
-                let mut at = base + first * st.sp[2];
-                for d in &mut dst[lo2..hi2] {
-                    *d = x[at];
-                    at += step;
-                }
+        let i1 = (b * g.stride[1] + off(1)).checked_sub(g.pad[1]).filter(|&i| i < g.input[1]);
+        let (Some(i0), Some(i1)) = (i0, i1) else {
+            dst.fill(0.0);
+            continue;
+        };
+        // The valid columns of this part: lo..hi (relative to c_lo).
+        let (lo, hi) = (lo2.clamp(c_lo, c_hi), hi2.clamp(c_lo, c_hi));
+        let (lo, hi) = (lo, hi.max(lo));
+        dst[..lo - c_lo].fill(0.0);
+        dst[hi - c_lo..].fill(0.0);
+        if lo >= hi {
+            continue;
+        }
+        let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
+        let first = lo * g.stride[2] + off(2) - g.pad[2];
+        let seg = &mut dst[lo - c_lo..hi - c_lo];
+        if g.stride[2] == 1 && st.sp[2] == 1 {
+            let start = base + first;
+            seg.copy_from_slice(&x[start..start + (hi - lo)]);
+        } else {
+            let step = g.stride[2] * st.sp[2];
+            let mut at = base + first * st.sp[2];
+            for d in seg {
+                *d = x[at];
+                at += step;
             }
         }
     }
@@ -311,32 +323,94 @@ pub fn conv(
         return Err(bad(format!("workspace of {} elements, expected {}", work.len(), depth * p)));
     }
     let taps = g.taps();
+    let block = column_block(depth, p);
     for n in 0..g.batch {
         for grp in 0..groups {
             let xbase = |ci: usize| st.offset + n * st.n + (grp * cg + ci) * st.c;
-            // The [depth, P] right operand: the input itself, or its patches in the workspace.
+            let lhs = &w_rows[grp * ocg * depth..(grp + 1) * ocg * depth];
+            let out_g =
+                &mut out[(n * g.c_out + grp * ocg) * p..(n * g.c_out + (grp + 1) * ocg) * p];
+            let blocks = p.div_ceil(block);
+            let flops = 2usize.saturating_mul(ocg).saturating_mul(p).saturating_mul(depth);
+            let parallel = flops >= PAR_MIN_FLOPS && threads.count() > 1;
+            if blocks >= threads.count() || !parallel {
+                // Column blocks, each patched into its own part of the workspace, multiplied and
+                // finished while in cache; the threads share the blocks.
+                let parts = if parallel { threads.parts(blocks, 1) } else { vec![0..blocks] };
+                let dst = SharedMut(out_g.as_mut_ptr());
+                let ws = SharedMut(work.as_mut_ptr());
+                let x_at = |ci: usize| xbase(ci);
+                let _ = threads.run_parts::<()>(parts.len(), |i| {
+                    let (dst, ws) = (dst, ws);
+                    for b in parts[i].clone() {
+                        let (c0, c1) = (b * block, ((b + 1) * block).min(p));
+                        let width = c1 - c0;
+                        // SAFETY: block b owns columns c0..c1 of out_g and the workspace's
+                        // elements depth*c0..depth*c1 (within depth*p, checked above); x, w
+                        // and the epilogue's operands are only read.
+                        unsafe {
+                            let (rhs, rs) = if in_place {
+                                (x.as_ptr().add(x_at(0) + c0), st.c)
+                            } else {
+                                let cols = std::slice::from_raw_parts_mut(
+                                    ws.0.add(depth * c0),
+                                    depth * width,
+                                );
+                                for (r, row) in cols.chunks_exact_mut(width.max(1)).enumerate() {
+                                    let (ci, t) = (r / taps, r % taps);
+                                    let tap = lumen_compiler::conv::unravel3(t, g.kernel);
+                                    im2col_row(row, c0, x, x_at(ci), &st, g, tap);
+                                }
+                                (cols.as_ptr(), width)
+                            };
+                            gemm_block(
+                                (ocg, width, depth),
+                                dst.0.add(c0),
+                                p,
+                                lhs.as_ptr(),
+                                depth,
+                                rhs,
+                                rs,
+                            );
+                            for oc in 0..ocg {
+                                let row =
+                                    std::slice::from_raw_parts_mut(dst.0.add(oc * p + c0), width);
+                                epi.row(g, n, grp * ocg + oc, c0, row);
+                            }
+                        }
+                    }
+                    Ok(())
+                });
+                continue;
+            }
+            // Few positions (late layers): patch every column, then split the output channels.
             let (rhs, rhs_rs): (&[f32], usize) = if in_place {
                 (&x[xbase(0)..], st.c)
             } else {
                 let cols = &mut work[..depth * p];
-                let parallel = depth * p >= PAR_MIN_ELEMS;
-                let _ = threads.for_parts::<()>(cols, (depth, p), 1, parallel, |rows, part| {
+                let _ = threads.for_parts::<()>(cols, (depth, p), 1, true, |rows, part| {
                     for (r, row) in rows.zip(part.chunks_exact_mut(p.max(1))) {
                         let (ci, t) = (r / taps, r % taps);
                         let tap = lumen_compiler::conv::unravel3(t, g.kernel);
-                        im2col_row(row, x, xbase(ci), &st, g, tap);
+                        im2col_row(row, 0, x, xbase(ci), &st, g, tap);
                     }
                     Ok(())
                 });
                 (&work[..depth * p], p)
             };
-            let lhs = &w_rows[grp * ocg * depth..(grp + 1) * ocg * depth];
-            let out_g =
-                &mut out[(n * g.c_out + grp * ocg) * p..(n * g.c_out + (grp + 1) * ocg) * p];
             gemm_epilogue(g, &epi, n, grp * ocg, (lhs, depth), (rhs, rhs_rs), out_g, threads);
         }
     }
     Ok(())
+}
+
+/// Output positions per column block of the dense path: enough that a GEMM call amortizes
+/// packing the weights (at least 64), few enough that the block's patches (`depth` rows) stay
+/// in the L2 cache (about 256 KiB) beside the output they produce; a multiple of 16 (the
+/// micro-kernels' width).
+fn column_block(depth: usize, p: usize) -> usize {
+    let fit = (1usize << 16) / depth.max(1);
+    (fit / 16 * 16).clamp(64, 1024).min(p.max(1))
 }
 
 /// `out_g [ocg, P] = lhs [ocg, depth] x rhs [depth, P]`, then the epilogue, split over the

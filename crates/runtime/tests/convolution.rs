@@ -417,3 +417,20 @@ fn residual_blocks_fuse_into_the_convolution() {
     let unfused = cx.compile(&CompileOptions { fuse: false, ..Default::default() }).unwrap();
     assert_eq!(unfused.figures.launches, 6);
 }
+
+/// A deep, small-width convolution: column blocks of 64 positions that start mid-row of a
+/// non-square output, with padding on every side and a stride, on 1 and 2 threads.
+#[test]
+fn column_blocks_start_mid_row() {
+    let mut case = Case::new();
+    let x = case.input("x", &[1, 128, 21, 13], 41);
+    let w = case.weight("w", &[8, 128, 3, 3], 42);
+    let spec = ConvSpec {
+        strides: vec![1, 1],
+        dilations: vec![1, 1],
+        pads: vec![(1, 2), (2, 1)],
+        groups: 1,
+    };
+    x.conv(&w, None, &spec).silu().output("y");
+    case.check("deep narrow conv").unwrap();
+}
