@@ -3,17 +3,20 @@
 //! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic); NVRTC,
 //! when libnvrtc is on the loader path, must compile every generated kernel (each op of the
 //! op table at each rank, copies, both reductions in both forms, gathers, a convolution per
-//! epilogue, takes) to PTX and CUBIN for sm_90 and say how many; every program the GPU tests
-//! run must have a CUDA form (host-only); and the CUDA launch plans, emulated on the host
+//! epilogue, takes, casts between every pair of f32/i32/i64, argmax/argmin) to PTX and CUBIN
+//! for sm_90 and say how many; every program the GPU tests run must have a CUDA form
+//! (host-only); and the CUDA launch plans, emulated on the host
 //! (`lumen_runtime::cuda::emulate`), must match the CPU runtime on the shipped transformer
 //! block and digits ViT, matmuls in every form, 128 random programs over every op,
-//! convolutions of every kind and epilogue, and takes (with their error record).
+//! convolutions of every kind and epilogue, takes (with their error record), and casts and
+//! argmax/argmin bit for bit (integer outputs read back with their type).
 //! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
 //! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
 //! differential tests (first op set, and random programs over every op), the transformer block
 //! and the ViT against the CPU (argmax identical, max |cuda - cpu| <= 1e-3), convolutions and
-//! takes against the CPU (planned, no-reuse and NaN-poisoned), the device-reported gather and
-//! take errors, and (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
+//! takes against the CPU (planned, no-reuse and NaN-poisoned), casts and argmax/argmin against
+//! the CPU bit for bit (the same three ways), the device-reported gather and take errors, and
+//! (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
 //! Each GPU test prints `skipped: <reason>` and returns when there is no device (fails instead
 //! under `LUMEN_REQUIRE_CUDA=1`, as scripts/gpu-check.sh runs them).
 #![cfg(feature = "cuda")]
@@ -25,6 +28,7 @@ mod tensor_programs;
 use std::path::PathBuf;
 
 use common::*;
+use cuda_shared::integers::{self, assert_bit_identical};
 use cuda_shared::spatial::{self, BAD_TAKE};
 use cuda_shared::*;
 use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue, Graph};
@@ -135,7 +139,7 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     println!("NVRTC {major}.{minor}");
     // One module holds every generated kernel: each elementwise op of the op table at each
     // rank, the copies, both reductions in both forms, the gathers and their reports, a
-    // convolution per epilogue, the takes.
+    // convolution per epilogue, the takes, the casts, the args.
     let t = std::time::Instant::now();
     let ptx = cuda::compile_ptx("sm_90").expect("every kernel compiles to PTX");
     let (_, names) = cuda::kernel_sources();
@@ -149,7 +153,7 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     let count = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
     println!(
         "NVRTC compiled {} kernels for sm_90 ({} map, {} copy, {} reduce, {} gather, {} \
-         gather_report, {} conv, {} take; {} bytes of PTX, {:.1} s)",
+         gather_report, {} conv, {} take, {} cast, {} arg; {} bytes of PTX, {:.1} s)",
         names.len(),
         count("lumen_map_"),
         count("lumen_copy_"),
@@ -158,6 +162,8 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
         count("lumen_gather_report_"),
         count("lumen_conv_"),
         count("lumen_take_"),
+        count("lumen_cast_"),
+        count("lumen_arg"),
         text.len(),
         t.elapsed().as_secs_f64()
     );
@@ -278,6 +284,9 @@ fn every_program_the_gpu_tests_run_is_in_the_cuda_op_set() {
         cuda::check_supported(&program).unwrap_or_else(|e| panic!("{desc}: {e}"));
     }
     for (program, _, _) in spatial_cases().iter().chain([&spatial::bad_take(false)]) {
+        supported(program);
+    }
+    for (program, _, _) in &integers::integer_programs() {
         supported(program);
     }
 }
@@ -661,6 +670,122 @@ fn emulated_take_error_record_reports_like_the_cpu() {
         let err = cuda::emulate::emulate(&program, &weights, &inputs).unwrap_err().to_string();
         assert_eq!(err, BAD_TAKE, "emulated, empty {empty}");
     }
+}
+
+#[test]
+fn emulated_cuda_plans_match_the_cpu_on_casts_and_args_bit_for_bit() {
+    use lumen_compiler::DType;
+    let mut specs = std::collections::BTreeSet::new();
+    let mut elements = 0;
+    let cases = integers::integer_programs();
+    for (program, weights, inputs) in &cases {
+        specs.extend(kernel_specs(program));
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        let emulated = cuda::emulate::emulate(program, weights, inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", program.label));
+        elements += assert_bit_identical(&program.label, &emulated, &cpu);
+        if program.label.starts_with("casts") {
+            // By hand, so the two cannot agree on a wrong rule: truncation toward zero,
+            // saturation, NaN to 0; an i64's f32 through the nearest f64.
+            let i32s = emulated["f32_i32"].index_values().expect("i32");
+            let (max, min) = (i64::from(i32::MAX), i64::from(i32::MIN));
+            assert_eq!(
+                i32s,
+                [
+                    0,
+                    0,
+                    0,
+                    max,
+                    min,
+                    0,
+                    0,
+                    0,
+                    2,
+                    -2,
+                    0,
+                    0,
+                    2_147_483_520,
+                    max,
+                    min,
+                    min,
+                    max,
+                    min,
+                    max,
+                    min,
+                    max,
+                    min,
+                    16_777_216,
+                    -3
+                ]
+            );
+            let i64s = emulated["f32_i64"].index_values().expect("i64");
+            assert_eq!(
+                &i64s[12..22],
+                [
+                    2_147_483_520,
+                    2_147_483_648,
+                    -2_147_483_648,
+                    -2_147_483_904,
+                    10_000_000_000,
+                    -10_000_000_000,
+                    i64::MAX,
+                    i64::MIN,
+                    i64::MAX,
+                    i64::MIN
+                ]
+            );
+            assert_eq!(emulated["i64_f32"].data()[16], 2f32.powi(62));
+            assert_eq!(emulated["i64_f32"].data()[17], -(2f32.powi(62)));
+            let narrowed = emulated["i64_i32"].index_values().expect("i32");
+            assert_eq!(&narrowed[11..15], [max, min, max, min]);
+            assert_eq!(
+                emulated["i32_f32"].data()[5..8],
+                [16_777_216.0, -16_777_216.0, 16_777_220.0]
+            );
+            // The same type keeps a NaN's payload (elements 1 and 2, transposed to 4 and 8).
+            let t = emulated["f32_t_f32"].data();
+            assert_eq!((t[4].to_bits(), t[8].to_bits()), (0x7fc0_1234, 0xffc0_0001));
+            assert_eq!(emulated["i64_t_i64"].dtype(), DType::I64);
+        } else {
+            // x's rows along the last axis, by hand: a first NaN wins, a NaN after, ties.
+            let am = emulated["argmax2"].index_values().expect("i64");
+            let am_last = emulated["argmax2_last"].index_values().expect("i64");
+            assert_eq!((am[0], am[3], am[6], am[8]), (0, 0, 3, 4), "{am:?}");
+            assert_eq!((am[9], am_last[9]), (0, 4), "a row of equal values");
+            assert_eq!((am[11], am_last[11]), (0, 4), "a row of ±0");
+            assert_eq!((am[4], am_last[4]), (0, 2), "infinities");
+            assert_eq!(emulated["argmax_keepdim"].shape(), [3, 4, 1]);
+        }
+    }
+    // Every cast pair (each read at ranks 1 and 2), each arg kernel.
+    for from in cuda::codegen::CAST_TYPES {
+        for to in cuda::codegen::CAST_TYPES {
+            for rank in [1, 2] {
+                let spec = cuda::KernelSpec::Cast { from, to, rank };
+                assert!(specs.contains(&spec), "{} never ran", spec.name());
+            }
+        }
+    }
+    for max in [true, false] {
+        for last in [false, true] {
+            let ranks: Vec<usize> = specs
+                .iter()
+                .filter_map(|s| match *s {
+                    cuda::KernelSpec::Arg { max: m, last: l, rank } if (m, l) == (max, last) => {
+                        Some(rank)
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert!(ranks.contains(&1) && ranks.contains(&2), "max {max} last {last}: {ranks:?}");
+        }
+    }
+    println!(
+        "{} cast and arg programs: emulated cuda plans match the cpu bit for bit ({elements} \
+         elements, {} kernels)",
+        cases.len(),
+        specs.len()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1088,6 +1213,32 @@ fn convolutions_and_takes_match_the_cpu_planned_and_poisoned() {
     }
     println!(
         "{} convolution and take programs: cuda matches the cpu (max |diff| {worst:.2e})",
+        cases.len()
+    );
+}
+
+#[test]
+fn casts_and_args_match_the_cpu_bit_for_bit_planned_and_poisoned() {
+    // Every cast pair at the edges of each conversion (NaN, saturation, negatives, i64 values
+    // in both words, transposed and sliced views), argmax/argmin (ties, ±0, NaN, last of
+    // equals, strided views), integer outputs read back with their type.
+    let Some(planned_rt) = gpu(fp32()) else { return };
+    let poisoned = gpu(CudaOptions { memory_debug: true, ..fp32() }).expect("device");
+    let no_reuse = gpu(CudaOptions { placement: Placement::NoReuse, ..fp32() }).expect("device");
+    let cases = integers::integer_programs();
+    let mut elements = 0;
+    for (program, weights, inputs) in &cases {
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        for (mode, rt) in
+            [("planned", &planned_rt), ("no-reuse", &no_reuse), ("nan-poisoned", &poisoned)]
+        {
+            let out = run_cuda(rt, program, weights, inputs);
+            elements += assert_bit_identical(&format!("{} {mode}", program.label), &out, &cpu);
+        }
+    }
+    println!(
+        "{} cast and arg programs: cuda matches the cpu bit for bit, planned, no-reuse and \
+         NaN-poisoned ({elements} elements)",
         cases.len()
     );
 }

@@ -46,11 +46,25 @@
 //!   check index `j`: one at or past the axis' extent goes into the error record like a
 //!   gather's (`atomicMin` of `j`, the element is NaN and never read), and the `gather_report`
 //!   kernel at rank 1 stores the index and its element offset for the host.
+//! - `cast`: `out[i] = convert(in view at i)`, one per (from, to, rank) over f32, i32 and i64
+//!   (an i64 is two 32-bit slab words, low then high: read and written as one `long long`),
+//!   the output contiguous in `to`'s elements. The conversions are the prelude's
+//!   `lumen_cast_*` functions, written out to follow [`lumen_compiler::DType::cast_f64`]'s
+//!   rule on every input rather than left to C's undefined out-of-range conversions: float to
+//!   integer truncates toward zero, saturates at the type's range and maps NaN to 0; i32 to
+//!   f32 rounds to nearest; i64 to f32 rounds to the nearest double and then to the nearest
+//!   float, as the CPU's f64 path does; i64 to i32 saturates; the same type copies each
+//!   element's bits (a NaN's payload included): the typed copy that makes an integer view
+//!   contiguous.
+//! - `arg`: argmax or argmin of a view's last axis (the host moves the searched axis last,
+//!   as for `reduce`), one thread per output element walking the axis, written as an i64:
+//!   the first of equal elements (the last with `last`), the first NaN wins outright
+//!   ([`lumen_compiler::ops::arg_index`]), 0 for an empty axis.
 
 use std::fmt::Write as _;
 
 use lumen_compiler::conv::{ConvEpilogue, ConvGeometry, MAX_SPATIAL};
-use lumen_compiler::{ElemOp, ReduceOp, UnaryOp, View};
+use lumen_compiler::{DType, ElemOp, ReduceOp, UnaryOp, View};
 
 /// Most axes a kernel view has after [`collapse`].
 pub const MAX_RANK: usize = 6;
@@ -139,10 +153,34 @@ pub enum KernelSpec {
         /// Rank of x's view over the output's shape (after [`collapse`]).
         rank: usize,
     },
+    /// `lumen_cast_{from}_{to}_r{rank}(void* out, const void* in, lumen_views<rank, 1>)`: the
+    /// input read through its view, converted, written contiguous.
+    Cast {
+        /// The input's element type (one of [`CAST_TYPES`]).
+        from: DType,
+        /// The output's element type (one of [`CAST_TYPES`]).
+        to: DType,
+        /// Rank of the input's view (after [`collapse`]).
+        rank: usize,
+    },
+    /// `lumen_{argmax|argmin}[_last]_r{rank}(long long* out, const float* in,
+    /// lumen_views<rank, 1> rows, u64 extent, u64 stride)`.
+    Arg {
+        /// Argmax (else argmin).
+        max: bool,
+        /// The last of equal elements (else the first).
+        last: bool,
+        /// Rank of the output rows' view.
+        rank: usize,
+    },
 }
 
+/// The element types a cast kernel converts between, in kernel order.
+pub const CAST_TYPES: [DType; 3] = [DType::F32, DType::I32, DType::I64];
+
 impl KernelSpec {
-    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`, `take`.
+    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`, `take`,
+    /// `cast`, `arg`.
     pub fn family(&self) -> &'static str {
         match self {
             KernelSpec::Map { .. } => "map",
@@ -152,6 +190,8 @@ impl KernelSpec {
             KernelSpec::GatherReport { .. } => "gather_report",
             KernelSpec::Conv { .. } => "conv",
             KernelSpec::Take { .. } => "take",
+            KernelSpec::Cast { .. } => "cast",
+            KernelSpec::Arg { .. } => "arg",
         }
     }
 
@@ -172,6 +212,12 @@ impl KernelSpec {
                 format!("lumen_conv_{}", epilogue.to_string().replace('+', "_"))
             }
             KernelSpec::Take { wide, rank } => format!("lumen_take_{}_r{rank}", id(wide)),
+            KernelSpec::Cast { from, to, rank } => format!("lumen_cast_{from}_{to}_r{rank}"),
+            KernelSpec::Arg { max, last, rank } => format!(
+                "lumen_arg{}{}_r{rank}",
+                if max { "max" } else { "min" },
+                if last { "_last" } else { "" }
+            ),
         }
     }
 
@@ -313,6 +359,55 @@ impl KernelSpec {
                      \x20   }}\n}}\n"
                 )
             }
+            KernelSpec::Cast { from, to, rank } => {
+                // The same type copies the element's bits; otherwise the prelude's conversion.
+                let (src, dst, convert) = if from == to {
+                    let bits =
+                        if from == DType::I64 { "unsigned long long" } else { "unsigned int" };
+                    (bits, bits, String::new())
+                } else {
+                    (c_type(from), c_type(to), format!("lumen_cast_{from}_{to}"))
+                };
+                format!(
+                    "extern \"C\" __global__ void {name}(void* out, const void* in, lumen_views<{rank}, 1> v) {{\n\
+                     \x20   const {src}* x = (const {src}*)in;\n\
+                     \x20   {dst}* y = ({dst}*)out;\n\
+                     \x20   LUMEN_GRID_STRIDE(i, v.len) {{\n\
+                     \x20       unsigned long long off[1];\n\
+                     \x20       lumen_offsets(v, i, off);\n\
+                     \x20       y[i] = {convert}(x[off[0]]);\n\
+                     \x20   }}\n}}\n"
+                )
+            }
+            KernelSpec::Arg { max, last, rank } => {
+                // Strictly better, or equal and `last` (NaN compares false either way).
+                let cmp = match (max, last) {
+                    (true, false) => ">",
+                    (true, true) => ">=",
+                    (false, false) => "<",
+                    (false, true) => "<=",
+                };
+                format!(
+                    "extern \"C\" __global__ void {name}(long long* out, const float* in, lumen_views<{rank}, 1> rows,\n\
+                     \x20   unsigned long long extent, unsigned long long stride) {{\n\
+                     \x20   LUMEN_GRID_STRIDE(r, rows.len) {{\n\
+                     \x20       unsigned long long off[1];\n\
+                     \x20       lumen_offsets(rows, r, off);\n\
+                     \x20       unsigned long long at = 0;\n\
+                     \x20       if (extent > 0) {{\n\
+                     \x20           float best = in[off[0]];\n\
+                     \x20           for (unsigned long long j = 1; j < extent && best == best; ++j) {{\n\
+                     \x20               const float x = in[off[0] + j * stride];\n\
+                     \x20               if (x != x || x {cmp} best) {{\n\
+                     \x20                   best = x;\n\
+                     \x20                   at = j;\n\
+                     \x20               }}\n\
+                     \x20           }}\n\
+                     \x20       }}\n\
+                     \x20       out[r] = (long long)at;\n\
+                     \x20   }}\n}}\n"
+                )
+            }
         }
     }
 
@@ -365,11 +460,46 @@ __device__ __forceinline__ void lumen_offsets(const lumen_views<R, N>& v, unsign
 #define LUMEN_GRID_STRIDE(i, n)                                                              \
     for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;     \
          i < (n); i += (unsigned long long)blockDim.x * gridDim.x)
+// The cast kernels' conversions, DType::cast_f64's rule on every input (no C conversion out
+// of range): float to integer truncates toward zero, saturates, NaN is 0; i64 to f32 rounds
+// to the nearest double, then to the nearest float (the CPU's path through f64).
+__device__ __forceinline__ int lumen_cast_f32_i32(float v) {
+    if (v != v) return 0;
+    if (v >= 2147483648.0f) return 2147483647;
+    if (v < -2147483648.0f) return -2147483647 - 1;
+    return (int)v;
+}
+__device__ __forceinline__ long long lumen_cast_f32_i64(float v) {
+    if (v != v) return 0;
+    if (v >= 9223372036854775808.0f) return 9223372036854775807LL;
+    if (v < -9223372036854775808.0f) return -9223372036854775807LL - 1;
+    return (long long)v;
+}
+__device__ __forceinline__ float lumen_cast_i32_f32(int v) { return __int2float_rn(v); }
+__device__ __forceinline__ long long lumen_cast_i32_i64(int v) { return (long long)v; }
+__device__ __forceinline__ float lumen_cast_i64_f32(long long v) {
+    return __double2float_rn(__ll2double_rn(v));
+}
+__device__ __forceinline__ int lumen_cast_i64_i32(long long v) {
+    return v > 2147483647LL ? 2147483647 : v < -2147483648LL ? -2147483647 - 1 : (int)v;
+}
 "#;
+
+/// The CUDA C type of an element of `dtype`.
+fn c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "float",
+        DType::I32 => "int",
+        DType::I64 => "long long",
+        DType::U8 => "unsigned char",
+    }
+}
 
 /// Every kernel the runtime can launch, in a fixed order: each elementwise op at each rank,
 /// the copies, each reduction in both forms at each row rank, the gathers and their reports,
-/// a convolution per epilogue ([`conv_epilogues`]), the takes (i32 and i64 at each rank).
+/// a convolution per epilogue ([`conv_epilogues`]), the takes (i32 and i64 at each rank), a
+/// cast per pair of [`CAST_TYPES`] at each rank, argmax and argmin (first and last of equals)
+/// at each row rank.
 pub fn all_specs() -> Vec<KernelSpec> {
     let mut specs = Vec::new();
     for op in ElemOp::ALL {
@@ -388,6 +518,16 @@ pub fn all_specs() -> Vec<KernelSpec> {
     specs.extend(conv_epilogues().into_iter().map(|epilogue| KernelSpec::Conv { epilogue }));
     for wide in [false, true] {
         specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::Take { wide, rank }));
+    }
+    for from in CAST_TYPES {
+        for to in CAST_TYPES {
+            specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::Cast { from, to, rank }));
+        }
+    }
+    for max in [true, false] {
+        for last in [false, true] {
+            specs.extend((1..MAX_RANK).map(|rank| KernelSpec::Arg { max, last, rank }));
+        }
     }
     specs
 }
@@ -468,7 +608,8 @@ pub const CONV_WORDS: usize = 42;
 
 /// The `lumen_conv` argument of a convolution kernel: the geometry and every operand's
 /// strides, as [`CONV_WORDS`] 64-bit words in the struct's declaration order. Spatial axes
-/// are padded to three ([`ConvGeometry`]'s form: a missing axis has length 1 and stride 0).
+/// are padded to three, right-aligned ([`ConvGeometry`]'s form: a missing leading axis has
+/// length 1 and stride 0).
 /// Sizes are element counts, strides and offsets in elements of the operand's buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ConvArgs {
@@ -517,10 +658,12 @@ impl ConvArgs {
     ) -> Self {
         let wide = |v: usize| v as u64;
         let three = |a: [usize; MAX_SPATIAL]| a.map(wide);
-        // Offset, the two leading strides, the spatial strides (0 past the view's rank).
+        // Offset, the two leading strides, the spatial strides in the geometry's slots (its
+        // axes right-aligned; 0 in the unused leading slots).
+        let first = MAX_SPATIAL - g.rank.min(MAX_SPATIAL);
         let five = |v: &View| {
             let s = |d: usize| v.strides.get(d).copied().map_or(0, wide);
-            let sp = |a: usize| if a < g.rank { s(2 + a) } else { 0 };
+            let sp = |a: usize| if a >= first { s(2 + a - first) } else { 0 };
             [wide(v.offset), s(0), s(1), sp(0), sp(1), sp(2)]
         };
         let groups = g.groups.max(1);
@@ -810,10 +953,13 @@ mod tests {
     fn every_spec_has_a_unique_entry_point_in_the_module() {
         let specs = all_specs();
         // Ops x 6 ranks, 6 copies, 2 reductions x 2 forms x 5 ranks, 2 x 2 x 6 gathers, 2 x 2
-        // x (1 + 7 activations) convolutions, 2 x 6 takes.
+        // x (1 + 7 activations) convolutions, 2 x 6 takes, 3 x 3 x 6 casts, 2 x 2 x 5 args.
         let convs = conv_epilogues().len();
         assert_eq!(convs, 32);
-        assert_eq!(specs.len(), ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 12);
+        assert_eq!(
+            specs.len(),
+            ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 12 + 54 + 20
+        );
         let src = module_source(&specs);
         let mut names: Vec<String> = specs.iter().map(KernelSpec::name).collect();
         for name in &names {
@@ -851,6 +997,49 @@ mod tests {
     }
 
     #[test]
+    fn cast_kernels_convert_by_the_prelude_and_copy_the_same_type_bit_for_bit() {
+        let spec = KernelSpec::Cast { from: DType::F32, to: DType::I64, rank: 2 };
+        assert_eq!((spec.name(), spec.family()), ("lumen_cast_f32_i64_r2".to_string(), "cast"));
+        let src = module_source(&[spec]);
+        assert!(src.contains("const float* x = (const float*)in;"), "{src}");
+        assert!(src.contains("long long* y = (long long*)out;"), "{src}");
+        assert!(src.contains("y[i] = lumen_cast_f32_i64(x[off[0]]);"), "{src}");
+        // Every conversion a kernel calls is in the prelude once; no elementwise op is.
+        for from in CAST_TYPES {
+            for to in CAST_TYPES.into_iter().filter(|&t| t != from) {
+                let f = format!(" lumen_cast_{from}_{to}({} v)", c_type(from));
+                assert_eq!(src.matches(&f).count(), 1, "{f}");
+            }
+        }
+        assert!(!src.contains("lumen_op_"), "{src}");
+        // The same type: the element's words, as unsigned integers (a NaN's payload kept).
+        let copy = module_source(&[KernelSpec::Cast { from: DType::I64, to: DType::I64, rank: 1 }]);
+        assert!(copy.contains("unsigned long long* y = (unsigned long long*)out;"), "{copy}");
+        assert!(copy.contains("y[i] = (x[off[0]]);"), "{copy}");
+        let f = module_source(&[KernelSpec::Cast { from: DType::F32, to: DType::F32, rank: 1 }]);
+        assert!(f.contains("const unsigned int* x = (const unsigned int*)in;"), "{f}");
+    }
+
+    #[test]
+    fn arg_kernels_compare_by_max_min_and_last() {
+        for (max, last, name, cmp) in [
+            (true, false, "lumen_argmax_r3", "x > best"),
+            (true, true, "lumen_argmax_last_r3", "x >= best"),
+            (false, false, "lumen_argmin_r3", "x < best"),
+            (false, true, "lumen_argmin_last_r3", "x <= best"),
+        ] {
+            let spec = KernelSpec::Arg { max, last, rank: 3 };
+            assert_eq!((spec.name().as_str(), spec.family()), (name, "arg"));
+            let src = module_source(&[spec]);
+            assert!(src.contains(&format!("if (x != x || {cmp}) {{")), "{src}");
+            assert!(src.contains("j < extent && best == best"), "{src}");
+            assert!(src.contains("out[r] = (long long)at;"), "{src}");
+        }
+        let args = all_specs().into_iter().filter(|s| s.family() == "arg").count();
+        assert_eq!(args, 4 * (MAX_RANK - 1));
+    }
+
+    #[test]
     fn conv_and_take_arguments_round_trip_their_words() {
         let g = ConvGeometry::new(
             &lumen_compiler::ConvSpec {
@@ -871,9 +1060,9 @@ mod tests {
         assert_eq!(words.len(), CONV_WORDS);
         assert_eq!(ConvArgs::from_words(&words), Some(a));
         assert_eq!(ConvArgs::from_words(&words[1..]), None);
-        // (9 + 3 - 4) / 2 + 1 = 5 outputs; spatial axes 1 and 2 of length 1, stride 0.
-        assert_eq!((a.len, a.cg, a.ocg, a.output), (2 * 6 * 5, 2, 3, [5, 1, 1]));
-        assert_eq!((a.x, a.w, a.bias), ([0, 36, 9, 1, 0, 0], [0, 4, 2, 1, 0, 0], [1, 2]));
+        // (9 + 3 - 4) / 2 + 1 = 5 outputs in the last slot; slots 0 and 1 of length 1, stride 0.
+        assert_eq!((a.len, a.cg, a.ocg, a.output), (2 * 6 * 5, 2, 3, [1, 1, 5]));
+        assert_eq!((a.x, a.w, a.bias), ([0, 36, 9, 0, 0, 1], [0, 4, 2, 0, 0, 1], [1, 2]));
         let t = TakeArgs {
             picks: 3,
             inner: 4,

@@ -3,7 +3,10 @@
 //! host array per buffer, so CI checks the plans (collapsed views and their packed words, the
 //! reduction forms, transposed and batched cuBLASLt layouts with their strides and per-call
 //! offsets, the K = 0 path, concat's copies, the convolutions' geometry and strides word for
-//! word, the takes, the gather and take error records) against the CPU runtime without a GPU.
+//! word, the takes, the gather and take error records, the casts' conversions and the args'
+//! scans) against the CPU runtime without a GPU. Buffers hold slab words (an i32 per word, an
+//! i64 as its low then high word), and outputs are read back with their buffer's type
+//! ([`HostTensor::from_words`]), as the CUDA runtime reads them.
 //!
 //! What it does not check: the CUDA C itself (NVRTC compiles it in CI, a GPU runs it in
 //! scripts/gpu-check.sh), the reduction's summation order (here sequential, in the
@@ -11,9 +14,12 @@
 //! [`super::codegen::offsets_of_packed`], the line-for-line mirror of the kernels'
 //! `lumen_offsets`; the convolution is its kernel's loops on the unpacked [`ConvArgs`] words,
 //! in the same order with the same fused multiply-adds (`f32::mul_add` for `fmaf`), so it
-//! differs from the device only in the activation's last bits.
+//! differs from the device only in the activation's last bits. The cast kernels' conversion
+//! functions are written out here branch for branch as the prelude has them (not by calling
+//! [`lumen_compiler::DType::cast_f64`], which the CPU runtime uses: the comparison with the
+//! CPU is what checks them), and the arg kernels' loop compares as theirs does.
 
-use lumen_compiler::{BufferRole, CompiledProgram, ElemOp, LlirOp, ReduceOp};
+use lumen_compiler::{BufferRole, CompiledProgram, DType, ElemOp, LlirOp, ReduceOp};
 
 use super::codegen::{ConvArgs, KernelSpec, TakeArgs, offsets_of_packed};
 use super::support::{self, KernelLaunch, Launch, Ptr};
@@ -61,7 +67,8 @@ pub fn emulate(
             (LlirOp::Readback, _) => {
                 for r in node.read_buffers() {
                     let b = &llir.buffers[r];
-                    out.insert(b.id.clone(), HostTensor::new(b.shape.clone(), bufs[r].clone())?);
+                    let t = HostTensor::from_words(b.shape.clone(), b.dtype, &bufs[r])?;
+                    out.insert(b.id.clone(), t);
                 }
             }
             (LlirOp::LtMatmul { epilogue, .. }, Launch::Matmul(calls)) => {
@@ -295,6 +302,148 @@ fn run_take(
     Ok(())
 }
 
+/// An element of a cast kernel's input or output: its bits as the kernel's pointer type reads
+/// them (an i64's 64 bits from its two words).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Elem {
+    F32(f32),
+    I32(i32),
+    I64(i64),
+}
+
+impl Elem {
+    /// Element `e` of buffer `b` read as `dtype`, or an error past the buffer.
+    fn read(bufs: &[Vec<f32>], b: usize, e: u64, dtype: DType) -> Result<Self, RuntimeError> {
+        Ok(match dtype {
+            DType::I64 => {
+                let lo = read(bufs, b, 2 * e, "cast")?.to_bits();
+                let hi = read(bufs, b, 2 * e + 1, "cast")?.to_bits();
+                Elem::I64((u64::from(lo) | (u64::from(hi) << 32)) as i64)
+            }
+            DType::I32 => Elem::I32(read(bufs, b, e, "cast")?.to_bits() as i32),
+            _ => Elem::F32(read(bufs, b, e, "cast")?),
+        })
+    }
+
+    /// Its type.
+    fn dtype(self) -> DType {
+        match self {
+            Elem::F32(_) => DType::F32,
+            Elem::I32(_) => DType::I32,
+            Elem::I64(_) => DType::I64,
+        }
+    }
+
+    /// Stores it as element `i` of buffer `b` (an i64 as two words), or an error past it.
+    fn write(self, bufs: &mut [Vec<f32>], b: usize, i: u64) -> Result<(), RuntimeError> {
+        match self {
+            Elem::F32(v) => write(bufs, b, i, v, "cast"),
+            Elem::I32(v) => write(bufs, b, i, f32::from_bits(v as u32), "cast"),
+            Elem::I64(v) => {
+                let bits = v as u64;
+                write(bufs, b, 2 * i, f32::from_bits(bits as u32), "cast")?;
+                write(bufs, b, 2 * i + 1, f32::from_bits((bits >> 32) as u32), "cast")
+            }
+        }
+    }
+
+    /// The prelude's `lumen_cast_{from}_{to}` of this element into `to` (the element itself,
+    /// bits unchanged, for its own type: the kernel's word copy).
+    fn cast(self, to: DType) -> Self {
+        match (self, to) {
+            (Elem::F32(v), DType::I32) => Elem::I32(if v.is_nan() {
+                0
+            } else if v >= 2_147_483_648.0 {
+                i32::MAX
+            } else if v < -2_147_483_648.0 {
+                i32::MIN
+            } else {
+                v.trunc() as i32
+            }),
+            (Elem::F32(v), DType::I64) => Elem::I64(if v.is_nan() {
+                0
+            } else if v >= 9_223_372_036_854_775_808.0 {
+                i64::MAX
+            } else if v < -9_223_372_036_854_775_808.0 {
+                i64::MIN
+            } else {
+                v.trunc() as i64
+            }),
+            // __int2float_rn; __double2float_rn(__ll2double_rn(v)).
+            (Elem::I32(v), DType::F32) => Elem::F32(v as f32),
+            (Elem::I32(v), DType::I64) => Elem::I64(i64::from(v)),
+            (Elem::I64(v), DType::F32) => Elem::F32((v as f64) as f32),
+            (Elem::I64(v), DType::I32) => {
+                Elem::I32(i32::try_from(v).unwrap_or(if v > 0 { i32::MAX } else { i32::MIN }))
+            }
+            (same, _) => same,
+        }
+    }
+}
+
+/// The cast kernel (`lumen_cast_*`): element `i` of the input's view, converted, stored as
+/// element `i` of the output.
+fn run_cast(
+    k: &KernelLaunch,
+    (from, to, rank): (DType, DType, usize),
+    bufs: &mut [Vec<f32>],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("cast {what}"));
+    let [views] = k.words.as_slice() else { return Err(bad("words")) };
+    let [out, x] = k.ptrs[..] else { return Err(bad("pointers")) };
+    let (out, x) = (buffer(out)?, buffer(x)?);
+    for i in 0..views[0] {
+        let e = offsets_of_packed(views, rank, 1, i)[0];
+        let y = Elem::read(bufs, x, e, from)?.cast(to);
+        if y.dtype() != to {
+            return Err(bad("to a type no kernel writes"));
+        }
+        y.write(bufs, out, i)?;
+    }
+    Ok(())
+}
+
+/// The arg kernel (`lumen_arg*`): per output row, the kernel's loop over the axis: stop at a
+/// NaN (it wins), else keep the element that compares better (`>`, or `>=` for the last of
+/// equals; `<` / `<=` for argmin).
+fn run_arg(
+    k: &KernelLaunch,
+    (max, last, rank): (bool, bool, usize),
+    bufs: &mut [Vec<f32>],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("arg {what}"));
+    let [views, extent, stride] = k.words.as_slice() else { return Err(bad("words")) };
+    let (&[extent], &[stride]) = (extent.as_slice(), stride.as_slice()) else {
+        return Err(bad("words"));
+    };
+    let [out, x] = k.ptrs[..] else { return Err(bad("pointers")) };
+    let (out, x) = (buffer(out)?, buffer(x)?);
+    let better = |x: f32, best: f32| match (max, last) {
+        (true, false) => x > best,
+        (true, true) => x >= best,
+        (false, false) => x < best,
+        (false, true) => x <= best,
+    };
+    for r in 0..views[0] {
+        let base = offsets_of_packed(views, rank, 1, r)[0];
+        let mut at = 0u64;
+        if extent > 0 {
+            let mut best = read(bufs, x, base, "x")?;
+            let mut j = 1;
+            while j < extent && !best.is_nan() {
+                let v = read(bufs, x, base + j * stride, "x")?;
+                if v.is_nan() || better(v, best) {
+                    best = v;
+                    at = j;
+                }
+                j += 1;
+            }
+        }
+        Elem::I64(at as i64).write(bufs, out, r)?;
+    }
+    Ok(())
+}
+
 /// One generated kernel, mirrored (the CUDA C of [`super::codegen`] element for element).
 fn run_kernel(
     k: &KernelLaunch,
@@ -304,6 +453,8 @@ fn run_kernel(
     match k.spec {
         KernelSpec::Conv { epilogue } => return run_conv(k, epilogue, bufs),
         KernelSpec::Take { wide, rank } => return run_take(k, (wide, rank), bufs, errors),
+        KernelSpec::Cast { from, to, rank } => return run_cast(k, (from, to, rank), bufs),
+        KernelSpec::Arg { max, last, rank } => return run_arg(k, (max, last, rank), bufs),
         _ => {}
     }
     let views = &k.words[0];
@@ -376,7 +527,10 @@ fn run_kernel(
                 errors[4 * g + 2] = e;
             }
         }
-        KernelSpec::Conv { .. } | KernelSpec::Take { .. } => {}
+        KernelSpec::Conv { .. }
+        | KernelSpec::Take { .. }
+        | KernelSpec::Cast { .. }
+        | KernelSpec::Arg { .. } => {}
     }
     Ok(())
 }

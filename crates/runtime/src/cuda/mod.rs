@@ -12,10 +12,11 @@
 //! are compiled once per runtime (those a program needs that are not loaded yet, at its
 //! prepare). An execute is then only: host-to-slab copies of the inputs, launches in LLIR order on
 //! one stream, readbacks enqueued into pinned staging memory, ONE `cuStreamSynchronize`, and a
-//! copy out of the staging memory. The one device allocation besides the slab holds the
-//! error records of the gathers and takes (32 bytes each, only for a program with one): reset
-//! on the stream at the start of every execute, copied back before the synchronize, checked
-//! after it.
+//! copy out of the staging memory, each output with its buffer's type (an i32 or i64 output,
+//! such as an argmax's labels, is a [`HostTensor`] of that type, as on the CPU). The one device
+//! allocation besides the slab holds the error records of the gathers and takes (32 bytes
+//! each, only for a program with one): reset on the stream at the start of every execute,
+//! copied back before the synchronize, checked after it.
 //!
 //! Everything is loaded at run time (cudarc `dynamic-loading`): the crate builds without CUDA,
 //! and on a machine without a driver or a GPU [`CudaRuntime::new`] returns
@@ -42,7 +43,7 @@ use std::time::Instant;
 use cudarc::driver::result;
 use cudarc::driver::safe::{CudaEvent, CudaStream};
 use cudarc::driver::sys::{self, CUdeviceptr};
-use lumen_compiler::{BufferRole, CompiledProgram, LlirBuffer, LlirOp};
+use lumen_compiler::{BufferRole, CompiledProgram, DType, LlirBuffer, LlirOp};
 
 pub use codegen::KernelSpec;
 pub use device::{
@@ -223,11 +224,12 @@ enum Step {
     /// `act(0 + bias)`: a K = 0 matmul, whose product is all zeros; cuBLASLt is not asked
     /// about empty reductions. Memset, then the bias add and the activation in place.
     MatmulK0 { out: CUdeviceptr, bytes: usize, launches: Vec<ResolvedLaunch> },
-    /// Generated kernels (map, reduce, gather or take and its report, conv, concat's copies).
+    /// Generated kernels (map, reduce, gather or take and its report, conv, cast, arg,
+    /// concat's copies).
     Kernels(Vec<ResolvedLaunch>),
     Readback {
-        // (output name, shape, address, elements, offset in the staging area)
-        outputs: Vec<(String, Vec<usize>, CUdeviceptr, usize, usize)>,
+        // (output name, shape, dtype, address, 32-bit words, offset in the staging area)
+        outputs: Vec<(String, Vec<usize>, DType, CUdeviceptr, usize, usize)>,
     },
 }
 
@@ -437,6 +439,8 @@ impl CudaProgram {
                 | LlirOp::Take { .. }
                 | LlirOp::Cast { .. }
                 | LlirOp::Arg { .. }
+                | LlirOp::TopK { .. }
+                | LlirOp::GatherElements { .. }
                 | LlirOp::Concat { .. } => Step::Kernels(
                     plans[n].kernels().iter().map(|k| resolve(n, k)).collect::<Result<_, _>>()?,
                 ),
@@ -444,10 +448,12 @@ impl CudaProgram {
                     let mut outputs = Vec::new();
                     for r in node.read_buffers() {
                         let buf = &llir.buffers[r];
+                        // Slab words: an i64 element is two.
                         let elems = buf.bytes / 4;
                         outputs.push((
                             buf.id.clone(),
                             buf.shape.clone(),
+                            buf.dtype,
                             checked(r, n)?,
                             elems,
                             staging_elems,
@@ -646,7 +652,7 @@ impl CudaProgram {
                 Step::Empty => {}
                 Step::Readback { outputs } => {
                     let staging = self.staging.as_mut_slice();
-                    for (_, _, src, elems, at) in outputs {
+                    for (_, _, _, src, elems, at) in outputs {
                         let Some(dst) = staging.get_mut(*at..*at + *elems) else {
                             return Err(RuntimeError::kernel("readback", "staging range"));
                         };
@@ -701,13 +707,17 @@ impl CudaProgram {
         let staging = self.staging.as_mut_slice();
         for step in &self.steps {
             let Step::Readback { outputs } = step else { continue };
-            for (name, shape, _, elems, at) in outputs {
-                let data = staging
+            for (name, shape, dtype, _, elems, at) in outputs {
+                let words = staging
                     .get(*at..*at + *elems)
-                    .ok_or_else(|| RuntimeError::kernel("readback", "staging range"))?
-                    .to_vec();
-                prof.readback_bytes += data.len() * 4;
-                out.insert(name.clone(), HostTensor::new(shape.clone(), data)?);
+                    .ok_or_else(|| RuntimeError::kernel("readback", "staging range"))?;
+                prof.readback_bytes += words.len() * 4;
+                // An integer output (a label, an index) is read back with its type.
+                let t = match dtype {
+                    DType::F32 => HostTensor::new(shape.clone(), words.to_vec())?,
+                    _ => HostTensor::from_words(shape.clone(), *dtype, words)?,
+                };
+                out.insert(name.clone(), t);
             }
         }
         prof.readback_ms += ms(t);

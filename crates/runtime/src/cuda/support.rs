@@ -9,8 +9,8 @@
 use lumen_compiler::{CompiledProgram, DType, ElemOp, LlirNode, LlirOp, ReduceOp, View};
 
 use super::codegen::{
-    BLOCK, ConvArgs, KernelSpec, MAX_GRID, MAX_RANK, ReduceForm, TakeArgs, collapse, grid_for,
-    pack_views,
+    BLOCK, CAST_TYPES, ConvArgs, KernelSpec, MAX_GRID, MAX_RANK, ReduceForm, TakeArgs, collapse,
+    grid_for, pack_views,
 };
 use super::lt::{LtCalls, lt_problem};
 use crate::RuntimeError;
@@ -213,8 +213,6 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                     "`{act}` is not an activation a conv epilogue applies"
                 )));
             }
-            let mut x_shape = vec![g.batch, g.c_in];
-            let mut w_shape = vec![g.c_out, g.c_in / g.groups.max(1)];
             if !(1..=lumen_compiler::conv::MAX_SPATIAL).contains(&g.rank)
                 || g.groups == 0
                 || g.c_in % g.groups != 0
@@ -222,8 +220,7 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             {
                 return Err(invalid(&format!("conv geometry {}", g.text())));
             }
-            x_shape.extend(&g.input[..g.rank]);
-            w_shape.extend(&g.kernel[..g.rank]);
+            let (x_shape, w_shape) = (g.input_shape(), g.weight_shape());
             let (x, w) = (&node.reads[0], &node.reads[1]);
             let bias = epilogue.bias.then(|| &node.reads[2]);
             let residual = epilogue.residual.then(|| &node.reads[2 + usize::from(epilogue.bias)]);
@@ -319,7 +316,61 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                 },
             ]))
         }
-        LlirOp::Cast { .. } | LlirOp::Arg { .. } => {
+        LlirOp::Cast { to, len } => {
+            let [x] = node.reads.as_slice() else { return Err(invalid("cast operands")) };
+            let from = program.llir.buffers.get(x.buffer).map(|b| b.dtype);
+            let from = from.ok_or_else(|| invalid("cast reads no buffer"))?;
+            if let Some(d) = [from, to].into_iter().find(|d| !CAST_TYPES.contains(d)) {
+                return Err(refuse(format!("a cast of {from} to {to} ({d} is not a tensor type)")));
+            }
+            let v = &x.view;
+            if v.strides.len() != v.shape.len() || v.elements() != len {
+                return Err(invalid("cast view"));
+            }
+            let (cs, cv) = collapse(&v.shape, &[v]);
+            if cs.len() > MAX_RANK {
+                return Err(refuse(format!(
+                    "an operand of rank {} after collapsing (at most {MAX_RANK})",
+                    cs.len()
+                )));
+            }
+            if len == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            Ok(Launch::Kernels(vec![KernelLaunch {
+                spec: KernelSpec::Cast { from, to, rank: cs.len() },
+                ptrs: vec![Ptr::Buffer(out()?), Ptr::Buffer(x.buffer)],
+                words: vec![pack_views(&cs, &cv)],
+                grid: grid_for(len as u64),
+                block: BLOCK,
+            }]))
+        }
+        LlirOp::Arg { max, axis, last, len, extent } => {
+            let [x] = node.reads.as_slice() else { return Err(invalid("arg operands")) };
+            let v = &x.view;
+            if v.strides.len() != v.shape.len() || v.shape.get(axis) != Some(&extent) {
+                return Err(invalid("arg view"));
+            }
+            let rows = Rows::along(v, axis).map_err(refuse)?;
+            if rows.count != len as u64 {
+                return Err(invalid("arg output size"));
+            }
+            if rows.count == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            Ok(Launch::Kernels(vec![KernelLaunch {
+                spec: KernelSpec::Arg { max, last, rank: rows.shape.len() },
+                ptrs: vec![Ptr::Buffer(out()?), Ptr::Buffer(x.buffer)],
+                words: vec![
+                    pack_views(&rows.shape, &rows.views),
+                    vec![rows.extent as u64],
+                    vec![rows.stride as u64],
+                ],
+                grid: grid_for(rows.count),
+                block: BLOCK,
+            }]))
+        }
+        LlirOp::TopK { .. } | LlirOp::GatherElements { .. } => {
             Err(refuse("no CUDA kernel is generated for it yet (the CPU runtime runs it)".into()))
         }
         LlirOp::Concat { axis, .. } => {
@@ -409,6 +460,51 @@ fn map_launch(
 /// rows to fill the GPU with one thread each.
 const FEW_ROWS: u64 = 1024;
 
+/// A view walked along one axis, row by row (a reduction's or an arg's operand): the other
+/// axes in order, collapsed ([`collapse`]), and the walked axis' length and stride.
+struct Rows {
+    /// The collapsed shape of the rows (one output element each).
+    shape: Vec<usize>,
+    /// The one view of the rows' first elements over `shape`.
+    views: Vec<View>,
+    /// Rows (output elements).
+    count: u64,
+    /// The walked axis' length.
+    extent: usize,
+    /// The walked axis' stride.
+    stride: usize,
+}
+
+impl Rows {
+    /// `view`'s rows along `axis`, or why no kernel takes them (an axis out of range, rows of
+    /// [`MAX_RANK`] axes or more after collapsing).
+    fn along(view: &View, axis: usize) -> Result<Self, String> {
+        let rank = view.rank();
+        if axis >= rank {
+            return Err(format!("axis {axis} of a rank-{rank} view"));
+        }
+        let mut perm: Vec<usize> = (0..rank).filter(|&a| a != axis).collect();
+        perm.push(axis);
+        let moved = view.permute(&perm);
+        let rows_view = View {
+            shape: moved.shape[..rank - 1].to_vec(),
+            strides: moved.strides[..rank - 1].to_vec(),
+            offset: moved.offset,
+        };
+        let (extent, stride) = (moved.shape[rank - 1], moved.strides[rank - 1]);
+        let (shape, views) = collapse(&rows_view.shape, &[&rows_view]);
+        if shape.len() >= MAX_RANK {
+            return Err(format!(
+                "output rows of rank {} after collapsing (at most {})",
+                shape.len(),
+                MAX_RANK - 1
+            ));
+        }
+        let count = rows_view.elements() as u64;
+        Ok(Rows { shape, views, count, extent, stride })
+    }
+}
+
 /// The reduction of `view` over `axis` into `out` (see the codegen module docs for the forms).
 fn reduce_launch(
     op: ReduceOp,
@@ -417,28 +513,7 @@ fn reduce_launch(
     input: usize,
     out: usize,
 ) -> Result<Option<KernelLaunch>, String> {
-    let rank = view.rank();
-    if axis >= rank {
-        return Err(format!("axis {axis} of a rank-{rank} view"));
-    }
-    let mut perm: Vec<usize> = (0..rank).filter(|&a| a != axis).collect();
-    perm.push(axis);
-    let moved = view.permute(&perm);
-    let rows_view = View {
-        shape: moved.shape[..rank - 1].to_vec(),
-        strides: moved.strides[..rank - 1].to_vec(),
-        offset: moved.offset,
-    };
-    let (extent, stride) = (moved.shape[rank - 1], moved.strides[rank - 1]);
-    let (cs, cv) = collapse(&rows_view.shape, &[&rows_view]);
-    if cs.len() >= MAX_RANK {
-        return Err(format!(
-            "output rows of rank {} after collapsing (at most {})",
-            cs.len(),
-            MAX_RANK - 1
-        ));
-    }
-    let rows = rows_view.elements() as u64;
+    let Rows { shape: cs, views: cv, count: rows, extent, stride } = Rows::along(view, axis)?;
     if rows == 0 {
         return Ok(None);
     }
@@ -538,10 +613,11 @@ mod tests {
         assert_eq!(ConvArgs::from_words(&a.words()), Some(a));
         // (6 + 2 - 3) / 2 + 1 = 3 rows, (6 + 1 - 3) / 2 + 1 = 3 columns.
         assert_eq!((a.len, a.c_out, a.cg, a.ocg), (4 * 9, 4, 3, 4));
-        assert_eq!((a.output, a.input, a.kernel), ([3, 3, 1], [6, 6, 1], [3, 3, 1]));
-        assert_eq!((a.stride, a.pad), ([2, 2, 1], [1, 1, 0]));
-        assert_eq!(a.x, [36, 180, 36, 6, 1, 0]);
-        assert_eq!(a.w, [0, 27, 9, 3, 1, 0]);
+        // The spatial axes right-aligned in the three slots: the unused slot 0 first.
+        assert_eq!((a.output, a.input, a.kernel), ([1, 3, 3], [1, 6, 6], [1, 3, 3]));
+        assert_eq!((a.stride, a.pad), ([1, 2, 2], [0, 1, 1]));
+        assert_eq!(a.x, [36, 180, 36, 0, 6, 1]);
+        assert_eq!(a.w, [0, 27, 9, 0, 3, 1]);
         assert_eq!((a.bias, a.residual), ([0, 1], [0; 6]));
     }
 
@@ -579,6 +655,38 @@ mod tests {
         let report =
             ls.iter().flat_map(|l| l.kernels()).find(|k| k.ptrs == [take.ptrs[2], take.ptrs[3]]);
         assert_eq!(report.map(|k| k.spec), Some(KernelSpec::GatherReport { wide: true, rank: 1 }));
+    }
+
+    #[test]
+    fn casts_and_args_read_their_operand_through_its_view() {
+        let mut cx = Graph::new();
+        let ids = cx.input_typed("ids", [2, 3], DType::I64);
+        ids.transpose(0, 1).cast(DType::F32).output("f");
+        let x = cx.input("x", [4, 5, 3]);
+        x.argmax(1, false, true).output("am");
+        x.slice(2, 1, 3).argmin(0, false, false).output("amin");
+        let p = cx.compile(&CompileOptions::default()).unwrap();
+        let ks: Vec<KernelLaunch> =
+            launches(&p).unwrap().iter().flat_map(|l| l.kernels().to_vec()).collect();
+        let find = |family: &str| -> Vec<&KernelLaunch> {
+            ks.iter().filter(|k| k.spec.family() == family).collect()
+        };
+        let [cast] = find("cast")[..] else { panic!("{ks:?}") };
+        // ids [2, 3] read transposed: [3, 2] with strides [1, 3], in i64 elements.
+        assert_eq!(cast.spec, KernelSpec::Cast { from: DType::I64, to: DType::F32, rank: 2 });
+        assert_eq!(
+            cast.words,
+            [pack_views(&[3, 2], &[View::contiguous(&[2, 3]).permute(&[1, 0])])]
+        );
+        let [am, amin] = find("arg")[..] else { panic!("{ks:?}") };
+        // Axis 1 of [4, 5, 3]: rows [4, 3] with strides [15, 1], the axis of stride 3.
+        assert_eq!(am.spec, KernelSpec::Arg { max: true, last: true, rank: 2 });
+        let rows = View { shape: vec![4, 3], strides: vec![15, 1], offset: 0 };
+        assert_eq!(am.words, [pack_views(&[4, 3], &[rows]), vec![5], vec![3]]);
+        // Axis 0 of the slice [4, 5, 2] (offset 1): rows [5, 2] of strides [3, 1], stride 15.
+        assert_eq!(amin.spec, KernelSpec::Arg { max: false, last: false, rank: 2 });
+        let rows = View { shape: vec![5, 2], strides: vec![3, 1], offset: 1 };
+        assert_eq!(amin.words, [pack_views(&[5, 2], &[rows]), vec![4], vec![15]]);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! goldens (`tests/cuda_golden.rs`).
 #![allow(dead_code)]
 
+pub mod integers;
 pub mod spatial;
 
 use lumen_compiler::{
