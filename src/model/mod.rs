@@ -305,8 +305,8 @@ impl From<lumen_runtime::TensorError> for ModelError {
     }
 }
 
-/// One tensor of a safetensors file as a host tensor: f32 values, or i64/i32 indices
-/// (little-endian, row-major); `None` for any other dtype.
+/// One tensor of a safetensors file as a host tensor: f32 values, i64/i32 indices
+/// (little-endian, row-major), or a bool as f32 0.0 and 1.0; `None` for any other dtype.
 ///
 /// # Errors
 /// [`ModelError::Tensor`] when the data's length does not match the shape.
@@ -327,6 +327,8 @@ pub(crate) fn decode(view: &TensorView<'_>) -> Result<Option<HostTensor>, ModelE
             shape,
             data.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
         )?,
+        // lumen's booleans are f32 0.0 and 1.0 (an ONNX model's bool inputs read so).
+        Dtype::BOOL => HostTensor::new(shape, data.iter().map(|&b| f32::from(b != 0)).collect())?,
         _ => return Ok(None),
     }))
 }

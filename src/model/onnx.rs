@@ -190,7 +190,7 @@ fn list(names: &[String]) -> String {
 }
 
 /// Every tensor of a safetensors file, sorted by name: f32 as values, i64 and i32 as indices
-/// (little-endian, row-major).
+/// (little-endian, row-major), bool as f32 0.0 and 1.0.
 ///
 /// # Errors
 /// [`ModelError::Format`] for a malformed file, [`ModelError::Dtype`] for another dtype.
@@ -206,7 +206,7 @@ pub fn read_tensors(bytes: &[u8]) -> Result<Tensors, ModelError> {
             return Err(ModelError::Dtype {
                 name,
                 got: format!("{:?}", view.dtype()),
-                expected: "F32, I64 or I32",
+                expected: "F32, I64, I32 or BOOL",
             });
         };
         out.insert(name, t);

@@ -112,7 +112,7 @@ pub enum OnnxError {
         /// What is wrong.
         reason: String,
     },
-    /// The model imports no opset of the default (`ai.onnx`) domain.
+    /// The model imports no opset of the default (`ai.onnx`) domain, nor of `ai.onnx.ml`.
     #[error("the model imports no opset of the default ai.onnx domain (opset_import)")]
     NoOpset,
     /// The graph declares no outputs.

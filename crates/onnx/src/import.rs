@@ -59,7 +59,7 @@ pub struct Imported {
     pub inputs: Vec<ImportedInput>,
     /// The graph outputs in order: (ONNX name, program name).
     pub outputs: Vec<(String, String)>,
-    /// The model's default-domain opset.
+    /// The model's default-domain opset (0 for a model importing only `ai.onnx.ml`).
     pub opset: i64,
     /// Nodes in the ONNX graph.
     pub nodes: usize,
@@ -163,10 +163,13 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         .iter()
         .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
         .map_or(0, |o| o.version);
-    if opset == 0 {
+    // A model of the ai.onnx.ml domain alone (a scikit-learn converter's) has no default-domain
+    // opset: its opset is 0 and a default-domain node in it is refused.
+    let ml_only = model.opset_import.iter().any(|o| o.domain == crate::ops::ML_DOMAIN);
+    if opset == 0 && !ml_only {
         return Err(OnnxError::NoOpset);
     }
-    if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
+    if opset != 0 && !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(OnnxError::Opset { version: opset, min: MIN_OPSET, max: MAX_OPSET });
     }
     let mut im = Importer {
@@ -245,6 +248,9 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             data_type::FLOAT => DType::F32,
             data_type::INT64 => DType::I64,
             data_type::INT32 => DType::I32,
+            // lumen's booleans are f32 0.0 and 1.0 (what comparisons make): a bool input is
+            // fed as such (the CLI reads a safetensors BOOL tensor so).
+            data_type::BOOL => DType::F32,
             other => {
                 return Err(OnnxError::DType {
                     name: input.name.clone(),
@@ -321,6 +327,9 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             });
         }
         im.values.insert(input.name.clone(), Value::Tensor(t));
+        if tensor.elem_type == data_type::BOOL {
+            im.bools.insert(input.name.clone());
+        }
         if dtype.is_index() {
             im.int_views.insert(input.name.clone(), (inputs.len(), Vec::new()));
         }
@@ -537,6 +546,12 @@ impl Importer {
             }
             return Ok(Vec::new());
         }
+        if self.opset == 0 && n.domain != crate::ops::ML_DOMAIN {
+            return Err(self.unsupported(
+                n,
+                "the model imports no opset of the default ai.onnx domain (opset_import)",
+            ));
+        }
         if n.op_type == "If" && (n.domain.is_empty() || n.domain == "ai.onnx") {
             return self.if_branch(n);
         }
@@ -609,7 +624,8 @@ fn same_type_input(n: &NodeProto) -> Option<usize> {
     match n.op_type.as_str() {
         "Add" | "Sub" | "Mul" | "Div" | "Neg" | "Abs" | "Max" | "Min" | "Sum" | "Mean" | "Clip"
         | "Relu" | "Sign" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceMean"
-        | "ReduceSumSquare" | "ReduceL1" | "GatherElements" | "TopK" | "CumSum" => Some(0),
+        | "ReduceSumSquare" | "ReduceL1" | "GatherElements" | "TopK" | "CumSum" | "Pow" | "Pad"
+        | "Mod" | "Trilu" | "Tile" | "ReduceProd" => Some(0),
         "Where" => Some(1),
         _ => None,
     }

@@ -59,6 +59,13 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("IsNaN", is_nan),
     ("IsInf", is_inf),
     ("Sign", sign),
+    ("CastLike", cast_like),
+    ("Floor", rounding),
+    ("Ceil", rounding),
+    ("Round", rounding),
+    ("Mod", modulo),
+    ("Swish", swish),
+    ("Shrink", shrink),
 ];
 
 /// `Add`, `Sub`, `Mul`, `Div`: broadcasting binary arithmetic. `x * HardSigmoid(x)` with
@@ -258,6 +265,35 @@ fn clip(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 /// `Cast` of a computed tensor: to float from an integer input (its f32 twin), to bool.
 fn cast(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let to = attr_i(n, "to", i64::from(data_type::FLOAT)) as i32;
+    cast_to(im, n, to)
+}
+
+/// `CastLike`: a `Cast` to the element type of input 1 (a computed tensor's type; a constant
+/// is float or int64; a value lumen knows to be boolean is bool).
+fn cast_like(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let boolean = n.input.get(1).is_some_and(|i| im.bools.contains(i));
+    let to = match im.input(n, 1) {
+        None => return Err(im.malformed(n, "no target_type input")),
+        Some(_) if boolean => data_type::BOOL,
+        Some(Value::Const(c)) => {
+            if c.is_float() {
+                data_type::FLOAT
+            } else {
+                data_type::INT64
+            }
+        }
+        Some(Value::Tensor(t)) => match t.dtype() {
+            Some(DType::I64) => data_type::INT64,
+            Some(DType::I32) => data_type::INT32,
+            _ => data_type::FLOAT,
+        },
+    };
+    cast_to(im, n, to)
+}
+
+/// Input 0 cast to ONNX element type `to` (lumen computes f32, i32, i64, and bool as f32
+/// 0.0/1.0; any other target is refused, naming it).
+fn cast_to(im: &mut Importer, n: &NodeProto, to: i32) -> Result<Vec<Tensor>, OnnxError> {
     let x = im.tensor(n, 0)?;
     match (to, x.dtype()) {
         (data_type::FLOAT, Some(DType::F32)) => one(x),
@@ -277,11 +313,11 @@ fn cast(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         // program converts (truncating toward zero).
         (data_type::INT64, Some(_)) => one(x.cast(DType::I64)),
         (data_type::INT32, Some(_)) => one(x.cast(DType::I32)),
-        (data_type::DOUBLE | data_type::FLOAT16, Some(_)) => one(im.f32_tensor(n, 0)?),
         (to, Some(from)) => Err(im.unsupported(
             n,
             format!(
-                "a cast of a computed {from} tensor to {} (lumen computes f32, i32 and i64)",
+                "to = {}: a cast of a computed {from} tensor to that type (lumen computes f32, \
+                 i32, i64, and bool as f32 0.0/1.0)",
                 data_type::name(to)
             ),
         )),
@@ -435,4 +471,64 @@ fn sign(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let x = im.f32_tensor(n, 0)?;
     let zero = x.graph().constant(0.0);
     one(zero.less_than(&x) - x.less_than(0.0))
+}
+
+/// `x` rounded toward zero: through an i32 cast where `|x| < 2^23` (every f32 from 2^23 on is
+/// an integer already, and stays as it is, infinities and NaN included).
+pub(crate) fn trunc(x: &Tensor) -> Tensor {
+    let t = x.cast(DType::I32).cast(DType::F32);
+    x.maximum(-x).less_than(8_388_608.0).select(&t, x)
+}
+
+/// `floor(x)`: the truncation, less one where it rounded a negative value up.
+pub(crate) fn floor(x: &Tensor) -> Tensor {
+    let t = trunc(x);
+    &t - x.less_than(&t)
+}
+
+/// `Floor`, `Ceil`, `Round` (half to even, as ONNX and NumPy round), from the truncation.
+fn rounding(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    one(match n.op_type.as_str() {
+        "Floor" => floor(&x),
+        "Ceil" => {
+            let t = trunc(&x);
+            &t + t.less_than(&x)
+        }
+        _ => {
+            // floor(x), plus one above a half, plus one at a half when floor(x) is odd.
+            let f = floor(&x);
+            let d = &x - &f;
+            let half = &f * 0.5;
+            let odd = (&half - floor(&half)) * 2.0;
+            let up = x.graph().constant(0.5).less_than(&d) + d.equal(0.5) * odd;
+            f + up
+        }
+    })
+}
+
+/// `Mod`: `fmod = 1` is C's fmod (`x - y trunc(x / y)`, the dividend's sign); `fmod = 0`
+/// Python's (`x - y floor(x / y)`, the divisor's sign). Integers are computed in f32 (exact
+/// below 2^24) and cast back; a zero divisor gives NaN (0 once cast to an integer).
+fn modulo(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (x, y) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?);
+    let q = &x / &y;
+    let whole = if attr_i(n, "fmod", 0) != 0 { trunc(&q) } else { floor(&q) };
+    one(&x - &y * whole)
+}
+
+/// `Swish`: `x sigmoid(alpha x)` (alpha 1: the silu primitive).
+fn swish(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let alpha = attr_f(n, "alpha", 1.0);
+    one(if alpha == 1.0 { x.silu() } else { &x * (&x * alpha).sigmoid() })
+}
+
+/// `Shrink`: `x - bias` above `lambd`, `x + bias` below `-lambd`, 0 between.
+fn shrink(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let (lambd, bias) = (attr_f(n, "lambd", 0.5), attr_f(n, "bias", 0.0));
+    let above = x.graph().constant(lambd).less_than(&x);
+    let below = x.less_than(-lambd);
+    one(above.select(&x - bias, below.select(&x + bias, 0.0)))
 }

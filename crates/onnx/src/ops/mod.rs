@@ -3,11 +3,12 @@
 //! lacks, and the list users read ([`operators`]) cannot disagree.
 //!
 //! A family is one file: [`elementwise`], [`movement`], [`reduce`], [`norm`], [`linalg`],
-//! [`conv`], [`pool`], [`resize`]. Each
+//! [`conv`], [`pool`], [`resize`], [`recurrent`], [`attention`]. Each
 //! exports its rows as `OPS`; a node whose inputs are all known at import time is folded before
 //! its row is consulted ([`crate::fold`]), so the operators that only ever compute shapes
 //! (`Shape`, `Size`, `ConstantOfShape`, ...) are listed in [`FOLDED_ONLY`] instead.
 
+mod attention;
 mod conv;
 mod elementwise;
 mod linalg;
@@ -46,6 +47,8 @@ pub enum Family {
     Resampling,
     /// `LSTM`, `GRU`, `RNN`, unrolled over the sequence.
     Recurrent,
+    /// `Attention`: matmuls, masks and a softmax per head.
+    Attention,
     /// The `ai.onnx.ml` operators of scikit-learn's pipelines.
     Ml,
     /// Operators evaluated at import time only (their inputs must be known then).
@@ -66,6 +69,7 @@ impl Family {
             Family::Pooling => "pooling",
             Family::Resampling => "resampling",
             Family::Recurrent => "recurrent",
+            Family::Attention => "attention",
             Family::Ml => "ai.onnx.ml",
             Family::ConstantFolding => "constant folding",
         }
@@ -74,11 +78,10 @@ impl Family {
 
 /// Operators imported only by folding: a node of one of these whose inputs are not all known
 /// at import time is refused, saying so.
-pub const FOLDED_ONLY: &[&str] =
-    &["Constant", "ConstantOfShape", "Mod", "ReduceProd", "Shape", "Size", "Trilu"];
+pub const FOLDED_ONLY: &[&str] = &["Constant", "ConstantOfShape", "Shape", "Size"];
 
 /// Every family's rows, in family order.
-fn families() -> [(Family, &'static [(&'static str, Handler)]); 9] {
+fn families() -> [(Family, &'static [(&'static str, Handler)]); 10] {
     [
         (Family::Elementwise, elementwise::OPS),
         (Family::Movement, movement::OPS),
@@ -89,6 +92,7 @@ fn families() -> [(Family, &'static [(&'static str, Handler)]); 9] {
         (Family::Pooling, pool::OPS),
         (Family::Resampling, resize::OPS),
         (Family::Recurrent, recurrent::OPS),
+        (Family::Attention, attention::OPS),
     ]
 }
 

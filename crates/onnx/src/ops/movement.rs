@@ -1,11 +1,13 @@
 //! Movement operators: views of their input (`Transpose`, `Reshape`, `Flatten`, `Squeeze`,
 //! `Unsqueeze`, `Expand`, `Slice`, `Split`), and the two that copy (`Concat`, `Gather`).
 
-use lumen_compiler::{PadMode, Tensor};
+use lumen_compiler::{DType, PadMode, Tensor};
 
+use crate::constant::Const;
 use crate::error::OnnxError;
 use crate::importer::{Handler, Importer, Value, attr_f, attr_i, attr_ints, attr_s, axis, one};
 use crate::proto::NodeProto;
+use crate::proto::data_type;
 
 /// The movement operators this family imports, by ONNX `op_type`.
 pub(super) const OPS: &[(&str, Handler)] = &[
@@ -21,6 +23,12 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Gather", gather),
     ("Pad", pad),
     ("GatherElements", gather_elements),
+    ("Trilu", trilu),
+    ("Tile", tile),
+    ("DepthToSpace", depth_to_space),
+    ("SpaceToDepth", space_to_depth),
+    ("EyeLike", eye_like),
+    ("OneHot", one_hot),
 ];
 
 /// `Transpose`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Expand`, `Slice`: views, no copy.
@@ -42,7 +50,24 @@ fn view(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 fn concat(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let parts = (0..n.input.len()).map(|i| im.tensor(n, i)).collect::<Result<Vec<_>, _>>()?;
     let a = attr_i(n, "axis", 0);
-    one(im.cx.concat(&parts, a as isize))
+    one(join(im, &parts, a as isize))
+}
+
+/// `parts` joined along `axis`, keeping their element type: lumen's copy into one tensor is
+/// f32, so integer parts (shape arithmetic computed at run time) are joined as f32 (exact
+/// below 2^24 in magnitude) and cast back to the first integer part's type.
+pub(crate) fn join(im: &Importer, parts: &[Tensor], axis: isize) -> Tensor {
+    let int = parts.iter().find_map(|p| p.dtype().filter(|d| d.is_index()));
+    match int {
+        None => im.cx.concat(parts, axis),
+        Some(int) => {
+            let floats: Vec<Tensor> = parts
+                .iter()
+                .map(|p| if p.dtype() == Some(DType::F32) { p.clone() } else { p.cast(DType::F32) })
+                .collect();
+            im.cx.concat(&floats, axis).cast(int)
+        }
+    }
 }
 
 /// `Split`: slices along the axis (views).
@@ -101,13 +126,27 @@ fn gather(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
             shape.extend(&idx.shape);
             shape.extend(&data_shape[a + 1..]);
             let joined =
-                if parts.len() == 1 { parts.remove(0) } else { im.cx.concat(&parts, a as isize) };
+                if parts.len() == 1 { parts.remove(0) } else { join(im, &parts, a as isize) };
             Ok(vec![joined.reshape(shape)])
         }
         Some(Value::Tensor(ids)) => {
+            let int = im.tensor(n, 0)?.dtype().filter(|d| d.is_index());
             let table = im.f32_tensor(n, 0)?;
+            // ONNX counts a negative index from the end: `i + len` where `i < 0`, computed
+            // in f32 (exact below 2^24) and cast back to the ids' type.
+            let ids = match ids.dtype() {
+                Some(d @ (DType::I32 | DType::I64)) => {
+                    let f = ids.cast(DType::F32);
+                    (&f + f.less_than(0.0) * data_shape[a] as f32).cast(d)
+                }
+                _ => ids,
+            };
+            let back = |t: Tensor| match int {
+                Some(d) => t.cast(d),
+                None => t,
+            };
             if rank == 2 && a == 0 {
-                return Ok(vec![table.gather(&ids)]);
+                return Ok(vec![back(table.gather(&ids))]);
             }
             // Any axis: rows of the [len, rest] view with the gathered axis first, then
             // the output's axes put back in ONNX's order (before, indices, after).
@@ -123,10 +162,10 @@ fn gather(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
             grouped.extend(&before);
             grouped.extend(&after);
             let g = rows.gather(&ids).reshape(grouped);
-            let mut back: Vec<isize> = (k..k + a).map(|d| d as isize).collect();
-            back.extend((0..k).map(|d| d as isize));
-            back.extend((k + a..k + a + after.len()).map(|d| d as isize));
-            Ok(vec![g.permute(&back)])
+            let mut order: Vec<isize> = (k..k + a).map(|d| d as isize).collect();
+            order.extend((0..k).map(|d| d as isize));
+            order.extend((k + a..k + a + after.len()).map(|d| d as isize));
+            Ok(vec![back(g.permute(&order))])
         }
         None => Err(im.malformed(n, "no indices")),
     }
@@ -198,4 +237,150 @@ fn gather_elements(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onnx
     let rank = data.rank().unwrap_or(0);
     let a = axis(attr_i(n, "axis", 0), rank).ok_or_else(|| im.malformed(n, "axis out of range"))?;
     one(data.gather_elements(a as isize, &indices))
+}
+
+/// `Trilu`: the upper (`upper = 1`, the default) or lower triangle of the last two axes,
+/// diagonal `k` (input 1, known at import) included, the rest 0: a select by a constant mask.
+fn trilu(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let r = shape.len();
+    if r < 2 {
+        return Err(im.malformed(n, format!("input of rank {r} (at least 2)")));
+    }
+    let k = im.ints(n, 1)?.and_then(|v| v.first().copied()).unwrap_or(0);
+    let upper = attr_i(n, "upper", 1) != 0;
+    let (rows, cols) = (shape[r - 2], shape[r - 1]);
+    let mask: Vec<f32> = (0..rows * cols)
+        .map(|e| {
+            let d = (e % cols) as i64 - (e / cols) as i64;
+            f32::from(u8::from(if upper { d >= k } else { d <= k }))
+        })
+        .collect();
+    let mask = im.const_weight(n, "mask", Const::f32(vec![rows, cols], mask))?;
+    let zero = im.cx.constant(0.0);
+    one(mask.select(&x, zero))
+}
+
+/// `Tile`: the input repeated `repeats[d]` times along each axis `d` (input 1, known at
+/// import): a view with one new broadcast axis before each, made contiguous by the reshape.
+fn tile(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let repeats = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no repeats input"))?;
+    if repeats.len() != shape.len() || repeats.iter().any(|&r| r < 0) {
+        return Err(im.malformed(n, format!("repeats = {repeats:?} for an input of {shape:?}")));
+    }
+    let mut split = Vec::with_capacity(2 * shape.len());
+    let mut wide = Vec::with_capacity(2 * shape.len());
+    for (&d, &r) in shape.iter().zip(&repeats) {
+        split.extend([1, d]);
+        wide.extend([r as usize, d]);
+    }
+    let out: Vec<usize> = shape.iter().zip(&repeats).map(|(&d, &r)| d * r as usize).collect();
+    im.foldable(n, &out)?;
+    one(x.reshape(split).expand(wide).contiguous().reshape(out))
+}
+
+/// `DepthToSpace`: `[N, C, H, W]` to `[N, C / b^2, H b, W b]`, in `DCR` (the default) or `CRD`
+/// order; a reshape, a transpose and a reshape.
+fn depth_to_space(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let b = usize::try_from(attr_i(n, "blocksize", 0)).unwrap_or(0);
+    let [batch, c, h, w] = shape[..] else {
+        return Err(im.malformed(n, format!("input {shape:?} is not [N, C, H, W]")));
+    };
+    if b == 0 || c % (b * b) != 0 {
+        return Err(im.malformed(n, format!("blocksize = {b} does not divide C = {c} as b^2")));
+    }
+    let oc = c / (b * b);
+    let mode = attr_s(n, "mode").unwrap_or_else(|| "DCR".into());
+    let t = match mode.as_str() {
+        "DCR" => x.reshape(vec![batch, b, b, oc, h, w]).permute(&[0, 3, 4, 1, 5, 2]),
+        "CRD" => x.reshape(vec![batch, oc, b, b, h, w]).permute(&[0, 1, 4, 2, 5, 3]),
+        other => return Err(im.unsupported(n, format!("mode = {other:?} (DCR or CRD)"))),
+    };
+    one(t.contiguous().reshape(vec![batch, oc, h * b, w * b]))
+}
+
+/// `SpaceToDepth`: `[N, C, H, W]` to `[N, C b^2, H / b, W / b]`, DepthToSpace's `DCR` inverse.
+fn space_to_depth(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let b = usize::try_from(attr_i(n, "blocksize", 0)).unwrap_or(0);
+    let [batch, c, h, w] = shape[..] else {
+        return Err(im.malformed(n, format!("input {shape:?} is not [N, C, H, W]")));
+    };
+    if b == 0 || h % b != 0 || w % b != 0 {
+        return Err(im.malformed(n, format!("blocksize = {b} does not divide H = {h}, W = {w}")));
+    }
+    let t = x.reshape(vec![batch, c, h / b, b, w / b, b]).permute(&[0, 3, 5, 1, 2, 4]);
+    one(t.contiguous().reshape(vec![batch, c * b * b, h / b, w / b]))
+}
+
+/// `EyeLike`: ones on diagonal `k` of a 2-D shape, known at import (the input's shape); the
+/// input's type unless `dtype` says float or an integer type.
+fn eye_like(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let [rows, cols] = shape[..] else {
+        return Err(im.malformed(n, format!("input {shape:?} is not 2-D")));
+    };
+    let k = attr_i(n, "k", 0);
+    let on = |e: usize| (e % cols) as i64 - (e / cols) as i64 == k;
+    let dtype = match attr_i(n, "dtype", -1) as i32 {
+        -1 => x.dtype().unwrap_or(DType::F32),
+        data_type::FLOAT | data_type::BOOL => DType::F32,
+        data_type::INT64 => DType::I64,
+        data_type::INT32 => DType::I32,
+        other => {
+            return Err(im.unsupported(n, format!("dtype = {}", data_type::name(other))));
+        }
+    };
+    let c = if dtype == DType::F32 {
+        Const::f32(shape.clone(), (0..rows * cols).map(|e| f32::from(u8::from(on(e)))).collect())
+    } else {
+        Const::i64(shape.clone(), (0..rows * cols).map(|e| i64::from(on(e))).collect())
+    };
+    let t = im.const_weight(n, "eye", c)?;
+    // A weight is a leaf; the program computes its output (a typed copy).
+    one(if dtype == DType::F32 { t.contiguous() } else { t.cast(dtype) })
+}
+
+/// `OneHot`: `on` where the index (from the end when negative) equals the position along
+/// the new axis `axis` of length `depth` (known at import), `off` elsewhere; `values` is
+/// `[off, on]`.
+fn one_hot(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let indices = im.f32_tensor(n, 0)?;
+    let depth = im
+        .const_input(n, 1)
+        .and_then(|c| c.to_f32().first().copied())
+        .ok_or_else(|| im.unsupported(n, "depth must be known at import time"))?;
+    let depth = depth as i64;
+    if depth <= 0 {
+        return Err(im.malformed(n, format!("depth = {depth}")));
+    }
+    let values = im.tensor(n, 2)?;
+    let out_int = values.dtype().filter(|d| d.is_index());
+    let values = im.f32_tensor(n, 2)?;
+    let shape = indices.shape().unwrap_or_default();
+    let rank = shape.len() + 1;
+    let a =
+        axis(attr_i(n, "axis", -1), rank).ok_or_else(|| im.malformed(n, "axis out of range"))?;
+    let wrapped = &indices + indices.less_than(0.0) * depth as f32;
+    let mut iota_shape = vec![1; rank];
+    iota_shape[a] = depth as usize;
+    let iota = Const::f32(iota_shape, (0..depth).map(|i| i as f32).collect());
+    let iota = im.const_weight(n, "positions", iota)?;
+    let hit = iota.equal(wrapped.unsqueeze(a as isize));
+    let (off, on) = (
+        values.slice(0, 0, 1).reshape(Vec::<usize>::new()),
+        values.slice(0, 1, 2).reshape(Vec::<usize>::new()),
+    );
+    let y = hit.select(on, off);
+    one(match out_int {
+        Some(d) => y.cast(d),
+        None => y,
+    })
 }

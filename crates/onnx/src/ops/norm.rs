@@ -1,14 +1,24 @@
-//! Normalizations: `BatchNormalization` (inference) and `LayerNormalization`.
+//! Normalizations: `BatchNormalization` (inference), `LayerNormalization`, `RMSNormalization`,
+//! `LpNormalization`, `InstanceNormalization`, `GroupNormalization`,
+//! `MeanVarianceNormalization` and `LRN`, as compositions of reductions and maps.
 
-use lumen_compiler::Tensor;
+use lumen_compiler::{PadMode, Tensor};
 
 use crate::error::OnnxError;
-use crate::importer::{Handler, Importer, attr_f, attr_i, axis, one};
+use crate::importer::{Handler, Importer, attr_f, attr_i, attr_ints, axis, one};
 use crate::proto::NodeProto;
 
 /// The norm operators this family imports, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] =
-    &[("BatchNormalization", batch_norm), ("LayerNormalization", layer_norm)];
+pub(super) const OPS: &[(&str, Handler)] = &[
+    ("BatchNormalization", batch_norm),
+    ("LayerNormalization", layer_norm),
+    ("RMSNormalization", rms_norm),
+    ("LpNormalization", lp_norm),
+    ("InstanceNormalization", instance_norm),
+    ("GroupNormalization", group_norm),
+    ("MeanVarianceNormalization", mean_variance_norm),
+    ("LRN", lrn),
+];
 
 /// `BatchNormalization` (inference): per-channel statistics.
 fn batch_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
@@ -82,4 +92,139 @@ fn layer_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError
     let mut kept = shape[..a].to_vec();
     kept.resize(rank, 1);
     Ok(vec![y, mean.reshape(kept.clone()), inv.reshape(kept)])
+}
+
+/// `x` reduced by `f` over `axes` (sorted), the axes kept with length 1.
+fn over(x: &Tensor, axes: &[usize], f: impl Fn(&Tensor, isize) -> Tensor) -> Tensor {
+    axes.iter().rev().fold(x.clone(), |t, &a| f(&t, a as isize))
+}
+
+/// `RMSNormalization`: `x / sqrt(mean(x^2) + epsilon) * scale` over the axes from `axis` (default
+/// -1) on, `scale` broadcast to them.
+fn rms_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    let a = axis(attr_i(n, "axis", -1), rank)
+        .ok_or_else(|| im.malformed(n, format!("axis out of range for rank {rank}")))?;
+    let eps = attr_f(n, "epsilon", 1e-5);
+    let scale = im.f32_tensor(n, 1)?;
+    let axes: Vec<usize> = (a..rank).collect();
+    let ms = over(&(&x * &x), &axes, |t, d| t.mean(d, true));
+    one(x * (ms + eps).sqrt().recip() * scale)
+}
+
+/// `LpNormalization`: `x` divided by its L1 (`p = 1`) or L2 (`p = 2`, the default) norm along
+/// `axis` (default -1).
+fn lp_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    let a = axis(attr_i(n, "axis", -1), rank)
+        .ok_or_else(|| im.malformed(n, format!("axis out of range for rank {rank}")))?
+        as isize;
+    let norm = match attr_i(n, "p", 2) {
+        1 => x.maximum(-&x).sum(a, true),
+        2 => (&x * &x).sum(a, true).sqrt(),
+        p => return Err(im.unsupported(n, format!("p = {p} (1 or 2)"))),
+    };
+    one(x / norm)
+}
+
+/// `(x - mean) / sqrt(var + eps)` over `axes` (sorted), the statistics kept with length 1.
+fn standardize(x: &Tensor, axes: &[usize], eps: f32) -> Tensor {
+    let mean = over(x, axes, |t, d| t.mean(d, true));
+    let centered = x - &mean;
+    let var = over(&(&centered * &centered), axes, |t, d| t.mean(d, true));
+    centered * (var + eps).sqrt().recip()
+}
+
+/// A per-channel `[C]` parameter shaped to broadcast against `[N, C, ...]` of rank `rank`.
+fn per_channel(t: Tensor, rank: usize) -> Tensor {
+    let c = t.shape().unwrap_or_default().iter().product::<usize>();
+    let mut shape = vec![c];
+    shape.resize(rank - 1, 1);
+    t.reshape(shape)
+}
+
+/// `InstanceNormalization`: each `(n, c)` standardized over the spatial axes, then
+/// `scale[c]`, `B[c]`.
+fn instance_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    if rank < 3 {
+        return Err(im.malformed(n, format!("input of rank {rank} (expected N, C, D1, ...)")));
+    }
+    let eps = attr_f(n, "epsilon", 1e-5);
+    let (scale, bias) = (im.f32_tensor(n, 1)?, im.f32_tensor(n, 2)?);
+    let axes: Vec<usize> = (2..rank).collect();
+    one(standardize(&x, &axes, eps) * per_channel(scale, rank) + per_channel(bias, rank))
+}
+
+/// `GroupNormalization`: the channels in `num_groups` groups, each `(n, group)` standardized
+/// over its channels and the spatial axes, then `scale` and `bias`: per channel (`[C]`,
+/// opset 21) or per group (`[num_groups]`, opset 18).
+fn group_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    if rank < 3 {
+        return Err(im.malformed(n, format!("input of rank {rank} (expected N, C, D1, ...)")));
+    }
+    let eps = attr_f(n, "epsilon", 1e-5);
+    let groups = usize::try_from(attr_i(n, "num_groups", 0)).unwrap_or(0);
+    let c = shape[1];
+    if groups == 0 || c % groups != 0 {
+        return Err(im.malformed(n, format!("num_groups = {groups} does not divide C = {c}")));
+    }
+    let (scale, bias) = (im.f32_tensor(n, 1)?, im.f32_tensor(n, 2)?);
+    let spatial: usize = shape[2..].iter().product();
+    let grouped = x.reshape(vec![shape[0], groups, c / groups * spatial]);
+    let y = standardize(&grouped, &[2], eps);
+    let len = scale.shape().unwrap_or_default().iter().product::<usize>();
+    one(if len == c {
+        y.reshape(shape) * per_channel(scale, rank) + per_channel(bias, rank)
+    } else if len == groups {
+        let (scale, bias) = (scale.reshape(vec![groups, 1]), bias.reshape(vec![groups, 1]));
+        (y * scale + bias).reshape(shape)
+    } else {
+        return Err(im.malformed(n, format!("scale of {len} values for C = {c}, {groups} groups")));
+    })
+}
+
+/// `MeanVarianceNormalization`: `(x - mean) / (sqrt(var) + 1e-9)` over `axes` (default
+/// `[0, 2, 3]`), as ONNX's function body computes it.
+fn mean_variance_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    let mut axes: Vec<usize> = attr_ints(n, "axes")
+        .unwrap_or_else(|| vec![0, 2, 3])
+        .iter()
+        .map(|&a| axis(a, rank).ok_or_else(|| im.malformed(n, format!("axis {a} out of range"))))
+        .collect::<Result<_, _>>()?;
+    axes.sort_unstable();
+    axes.dedup();
+    let mean = over(&x, &axes, |t, d| t.mean(d, true));
+    let mean_sq = over(&(&x * &x), &axes, |t, d| t.mean(d, true));
+    let std = (mean_sq - &mean * &mean).sqrt();
+    one((&x - &mean) / (std + 1e-9))
+}
+
+/// `LRN`: `x / (bias + alpha / size * sum of x^2 over the size nearest channels)^beta`, the
+/// channel window from `c - (size - 1) / 2` to `c + ceil((size - 1) / 2)`, zeros past the ends.
+fn lrn(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let rank = x.rank().unwrap_or(0);
+    if rank < 3 {
+        return Err(im.malformed(n, format!("input of rank {rank} (expected N, C, D1, ...)")));
+    }
+    let size = usize::try_from(attr_i(n, "size", 0)).unwrap_or(0);
+    if size == 0 {
+        return Err(im.malformed(n, "size must be positive"));
+    }
+    let (alpha, beta, bias) =
+        (attr_f(n, "alpha", 1e-4), attr_f(n, "beta", 0.75), attr_f(n, "bias", 1.0));
+    let mut pads = vec![(0usize, 0usize); rank];
+    pads[1] = ((size - 1) / 2, size - 1 - (size - 1) / 2);
+    let squares = (&x * &x).pad(&pads, PadMode::Constant(0.0));
+    let sums = squares.window(1, size, 1, 1).sum(2, false);
+    one(x / (sums * (alpha / size as f32) + bias).pow(beta))
 }

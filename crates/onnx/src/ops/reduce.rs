@@ -23,9 +23,13 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("CumSum", cumsum),
     ("TopK", top_k),
     ("LogSoftmax", softmax),
+    ("ReduceLogSum", reduce),
+    ("ReduceProd", reduce),
+    ("Hardmax", hardmax),
 ];
 
-/// `ReduceMean`, `ReduceSum`, `ReduceMax`, `ReduceMin`, `ReduceL1`, `ReduceL2`, `ReduceSumSquare`, `ReduceLogSumExp`: axis by axis.
+/// `ReduceMean`, `ReduceSum`, `ReduceMax`, `ReduceMin`, `ReduceL1`, `ReduceL2`,
+/// `ReduceSumSquare`, `ReduceLogSumExp`, `ReduceLogSum`, `ReduceProd`: axis by axis.
 fn reduce(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let op = n.op_type.as_str();
     let x = im.f32_tensor(n, 0)?;
@@ -51,6 +55,9 @@ fn reduce(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let mut t = match op {
         "ReduceMin" => -&x,
         "ReduceL1" => x.maximum(-&x),
+        // A product as exp(sum(log |x|)) (a zero's log is -inf, its exp 0), its sign from the
+        // parity of the negative factors.
+        "ReduceProd" => x.maximum(-&x).log(),
         "ReduceL2" | "ReduceSumSquare" => &x * &x,
         _ => x.clone(),
     };
@@ -72,8 +79,18 @@ fn reduce(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
             _ => t.sum(a as isize, keep),
         };
     }
+    if op == "ReduceProd" {
+        let mut negatives = x.less_than(0.0);
+        for &a in axes.iter().rev() {
+            negatives = negatives.sum(a as isize, keep);
+        }
+        let half = &negatives * 0.5;
+        let odd = (&half - super::elementwise::floor(&half)) * 2.0;
+        return one(t.exp() * (odd * -2.0 + 1.0));
+    }
     one(match (op, shift) {
         ("ReduceMin", _) => -t,
+        ("ReduceLogSum", _) => t.log(),
         ("ReduceL2", _) => t.sqrt(),
         ("ReduceLogSumExp", Some(m)) => {
             let m = if keep { m } else { m.reshape(t.shape().unwrap_or_default()) };
@@ -140,7 +157,9 @@ fn cumsum(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let t: Vec<f32> = (0..len * len).map(|e| f32::from(u8::from(keep(e / len, e % len)))).collect();
     let t = im.const_weight(n, "triangle", Const::f32(vec![len, len], t))?;
     let last = rank as isize - 1;
-    let y = if a + 1 == rank {
+    let y = if rank == 1 {
+        x.unsqueeze(0).matmul(&t).reshape(shape.clone())
+    } else if a + 1 == rank {
         x.matmul(&t)
     } else {
         x.transpose(a as isize, last).matmul(&t).transpose(a as isize, last)
@@ -169,4 +188,32 @@ fn top_k(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let indices = x.top_k(a as isize, k, largest);
     let values = x.gather_elements(a as isize, &indices);
     Ok(vec![values, indices])
+}
+
+/// `Hardmax`: 1 at the first largest element along `axis`, 0 elsewhere (opset 13 on; before,
+/// along the flattened axes from `axis` on, as `Softmax`).
+fn hardmax(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    let (flat, a) = if im.opset < 13 {
+        let a = axis(attr_i(n, "axis", 1), rank.max(1))
+            .ok_or_else(|| im.malformed(n, "axis out of range"))?;
+        let (outer, inner): (usize, usize) =
+            (shape[..a].iter().product(), shape[a..].iter().product());
+        (x.reshape(vec![outer, inner]), 1)
+    } else {
+        let a = axis(attr_i(n, "axis", -1), rank)
+            .ok_or_else(|| im.malformed(n, "axis out of range"))?;
+        (x.clone(), a)
+    };
+    let flat_shape = flat.shape().unwrap_or_default();
+    let len = flat_shape[a];
+    // The winner's position against a constant 0, 1, ..., len - 1 along the axis.
+    let mut iota_shape = vec![1; flat_shape.len()];
+    iota_shape[a] = len;
+    let iota = Const::f32(iota_shape, (0..len).map(|i| i as f32).collect());
+    let iota = im.const_weight(n, "positions", iota)?;
+    let winner = flat.argmax(a as isize, true, false).cast(lumen_compiler::DType::F32);
+    one(iota.equal(&winner).reshape(shape))
 }

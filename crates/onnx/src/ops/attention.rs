@@ -1,0 +1,217 @@
+//! `Attention` (opset 23 on): scaled dot-product attention over `[batch, heads, seq, head]`
+//! tensors (or `[batch, seq, hidden]` with `q_num_heads` and `kv_num_heads`), as matmuls, a
+//! softmax and selects; masks, the causal and sliding-window frontiers, the key/value cache
+//! and grouped-query heads follow ONNX's reference (`onnx.reference.ops.op_attention`).
+
+use lumen_compiler::Tensor;
+
+use crate::constant::Const;
+use crate::error::OnnxError;
+use crate::importer::{Handler, Importer, attr, attr_f, attr_i};
+use crate::proto::NodeProto;
+
+/// The attention operators this family imports, by ONNX `op_type`.
+pub(super) const OPS: &[(&str, Handler)] = &[("Attention", attention)];
+
+/// `[batch, seq, heads * head]` as `[batch, heads, seq, head]` (a view).
+fn split_heads(im: &Importer, n: &NodeProto, t: Tensor, heads: usize) -> Result<Tensor, OnnxError> {
+    let shape = t.shape().unwrap_or_default();
+    if heads == 0 || shape[2] % heads != 0 {
+        return Err(
+            im.malformed(n, format!("{heads} heads do not divide a hidden size of {}", shape[2]))
+        );
+    }
+    Ok(t.reshape(vec![shape[0], shape[1], heads, shape[2] / heads]).permute(&[0, 2, 1, 3]))
+}
+
+/// `Attention`: `softmax(softcap(Q K^T scale) + bias) V` per head, `bias` the sum of the
+/// mask (bool: 0 or -inf; float: added), the causal frontier (bottom-right aligned after the
+/// cache), the sliding window and the padding of `nonpad_kv_seqlen`; a row every key of which
+/// is masked is 0. Outputs: `Y`, `present_key`, `present_value` (the cache with the new keys
+/// and values) and `qk_matmul_output` (mode 0 or 1: the scaled, softcapped products; 2: with
+/// the bias; 3: the probabilities).
+fn attention(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (q, k, v) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?, im.f32_tensor(n, 2)?);
+    let rank = q.rank().unwrap_or(0);
+    if k.rank() != Some(rank) || v.rank() != Some(rank) || !(rank == 3 || rank == 4) {
+        return Err(im.malformed(n, "Q, K and V must all be 3-D or all 4-D"));
+    }
+    let heads = |name: &str| attr(n, name).map(|a| usize::try_from(a.i).unwrap_or(0));
+    let (q_heads, kv_heads) = (heads("q_num_heads"), heads("kv_num_heads"));
+    let (q, k, v) = if rank == 3 {
+        let (Some(qh), Some(kvh)) = (q_heads, kv_heads) else {
+            return Err(im.malformed(n, "3-D inputs need q_num_heads and kv_num_heads"));
+        };
+        (split_heads(im, n, q, qh)?, split_heads(im, n, k, kvh)?, split_heads(im, n, v, kvh)?)
+    } else {
+        (q, k, v)
+    };
+    let (qs, ks) = (q.shape().unwrap_or_default(), k.shape().unwrap_or_default());
+    let (batch, qh, q_len, head) = (qs[0], qs[1], qs[2], qs[3]);
+    // The cache: present = past ++ new along the sequence.
+    let present = |im: &mut Importer, i: usize, t: Tensor| -> Result<(Tensor, usize), OnnxError> {
+        match im.input(n, i) {
+            Some(_) => {
+                let past = im.f32_tensor(n, i)?;
+                let len = past.shape().unwrap_or_default().get(2).copied().unwrap_or(0);
+                Ok((im.cx.concat(&[past, t], 2), len))
+            }
+            None => Ok((t, 0)),
+        }
+    };
+    let (k, past_len) = present(im, 4, k)?;
+    let (v, _) = present(im, 5, v)?;
+    let (present_k, present_v) = (k.clone(), v.clone());
+    let kv_len = k.shape().unwrap_or_default()[2];
+    let kvh = ks[1];
+    let nonpad = match im.input(n, 6) {
+        Some(_) if past_len > 0 || im.input(n, 4).is_some() => {
+            return Err(im.malformed(n, "nonpad_kv_seqlen with a past key/value cache"));
+        }
+        Some(_) => Some(im.f32_tensor(n, 6)?.reshape(vec![batch, 1, 1, 1])),
+        None => None,
+    };
+
+    let scale = match attr(n, "scale") {
+        Some(a) => a.f,
+        None => 1.0 / (head as f32).sqrt(),
+    };
+    let root = scale.sqrt();
+    let causal = attr_i(n, "is_causal", 0) != 0;
+    let (left, right) = (attr_i(n, "left_window_size", -1), attr_i(n, "right_window_size", -1));
+    let softcap = attr_f(n, "softcap", 0.0);
+    let mode = attr_i(n, "qk_matmul_output_mode", 0);
+    if !(0..=3).contains(&mode) {
+        return Err(im.unsupported(n, format!("qk_matmul_output_mode = {mode} (0 to 3)")));
+    }
+
+    // The additive bias over [.., q_len, kv_len]: constant frontiers first.
+    let neg_inf = im.cx.constant(f32::NEG_INFINITY);
+    let zero = im.cx.constant(0.0);
+    let mut bias: Option<Tensor> = None;
+    let add = |bias: Option<Tensor>, t: Tensor| {
+        Some(match bias {
+            Some(b) => b + t,
+            None => t,
+        })
+    };
+    if let Some(m) = im.input(n, 3).map(|_| n.input[3].clone()) {
+        // A bool mask is lumen's f32 0/1 (a bool input or comparison) or an integer constant.
+        let int_const = im.const_input(n, 3).is_some_and(|c| !c.is_float());
+        let boolean = im.bools.contains(&m) || int_const;
+        let mask = im.f32_tensor(n, 3)?;
+        let mut mask = if boolean { mask.select(&zero, &neg_inf) } else { mask };
+        let ms = mask.shape().unwrap_or_default();
+        let last = ms.last().copied().unwrap_or(0);
+        if last < kv_len {
+            // A shorter mask leaves the later keys masked.
+            let mut pads = vec![(0, 0); ms.len()];
+            pads[ms.len() - 1] = (0, kv_len - last);
+            mask = mask.pad(&pads, lumen_compiler::PadMode::Constant(f32::NEG_INFINITY));
+        }
+        bias = add(bias, mask);
+    }
+    // Key j is allowed for query i when j - i <= offset (causal) and within the window; with
+    // nonpad_kv_seqlen the offset is per batch, nonpad[b] - q_len: allowed when
+    // j - i + q_len <= nonpad[b], compared at run time.
+    let frontier = |pick: &dyn Fn(i64) -> bool| -> Vec<f32> {
+        (0..q_len * kv_len)
+            .map(|e| {
+                let d = (e % kv_len) as i64 - (e / kv_len) as i64;
+                if pick(d) { 0.0 } else { f32::NEG_INFINITY }
+            })
+            .collect()
+    };
+    let windowed = left >= 0 || right >= 0;
+    match &nonpad {
+        None => {
+            let offset = past_len as i64;
+            let keep = |d: i64| {
+                // d = j - i; the query's absolute position is i + offset.
+                let rel = d - offset;
+                (!causal || rel <= 0) && (left < 0 || -rel <= left) && (right < 0 || rel <= right)
+            };
+            if causal || windowed {
+                let c = Const::f32(vec![q_len, kv_len], frontier(&keep));
+                bias = add(bias, im.const_weight(n, "frontier", c)?);
+            }
+        }
+        Some(len) => {
+            // rel = j - i + q_len - nonpad[b]; allowed: rel <= 0 (causal), -rel <= left,
+            // rel <= right; and j < nonpad[b] (padding).
+            let d: Vec<f32> = (0..q_len * kv_len)
+                .map(|e| ((e % kv_len) as i64 - (e / kv_len) as i64 + q_len as i64) as f32)
+                .collect();
+            let d = im.const_weight(n, "distance", Const::f32(vec![1, 1, q_len, kv_len], d))?;
+            let rel = &d - len;
+            let mut allowed: Option<Tensor> = None;
+            let mut both = |t: Tensor| {
+                allowed = Some(match allowed.take() {
+                    Some(a) => a * t,
+                    None => t,
+                })
+            };
+            if causal {
+                both(rel.less_than(0.5));
+            }
+            if left >= 0 {
+                both((-&rel).less_than(left as f32 + 0.5));
+            }
+            if right >= 0 {
+                both(rel.less_than(right as f32 + 0.5));
+            }
+            let j: Vec<f32> = (0..kv_len).map(|j| j as f32).collect();
+            let j = im.const_weight(n, "keys", Const::f32(vec![1, 1, 1, kv_len], j))?;
+            both(j.less_than(len));
+            if let Some(a) = allowed {
+                bias = add(bias, a.select(&zero, &neg_inf));
+            }
+        }
+    }
+
+    // Grouped-query attention: each key/value head serves q_heads / kv_heads query heads.
+    let (k, v) = if qh != kvh {
+        if kvh == 0 || qh % kvh != 0 {
+            return Err(im.malformed(n, format!("{qh} query heads for {kvh} key/value heads")));
+        }
+        let reps = qh / kvh;
+        let repeat = |t: &Tensor| {
+            let s = t.shape().unwrap_or_default();
+            t.unsqueeze(2)
+                .expand(vec![s[0], s[1], reps, s[2], s[3]])
+                .contiguous()
+                .reshape(vec![s[0], qh, s[2], s[3]])
+        };
+        (repeat(&k), repeat(&v))
+    } else {
+        (k, v)
+    };
+    let mut qk = (&q * root).matmul((&k * root).transpose(2, 3));
+    if softcap > 0.0 {
+        qk = (&qk * (1.0 / softcap)).tanh() * softcap;
+    }
+    let logits = match &bias {
+        Some(b) => &qk + b,
+        None => qk.clone(),
+    };
+    let mut probs = logits.softmax(-1);
+    if let Some(b) = &bias {
+        // A row whose every key is masked attends to nothing: 0.
+        let full = vec![batch, qh, q_len, kv_len];
+        let masked = b.expand(full).max(-1, true).equal(f32::NEG_INFINITY);
+        probs = masked.select(&zero, &probs);
+    }
+    let y = probs.matmul(&v);
+    let y = if rank == 3 {
+        let dv = y.shape().unwrap_or_default()[3];
+        y.permute(&[0, 2, 1, 3]).contiguous().reshape(vec![batch, q_len, qh * dv])
+    } else {
+        y
+    };
+    let qk_out = match mode {
+        2 => logits,
+        3 => probs,
+        _ => qk,
+    };
+    Ok(vec![y, present_k, present_v, qk_out])
+}

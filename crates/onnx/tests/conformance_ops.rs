@@ -1,0 +1,562 @@
+//! Operators and forms added for the ONNX backend node suite, each on a small hand-written
+//! graph run on the CPU runtime (fused and unfused) against values worked out by hand or by an
+//! independent f64 formula: integer tensors keeping their type through Concat, Gather, Pow and
+//! CumSum; negative Gather indices at run time; CastLike; bool graph inputs; Floor, Ceil,
+//! Round, Mod, Trilu, Tile, DepthToSpace, SpaceToDepth, EyeLike, OneHot, Hardmax, Shrink,
+//! Swish, ReduceProd, ReduceLogSum, the normalizations (RMS, Lp, instance, group,
+//! mean-variance, LRN) and Attention.
+
+use lumen_compiler::{CompileOptions, DType};
+use lumen_onnx::proto::{
+    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto, data_type,
+};
+use lumen_onnx::{ImportOptions, import};
+use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+use prost::Message;
+
+fn value(name: &str, elem_type: i32, dims: &[usize]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type,
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| Dimension { dim_value: Some(d as i64), dim_param: None })
+                        .collect(),
+                }),
+            }),
+        }),
+    }
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        name: op.to_lowercase(),
+        op_type: op.into(),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+fn int_attr(name: &str, i: i64) -> AttributeProto {
+    AttributeProto { name: name.into(), i, r#type: 2, ..Default::default() }
+}
+
+fn float_attr(name: &str, f: f32) -> AttributeProto {
+    AttributeProto { name: name.into(), f, r#type: 1, ..Default::default() }
+}
+
+fn string_attr(name: &str, s: &str) -> AttributeProto {
+    AttributeProto { name: name.into(), s: s.as_bytes().to_vec(), r#type: 3, ..Default::default() }
+}
+
+fn floats(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: data_type::FLOAT,
+        float_data: data.to_vec(),
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+fn ints(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: data_type::INT64,
+        int64_data: data.to_vec(),
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+/// A graph input: its name, ONNX element type and value (a bool input is fed as f32 0/1).
+struct Input {
+    name: &'static str,
+    elem_type: i32,
+    value: HostTensor,
+}
+
+fn f32_in(name: &'static str, shape: &[usize], data: &[f32]) -> Input {
+    Input {
+        name,
+        elem_type: data_type::FLOAT,
+        value: HostTensor::new(shape, data.to_vec()).unwrap(),
+    }
+}
+
+fn i64_in(name: &'static str, shape: &[usize], data: &[i64]) -> Input {
+    let value = HostTensor::from_i64(shape, data.to_vec()).unwrap();
+    Input { name, elem_type: data_type::INT64, value }
+}
+
+fn bool_in(name: &'static str, shape: &[usize], data: &[bool]) -> Input {
+    let data: Vec<f32> = data.iter().map(|&b| f32::from(u8::from(b))).collect();
+    Input { name, elem_type: data_type::BOOL, value: HostTensor::new(shape, data).unwrap() }
+}
+
+/// Imports the graph (default opset `opset`), runs it fused and unfused, returns the outputs.
+fn run_at(
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    inputs: Vec<Input>,
+    outputs: &[&str],
+) -> Vec<HostTensor> {
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: nodes,
+            name: "g".into(),
+            initializer: initializers,
+            input: inputs.iter().map(|i| value(i.name, i.elem_type, i.value.shape())).collect(),
+            output: outputs.iter().map(|n| value(n, data_type::FLOAT, &[])).collect(),
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset }],
+        ..Default::default()
+    };
+    let imported = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap();
+    let given: Tensors = inputs.into_iter().map(|i| (i.name.to_string(), i.value)).collect();
+    let bound = imported.bind_inputs(&given).unwrap();
+    let mut results: Vec<Vec<HostTensor>> = Vec::new();
+    for fuse in [false, true] {
+        let options = CompileOptions { fuse, name: "ops".into(), ..Default::default() };
+        let program = imported.graph.compile(&options).unwrap();
+        let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
+        let out = prepared.execute(&bound).unwrap();
+        results.push(imported.outputs.iter().map(|(_, l)| out[l].clone()).collect());
+    }
+    assert_eq!(results[0], results[1], "fused and unfused differ");
+    results.remove(0)
+}
+
+fn run(
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    inputs: Vec<Input>,
+    outputs: &[&str],
+) -> Vec<HostTensor> {
+    run_at(23, nodes, initializers, inputs, outputs)
+}
+
+fn close(got: &HostTensor, shape: &[usize], want: &[f32]) {
+    assert_eq!(got.shape(), shape);
+    assert_eq!(got.dtype(), DType::F32);
+    assert_eq!(got.data().len(), want.len());
+    for (i, (g, w)) in got.data().iter().zip(want).enumerate() {
+        let ok = (g - w).abs() <= 1e-5 * w.abs().max(1.0) || (g.is_nan() && w.is_nan());
+        assert!(ok, "element {i}: {g} vs {w} ({:?})", got.data());
+    }
+}
+
+fn exact(got: &HostTensor, shape: &[usize], dtype: DType, want: &[i64]) {
+    assert_eq!(got.shape(), shape);
+    assert_eq!(got.dtype(), dtype);
+    assert_eq!(got.index_values().unwrap(), want);
+}
+
+#[test]
+fn integer_tensors_keep_their_type_through_concat_gather_pow_and_cumsum() {
+    // Concat of a computed i64 (Add) and an i64 input, then a Gather by constant indices.
+    let out = run(
+        vec![
+            node("Add", &["a", "a"], &["s"], vec![]),
+            node("Concat", &["s", "b"], &["c"], vec![int_attr("axis", 0)]),
+            node("Gather", &["c", "idx"], &["g"], vec![int_attr("axis", 0)]),
+            node("Pow", &["a", "two"], &["p"], vec![]),
+        ],
+        vec![ints("idx", &[2], &[2, 0]), ints("two", &[], &[2])],
+        vec![i64_in("a", &[2], &[3, -4]), i64_in("b", &[1], &[7])],
+        &["c", "g", "p"],
+    );
+    exact(&out[0], &[3], DType::I64, &[6, -8, 7]);
+    exact(&out[1], &[2], DType::I64, &[7, 6]);
+    exact(&out[2], &[2], DType::I64, &[9, 16]);
+    // CumSum of a 1-D tensor, exclusive: [0, 1, 1+2, 1+2+3].
+    let out = run(
+        vec![node("CumSum", &["a", "axis"], &["y"], vec![int_attr("exclusive", 1)])],
+        vec![ints("axis", &[], &[0])],
+        vec![i64_in("a", &[4], &[1, 2, 3, 4])],
+        &["y"],
+    );
+    exact(&out[0], &[4], DType::I64, &[0, 1, 3, 6]);
+}
+
+#[test]
+fn gather_counts_negative_indices_from_the_end_at_run_time() {
+    let x: Vec<f32> = (0..6).map(|v| v as f32).collect();
+    let out = run(
+        vec![node("Gather", &["x", "i"], &["y"], vec![int_attr("axis", 0)])],
+        vec![],
+        vec![f32_in("x", &[3, 2], &x), i64_in("i", &[2], &[-1, 0])],
+        &["y"],
+    );
+    close(&out[0], &[2, 2], &[4.0, 5.0, 0.0, 1.0]);
+    // Along axis 1 of a [2, 3] table.
+    let out = run(
+        vec![node("Gather", &["x", "i"], &["y"], vec![int_attr("axis", 1)])],
+        vec![],
+        vec![f32_in("x", &[2, 3], &x), i64_in("i", &[1], &[-3])],
+        &["y"],
+    );
+    close(&out[0], &[2, 1], &[0.0, 3.0]);
+}
+
+#[test]
+fn cast_like_bool_inputs_and_logic() {
+    let out = run(
+        vec![
+            node("CastLike", &["x", "t"], &["c"], vec![]),
+            node("And", &["p", "q"], &["and"], vec![]),
+            node("Xor", &["p", "q"], &["xor"], vec![]),
+            node("Not", &["p"], &["not"], vec![]),
+            node("Where", &["p", "x", "y"], &["w"], vec![]),
+        ],
+        vec![],
+        vec![
+            f32_in("x", &[3], &[1.9, -2.7, 5.0]),
+            f32_in("y", &[3], &[10.0, 20.0, 30.0]),
+            i64_in("t", &[1], &[0]),
+            bool_in("p", &[3], &[true, false, true]),
+            bool_in("q", &[3], &[true, true, false]),
+        ],
+        &["c", "and", "xor", "not", "w"],
+    );
+    exact(&out[0], &[3], DType::I64, &[1, -2, 5]);
+    close(&out[1], &[3], &[1.0, 0.0, 0.0]);
+    close(&out[2], &[3], &[0.0, 1.0, 1.0]);
+    close(&out[3], &[3], &[0.0, 1.0, 0.0]);
+    close(&out[4], &[3], &[1.9, 20.0, 5.0]);
+}
+
+#[test]
+fn floor_ceil_round_and_mod() {
+    let x = [-1.5, -0.5, 0.5, 1.5, 2.5, 2.4, -2.6, 1e9];
+    let ops = ["Floor", "Ceil", "Round"];
+    let nodes = ops.iter().map(|op| node(op, &["x"], &[&op.to_lowercase()], vec![])).collect();
+    let out = run(nodes, vec![], vec![f32_in("x", &[8], &x)], &["floor", "ceil", "round"]);
+    close(&out[0], &[8], &[-2.0, -1.0, 0.0, 1.0, 2.0, 2.0, -3.0, 1e9]);
+    close(&out[1], &[8], &[-1.0, 0.0, 1.0, 2.0, 3.0, 3.0, -2.0, 1e9]);
+    close(&out[2], &[8], &[-2.0, 0.0, 0.0, 2.0, 2.0, 2.0, -3.0, 1e9]);
+    // Mod: Python's sign (the divisor's) by default, C's (the dividend's) with fmod = 1.
+    let out = run(
+        vec![
+            node("Mod", &["a", "b"], &["py"], vec![]),
+            node("Mod", &["a", "b"], &["c"], vec![int_attr("fmod", 1)]),
+            node("Mod", &["x", "y"], &["f"], vec![int_attr("fmod", 1)]),
+        ],
+        vec![],
+        vec![
+            i64_in("a", &[4], &[5, -5, 5, -5]),
+            i64_in("b", &[4], &[3, 3, -3, -3]),
+            f32_in("x", &[2], &[5.5, -5.5]),
+            f32_in("y", &[2], &[2.0, 2.0]),
+        ],
+        &["py", "c", "f"],
+    );
+    exact(&out[0], &[4], DType::I64, &[2, 1, -1, -2]);
+    exact(&out[1], &[4], DType::I64, &[2, -2, 2, -2]);
+    close(&out[2], &[2], &[1.5, -1.5]);
+}
+
+#[test]
+fn trilu_tile_depth_space_eye_and_one_hot() {
+    let x: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+    let out = run(
+        vec![
+            node("Trilu", &["x"], &["u"], vec![]),
+            node("Trilu", &["x", "k"], &["l"], vec![int_attr("upper", 0)]),
+            node("EyeLike", &["x"], &["e"], vec![int_attr("k", 1)]),
+        ],
+        vec![ints("k", &[], &[-1])],
+        vec![f32_in("x", &[3, 3], &x)],
+        &["u", "l", "e"],
+    );
+    close(&out[0], &[3, 3], &[1.0, 2.0, 3.0, 0.0, 5.0, 6.0, 0.0, 0.0, 9.0]);
+    close(&out[1], &[3, 3], &[0.0, 0.0, 0.0, 4.0, 0.0, 0.0, 7.0, 8.0, 0.0]);
+    close(&out[2], &[3, 3], &[0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]);
+    let out = run(
+        vec![node("Tile", &["x", "r"], &["t"], vec![])],
+        vec![ints("r", &[2], &[2, 2])],
+        vec![f32_in("x", &[1, 2], &[1.0, 2.0])],
+        &["t"],
+    );
+    close(&out[0], &[2, 4], &[1.0, 2.0, 1.0, 2.0, 1.0, 2.0, 1.0, 2.0]);
+    // DepthToSpace (DCR and CRD) of 8 channels into 2 channels of 2x2 blocks, and back.
+    let x: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    let out = run(
+        vec![
+            node("DepthToSpace", &["x"], &["dcr"], vec![int_attr("blocksize", 2)]),
+            node(
+                "DepthToSpace",
+                &["x"],
+                &["crd"],
+                vec![int_attr("blocksize", 2), string_attr("mode", "CRD")],
+            ),
+            node("SpaceToDepth", &["dcr"], &["back"], vec![int_attr("blocksize", 2)]),
+        ],
+        vec![],
+        vec![f32_in("x", &[1, 8, 1, 1], &x)],
+        &["dcr", "crd", "back"],
+    );
+    // DCR: channel (i * 2 + j) * 2 + c lands at (c, i, j); CRD: c * 4 + i * 2 + j.
+    close(&out[0], &[1, 2, 2, 2], &[0.0, 2.0, 4.0, 6.0, 1.0, 3.0, 5.0, 7.0]);
+    close(&out[1], &[1, 2, 2, 2], &x);
+    close(&out[2], &[1, 8, 1, 1], &x);
+    let out = run(
+        vec![node("OneHot", &["i", "depth", "values"], &["y"], vec![])],
+        vec![ints("depth", &[], &[3]), floats("values", &[2], &[-1.0, 5.0])],
+        vec![i64_in("i", &[3], &[0, 2, -1])],
+        &["y"],
+    );
+    close(&out[0], &[3, 3], &[5.0, -1.0, -1.0, -1.0, -1.0, 5.0, -1.0, -1.0, 5.0]);
+}
+
+#[test]
+fn hardmax_shrink_swish_and_reductions() {
+    let x = [1.0, 3.0, 3.0, -2.0, 0.0, 5.0];
+    let out = run(
+        vec![
+            node("Hardmax", &["x"], &["h"], vec![]),
+            node("Shrink", &["x"], &["s"], vec![float_attr("lambd", 1.5), float_attr("bias", 0.5)]),
+            node("Swish", &["x"], &["w"], vec![float_attr("alpha", 2.0)]),
+            node("ReduceProd", &["x", "ax"], &["p"], vec![int_attr("keepdims", 0)]),
+            node("ReduceLogSum", &["x", "ax"], &["l"], vec![]),
+        ],
+        vec![ints("ax", &[1], &[1])],
+        vec![f32_in("x", &[2, 3], &x)],
+        &["h", "s", "w", "p", "l"],
+    );
+    close(&out[0], &[2, 3], &[0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+    close(&out[1], &[2, 3], &[0.0, 2.5, 2.5, -1.5, 0.0, 4.5]);
+    let swish: Vec<f32> = x.iter().map(|&v: &f32| v / (1.0 + (-2.0 * v).exp())).collect();
+    close(&out[2], &[2, 3], &swish);
+    close(&out[3], &[2], &[9.0, 0.0]);
+    close(&out[4], &[2, 1], &[7f32.ln(), 3f32.ln()]);
+    // A negative product: the sign from the count of negative factors.
+    let out = run(
+        vec![node("ReduceProd", &["x"], &["p"], vec![int_attr("keepdims", 0)])],
+        vec![],
+        vec![f32_in("x", &[3], &[-2.0, 3.0, 0.5])],
+        &["p"],
+    );
+    close(&out[0], &[], &[-3.0]);
+}
+
+#[test]
+fn normalizations() {
+    // x [1, 4, 2]: 4 channels of 2 positions.
+    let x = [1.0f32, 3.0, -2.0, 2.0, 0.5, 4.5, 0.0, 8.0];
+    let scale = [1.0f32, 2.0, 0.5, -1.0];
+    let bias = [0.0f32, 1.0, -1.0, 0.5];
+    let out = run(
+        vec![
+            node(
+                "InstanceNormalization",
+                &["x", "scale", "bias"],
+                &["inst"],
+                vec![float_attr("epsilon", 0.0)],
+            ),
+            node(
+                "GroupNormalization",
+                &["x", "scale", "bias"],
+                &["group"],
+                vec![int_attr("num_groups", 2), float_attr("epsilon", 0.0)],
+            ),
+            node("RMSNormalization", &["x", "g"], &["rms"], vec![float_attr("epsilon", 0.0)]),
+            node("LpNormalization", &["x"], &["l1"], vec![int_attr("p", 1), int_attr("axis", 1)]),
+            node(
+                "LRN",
+                &["x"],
+                &["lrn"],
+                vec![
+                    int_attr("size", 3),
+                    float_attr("alpha", 0.3),
+                    float_attr("beta", 0.5),
+                    float_attr("bias", 2.0),
+                ],
+            ),
+        ],
+        vec![
+            floats("scale", &[4], &scale),
+            floats("bias", &[4], &bias),
+            floats("g", &[2], &[1.0, 2.0]),
+        ],
+        vec![f32_in("x", &[1, 4, 2], &x)],
+        &["inst", "group", "rms", "l1", "lrn"],
+    );
+    // Instance: each channel's two values become -1 and +1 (mean between, std half the gap).
+    let mut inst = Vec::new();
+    for c in 0..4 {
+        let (a, b) = (x[2 * c], x[2 * c + 1]);
+        let s = |v: f32| if v < (a + b) / 2.0 { -1.0 } else { 1.0 };
+        inst.extend([s(a) * scale[c] + bias[c], s(b) * scale[c] + bias[c]]);
+    }
+    close(&out[0], &[1, 4, 2], &inst);
+    // Group: channels {0, 1} and {2, 3}, four values each.
+    let mut group = Vec::new();
+    for g in 0..2 {
+        let v = &x[4 * g..4 * g + 4];
+        let mean = v.iter().sum::<f32>() / 4.0;
+        let var = v.iter().map(|a| (a - mean) * (a - mean)).sum::<f32>() / 4.0;
+        for (k, a) in v.iter().enumerate() {
+            let c = 2 * g + k / 2;
+            group.push((a - mean) / var.sqrt() * scale[c] + bias[c]);
+        }
+    }
+    close(&out[1], &[1, 4, 2], &group);
+    // RMS over the last axis (pairs).
+    let rms: Vec<f32> = (0..8)
+        .map(|e| {
+            let (a, b) = (x[e / 2 * 2], x[e / 2 * 2 + 1]);
+            x[e] / ((a * a + b * b) / 2.0).sqrt() * [1.0, 2.0][e % 2]
+        })
+        .collect();
+    close(&out[2], &[1, 4, 2], &rms);
+    // L1 along the channels, per position.
+    let l1: Vec<f32> =
+        (0..8).map(|e| x[e] / (0..4).map(|c| x[2 * c + e % 2].abs()).sum::<f32>()).collect();
+    close(&out[3], &[1, 4, 2], &l1);
+    // LRN: channels c-1..=c+1, zeros past the ends.
+    let lrn: Vec<f32> = (0..8)
+        .map(|e| {
+            let (c, p) = ((e / 2) as i64, e % 2);
+            let sq: f32 = (c - 1..=c + 1)
+                .filter(|&k| (0..4).contains(&k))
+                .map(|k| x[2 * k as usize + p] * x[2 * k as usize + p])
+                .sum();
+            x[e] / (2.0 + 0.3 / 3.0 * sq).powf(0.5)
+        })
+        .collect();
+    close(&out[4], &[1, 4, 2], &lrn);
+}
+
+/// Attention by an f64 loop over ONNX's definition: one batch, 4-D inputs.
+#[allow(clippy::too_many_arguments)]
+fn attention_f64(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    heads: usize,
+    kv_heads: usize,
+    sq: usize,
+    skv: usize,
+    d: usize,
+    allowed: impl Fn(usize, usize) -> bool,
+) -> Vec<f32> {
+    let scale = 1.0 / (d as f64).sqrt();
+    let mut y = vec![0.0f32; heads * sq * d];
+    for h in 0..heads {
+        let kh = h / (heads / kv_heads);
+        for i in 0..sq {
+            let logits: Vec<f64> = (0..skv)
+                .map(|j| {
+                    if !allowed(i, j) {
+                        return f64::NEG_INFINITY;
+                    }
+                    (0..d)
+                        .map(|t| {
+                            f64::from(q[(h * sq + i) * d + t])
+                                * f64::from(k[(kh * skv + j) * d + t])
+                        })
+                        .sum::<f64>()
+                        * scale
+                })
+                .collect();
+            let m = logits.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let e: Vec<f64> = logits.iter().map(|l| (l - m).exp()).collect();
+            let s: f64 = e.iter().sum();
+            for t in 0..d {
+                let acc: f64 =
+                    (0..skv).map(|j| e[j] / s * f64::from(v[(kh * skv + j) * d + t])).sum();
+                y[(h * sq + i) * d + t] = acc as f32;
+            }
+        }
+    }
+    y
+}
+
+#[test]
+fn attention_causal_grouped_and_masked() {
+    let (heads, kv_heads, sq, skv, d) = (4, 2, 3, 3, 2);
+    let wave = |n: usize, f: f32| -> Vec<f32> { (0..n).map(|i| ((i as f32) * f).sin()).collect() };
+    let (q, k, v) =
+        (wave(heads * sq * d, 0.7), wave(kv_heads * skv * d, 1.3), wave(kv_heads * skv * d, 0.4));
+    let out = run(
+        vec![node("Attention", &["q", "k", "v"], &["y"], vec![int_attr("is_causal", 1)])],
+        vec![],
+        vec![
+            f32_in("q", &[1, heads, sq, d], &q),
+            f32_in("k", &[1, kv_heads, skv, d], &k),
+            f32_in("v", &[1, kv_heads, skv, d], &v),
+        ],
+        &["y"],
+    );
+    let want = attention_f64(&q, &k, &v, heads, kv_heads, sq, skv, d, |i, j| j <= i);
+    close(&out[0], &[1, heads, sq, d], &want);
+    // A bool mask [sq, skv], 3-D inputs with heads as attributes, and the present key.
+    let mask = [true, false, true, false, true, true, true, true, false];
+    let out = run(
+        vec![node(
+            "Attention",
+            &["q3", "k3", "v3", "m"],
+            &["y", "pk"],
+            vec![int_attr("q_num_heads", 2), int_attr("kv_num_heads", 2)],
+        )],
+        vec![],
+        vec![
+            f32_in("q3", &[1, sq, 2 * d], &q[..sq * 2 * d]),
+            f32_in("k3", &[1, skv, 2 * d], &k),
+            f32_in("v3", &[1, skv, 2 * d], &v),
+            bool_in("m", &[sq, skv], &mask),
+        ],
+        &["y", "pk"],
+    );
+    // [1, s, heads * d] -> [1, heads, s, d] for the reference, and back.
+    let split = |t: &[f32], s: usize| -> Vec<f32> {
+        (0..2 * s * d).map(|e| t[(e / d % s) * 2 * d + e / (s * d) * d + e % d]).collect()
+    };
+    let (q4, k4, v4) = (split(&q[..sq * 2 * d], sq), split(&k, skv), split(&v, skv));
+    let y4 = attention_f64(&q4, &k4, &v4, 2, 2, sq, skv, d, |i, j| mask[i * skv + j]);
+    let y: Vec<f32> =
+        (0..sq * 2 * d).map(|e| y4[(e % (2 * d)) / d * sq * d + e / (2 * d) * d + e % d]).collect();
+    close(&out[0], &[1, sq, 2 * d], &y);
+    close(&out[1], &[1, 2, skv, d], &k4);
+}
+
+#[test]
+fn a_model_of_the_ml_domain_alone_imports() {
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                domain: "ai.onnx.ml".into(),
+                ..node("Binarizer", &["x"], &["y"], vec![float_attr("threshold", 0.5)])
+            }],
+            name: "g".into(),
+            input: vec![value("x", data_type::FLOAT, &[2])],
+            output: vec![value("y", data_type::FLOAT, &[2])],
+            ..Default::default()
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: "ai.onnx.ml".into(), version: 1 }],
+        ..Default::default()
+    };
+    match import(&m.encode_to_vec(), &ImportOptions::default()) {
+        Ok(imported) => assert_eq!(imported.opset, 0),
+        // Binarizer itself may be an operator lumen lacks; the refusal must name it, not
+        // the missing default-domain opset.
+        Err(e) => assert!(e.to_string().contains("Binarizer"), "{e}"),
+    }
+    // A default-domain node in such a model is refused, naming it.
+    let mut m = m;
+    if let Some(g) = m.graph.as_mut() {
+        g.node = vec![node("Relu", &["x"], &["y"], vec![])];
+    }
+    let e = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("Relu") && e.contains("no opset of the default"), "{e}");
+}
