@@ -1,13 +1,14 @@
 //! The ONNX fixtures (data/onnx/, made by data/make_onnx_fixtures.py and
 //! data/make_cnn_fixtures.py with skl2onnx, torch.onnx and transformers, expected outputs from
-//! onnxruntime): each imports, compiles fused and unfused, runs on the CPU runtime, and matches
-//! onnxruntime within 1e-4 x max(1, |reference|).
+//! onnxruntime): each imports, compiles fused and unfused, runs on the CPU runtime with its
+//! memory plan verified at prepare (no two live buffers share bytes) and every buffer poisoned
+//! with NaN after its last use, and matches onnxruntime within 1e-4 x max(1, |reference|).
 
 use std::path::{Path, PathBuf};
 
 use lumen_compiler::CompileOptions;
 use lumen_onnx::{ImportOptions, import};
-use lumen_runtime::{CpuRuntime, Runtime, Tensors};
+use lumen_runtime::{CpuOptions, CpuRuntime, Runtime, Tensors};
 
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/onnx").join(name)
@@ -30,7 +31,11 @@ fn check(name: &str) {
     for fuse in [false, true] {
         let options = CompileOptions { fuse, name: name.to_string(), ..Default::default() };
         let program = imported.graph.compile(&options).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
+        // Memory debug: the planner's independent verify at prepare, NaN after last use.
+        let runtime = CpuRuntime::new(CpuOptions { memory_debug: true, ..CpuOptions::default() });
+        let mut prepared = runtime
+            .prepare(&program, &imported.weights)
+            .unwrap_or_else(|e| panic!("{name} fuse={fuse}: {e}"));
         let out = prepared.execute(&inputs).unwrap();
         for (onnx_name, lumen_name) in &imported.outputs {
             let (got, want) = (&out[lumen_name], &expect[onnx_name]);
