@@ -299,15 +299,22 @@ fn trilu_tile_depth_space_eye_and_one_hot() {
                 vec![int_attr("blocksize", 2), string_attr("mode", "CRD")],
             ),
             node("SpaceToDepth", &["dcr"], &["back"], vec![int_attr("blocksize", 2)]),
+            node(
+                "SpaceToDepth",
+                &["crd"],
+                &["back_crd"],
+                vec![int_attr("blocksize", 2), string_attr("mode", "CRD")],
+            ),
         ],
         vec![],
         vec![f32_in("x", &[1, 8, 1, 1], &x)],
-        &["dcr", "crd", "back"],
+        &["dcr", "crd", "back", "back_crd"],
     );
     // DCR: channel (i * 2 + j) * 2 + c lands at (c, i, j); CRD: c * 4 + i * 2 + j.
     close(&out[0], &[1, 2, 2, 2], &[0.0, 2.0, 4.0, 6.0, 1.0, 3.0, 5.0, 7.0]);
     close(&out[1], &[1, 2, 2, 2], &x);
     close(&out[2], &[1, 8, 1, 1], &x);
+    close(&out[3], &[1, 8, 1, 1], &x);
     let out = run(
         vec![node("OneHot", &["i", "depth", "values"], &["y"], vec![])],
         vec![ints("depth", &[], &[3]), floats("values", &[2], &[-1.0, 5.0])],
@@ -559,4 +566,15 @@ fn a_model_of_the_ml_domain_alone_imports() {
     }
     let e = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap_err().to_string();
     assert!(e.contains("Relu") && e.contains("no opset of the default"), "{e}");
+}
+
+#[test]
+fn lp_normalization_leaves_a_zero_vector_zero() {
+    let out = run(
+        vec![node("LpNormalization", &["x"], &["y"], vec![int_attr("axis", 0)])],
+        vec![],
+        vec![f32_in("x", &[2, 2], &[3.0, 0.0, 4.0, 0.0])],
+        &["y"],
+    );
+    close(&out[0], &[2, 2], &[0.6, 0.0, 0.8, 0.0]);
 }

@@ -304,7 +304,8 @@ fn depth_to_space(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxE
     one(t.contiguous().reshape(vec![batch, oc, h * b, w * b]))
 }
 
-/// `SpaceToDepth`: `[N, C, H, W]` to `[N, C b^2, H / b, W / b]`, DepthToSpace's `DCR` inverse.
+/// `SpaceToDepth`: `[N, C, H, W]` to `[N, C b^2, H / b, W / b]`, the inverse of DepthToSpace
+/// in its `mode` (`DCR`, the default, or `CRD`).
 fn space_to_depth(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let x = im.tensor(n, 0)?;
     let shape = x.shape().unwrap_or_default();
@@ -315,7 +316,12 @@ fn space_to_depth(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxE
     if b == 0 || h % b != 0 || w % b != 0 {
         return Err(im.malformed(n, format!("blocksize = {b} does not divide H = {h}, W = {w}")));
     }
-    let t = x.reshape(vec![batch, c, h / b, b, w / b, b]).permute(&[0, 3, 5, 1, 2, 4]);
+    let split = x.reshape(vec![batch, c, h / b, b, w / b, b]);
+    let t = match attr_s(n, "mode").unwrap_or_else(|| "DCR".into()).as_str() {
+        "DCR" => split.permute(&[0, 3, 5, 1, 2, 4]),
+        "CRD" => split.permute(&[0, 1, 3, 5, 2, 4]),
+        other => return Err(im.unsupported(n, format!("mode = {other:?} (DCR or CRD)"))),
+    };
     one(t.contiguous().reshape(vec![batch, c * b * b, h / b, w / b]))
 }
 

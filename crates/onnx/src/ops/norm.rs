@@ -114,7 +114,7 @@ fn rms_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
 }
 
 /// `LpNormalization`: `x` divided by its L1 (`p = 1`) or L2 (`p = 2`, the default) norm along
-/// `axis` (default -1).
+/// `axis` (default -1); a zero vector stays zero.
 fn lp_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let x = im.f32_tensor(n, 0)?;
     let rank = x.rank().unwrap_or(0);
@@ -126,7 +126,9 @@ fn lp_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         2 => (&x * &x).sum(a, true).sqrt(),
         p => return Err(im.unsupported(n, format!("p = {p} (1 or 2)"))),
     };
-    one(x / norm)
+    // A zero norm divides by 1 (the vector stays 0), as ONNX's reference does.
+    let safe = norm.equal(0.0).select(1.0, &norm);
+    one(x / safe)
 }
 
 /// `(x - mean) / sqrt(var + eps)` over `axes` (sorted), the statistics kept with length 1.
