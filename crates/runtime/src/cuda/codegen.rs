@@ -60,6 +60,20 @@
 //!   as for `reduce`), one thread per output element walking the axis, written as an i64:
 //!   the first of equal elements (the last with `last`), the first NaN wins outright
 //!   ([`lumen_compiler::ops::arg_index`]), 0 for an empty axis.
+//! - `topk`: the positions of the `k` largest (or smallest) elements of a view's axis (the
+//!   host moves it last, as for `reduce`), one thread per output row, written as i64 in
+//!   [`lumen_compiler::ops::top_k`]'s order: a selection without memory, `k` passes over the
+//!   row, pass `j` keeping the first element (in the order) that comes after pass `j - 1`'s.
+//!   The order is the prelude's `lumen_topk_before`: a NaN before every number (largest) or
+//!   after every number (smallest), numbers by value (`-0 == +0`), equal ones and NaNs by
+//!   position. `O(k · extent)` per row; any `k` up to the axis' length.
+//! - `gather_elements`: `out[i] = data[i with axis replaced by indices[i]]`, one thread per
+//!   output element, data and the i32 or i64 indices through their views over the output's
+//!   shape (data's with the picked axis' stride 0: the kernel adds the index times it); a
+//!   negative index counts from the axis' end. An index outside `-extent..extent` is never
+//!   read through: its element is NaN and `atomicMin` puts the output position into the
+//!   error record like a gather's; the `gather_report` kernel over the indices' view then
+//!   stores the index and its element offset.
 
 use std::fmt::Write as _;
 
@@ -173,6 +187,23 @@ pub enum KernelSpec {
         /// Rank of the output rows' view.
         rank: usize,
     },
+    /// `lumen_topk_{largest|smallest}_r{rank}(long long* out, const float* in,
+    /// lumen_views<rank, 1> rows, lumen_topk t)`.
+    TopK {
+        /// The largest first (else the smallest first).
+        largest: bool,
+        /// Rank of the output rows' view.
+        rank: usize,
+    },
+    /// `lumen_gather_elements_{i32|i64}_r{rank}(float* out, const float* data, const void*
+    /// indices, u64* err, lumen_views<rank, 2> v, unsigned long long extent, unsigned long long
+    /// stride)`: view 0 is data's (the picked axis' stride 0), view 1 the indices'.
+    GatherElements {
+        /// i64 indices (else i32).
+        wide: bool,
+        /// Rank of the views over the output's shape (after [`collapse`]).
+        rank: usize,
+    },
 }
 
 /// The element types a cast kernel converts between, in kernel order.
@@ -180,7 +211,7 @@ pub const CAST_TYPES: [DType; 3] = [DType::F32, DType::I32, DType::I64];
 
 impl KernelSpec {
     /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`, `take`,
-    /// `cast`, `arg`.
+    /// `cast`, `arg`, `topk`, `gather_elements`.
     pub fn family(&self) -> &'static str {
         match self {
             KernelSpec::Map { .. } => "map",
@@ -192,6 +223,8 @@ impl KernelSpec {
             KernelSpec::Take { .. } => "take",
             KernelSpec::Cast { .. } => "cast",
             KernelSpec::Arg { .. } => "arg",
+            KernelSpec::TopK { .. } => "topk",
+            KernelSpec::GatherElements { .. } => "gather_elements",
         }
     }
 
@@ -218,6 +251,12 @@ impl KernelSpec {
                 if max { "max" } else { "min" },
                 if last { "_last" } else { "" }
             ),
+            KernelSpec::TopK { largest, rank } => {
+                format!("lumen_topk_{}_r{rank}", if largest { "largest" } else { "smallest" })
+            }
+            KernelSpec::GatherElements { wide, rank } => {
+                format!("lumen_gather_elements_{}_r{rank}", id(wide))
+            }
         }
     }
 
@@ -408,6 +447,56 @@ impl KernelSpec {
                      \x20   }}\n}}\n"
                 )
             }
+            KernelSpec::TopK { largest, rank } => {
+                let largest = if largest { "true" } else { "false" };
+                format!(
+                    "extern \"C\" __global__ void {name}(long long* out, const float* in, lumen_views<{rank}, 1> rows,\n\
+                     \x20   lumen_topk t) {{\n\
+                     \x20   LUMEN_GRID_STRIDE(r, rows.len) {{\n\
+                     \x20       unsigned long long off[1];\n\
+                     \x20       lumen_offsets(rows, r, off);\n\
+                     \x20       const unsigned long long outer = r / t.inner, pos = r - outer * t.inner;\n\
+                     \x20       float prev = 0.0f;\n\
+                     \x20       unsigned long long prev_at = 0;\n\
+                     \x20       for (unsigned long long j = 0; j < t.k; ++j) {{\n\
+                     \x20           float best = 0.0f;\n\
+                     \x20           unsigned long long at = t.extent;\n\
+                     \x20           for (unsigned long long e = 0; e < t.extent; ++e) {{\n\
+                     \x20               const float x = in[off[0] + e * t.stride];\n\
+                     \x20               if (j > 0 && !lumen_topk_before(prev, prev_at, x, e, {largest})) continue;\n\
+                     \x20               if (at == t.extent || lumen_topk_before(x, e, best, at, {largest})) {{\n\
+                     \x20                   best = x;\n\
+                     \x20                   at = e;\n\
+                     \x20               }}\n\
+                     \x20           }}\n\
+                     \x20           out[(outer * t.k + j) * t.inner + pos] = (long long)at;\n\
+                     \x20           prev = best;\n\
+                     \x20           prev_at = at;\n\
+                     \x20       }}\n\
+                     \x20   }}\n}}\n"
+                )
+            }
+            KernelSpec::GatherElements { wide, rank } => {
+                let id_type = if wide { "long long" } else { "int" };
+                format!(
+                    "extern \"C\" __global__ void {name}(float* out, const float* data, const void* indices,\n\
+                     \x20   unsigned long long* err, lumen_views<{rank}, 2> v, unsigned long long extent,\n\
+                     \x20   unsigned long long stride) {{\n\
+                     \x20   const {id_type}* idx = (const {id_type}*)indices;\n\
+                     \x20   LUMEN_GRID_STRIDE(i, v.len) {{\n\
+                     \x20       unsigned long long off[2];\n\
+                     \x20       lumen_offsets(v, i, off);\n\
+                     \x20       long long id = (long long)idx[off[1]];\n\
+                     \x20       if (id < 0) id += (long long)extent;\n\
+                     \x20       if (id < 0 || (unsigned long long)id >= extent) {{\n\
+                     \x20           atomicMin(err, i);\n\
+                     \x20           out[i] = __int_as_float(0x7fc00000);\n\
+                     \x20       }} else {{\n\
+                     \x20           out[i] = data[off[0] + (unsigned long long)id * stride];\n\
+                     \x20       }}\n\
+                     \x20   }}\n}}\n"
+                )
+            }
         }
     }
 
@@ -442,6 +531,21 @@ struct lumen_conv {
 struct lumen_take {
     unsigned long long picks, inner, stride, extent, idx_offset, idx_stride, fill;
 };
+// A top-k's rows: its length k, the axis' length and stride, the output elements per index
+// (the product of the axes after the axis) (TopKArgs).
+struct lumen_topk {
+    unsigned long long k, extent, stride, inner;
+};
+// Whether element a (at position ia of its row) comes before b (at ib) in a top-k's order
+// (ops::top_k): a NaN before every number when largest, after every number otherwise;
+// numbers by value (-0 == +0); equal numbers, and NaNs, by position.
+__device__ __forceinline__ bool lumen_topk_before(float a, unsigned long long ia, float b,
+                                                  unsigned long long ib, bool largest) {
+    const bool na = a != a, nb = b != b;
+    if (na != nb) return largest ? na : nb;
+    if (!na && a != b) return largest ? a > b : a < b;
+    return ia < ib;
+}
 // The element offset of row-major index i in each of the N views (64-bit throughout).
 template <int R, int N>
 __device__ __forceinline__ void lumen_offsets(const lumen_views<R, N>& v, unsigned long long i,
@@ -499,7 +603,8 @@ fn c_type(dtype: DType) -> &'static str {
 /// the copies, each reduction in both forms at each row rank, the gathers and their reports,
 /// a convolution per epilogue ([`conv_epilogues`]), the takes (i32 and i64 at each rank), a
 /// cast per pair of [`CAST_TYPES`] at each rank, argmax and argmin (first and last of equals)
-/// at each row rank.
+/// at each row rank, top-k (largest and smallest) at each row rank, gather_elements (i32 and
+/// i64 indices) at each rank.
 pub fn all_specs() -> Vec<KernelSpec> {
     let mut specs = Vec::new();
     for op in ElemOp::ALL {
@@ -528,6 +633,12 @@ pub fn all_specs() -> Vec<KernelSpec> {
         for last in [false, true] {
             specs.extend((1..MAX_RANK).map(|rank| KernelSpec::Arg { max, last, rank }));
         }
+    }
+    for largest in [true, false] {
+        specs.extend((1..MAX_RANK).map(|rank| KernelSpec::TopK { largest, rank }));
+    }
+    for wide in [false, true] {
+        specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::GatherElements { wide, rank }));
     }
     specs
 }
@@ -775,6 +886,37 @@ impl TakeArgs {
     }
 }
 
+/// Words of the `lumen_topk` argument ([`TopKArgs::words`]).
+pub const TOPK_WORDS: usize = 4;
+
+/// The `lumen_topk` argument of a top-k kernel, [`TOPK_WORDS`] 64-bit words in the struct's
+/// order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TopKArgs {
+    /// Positions per row (at most `extent`).
+    pub k: u64,
+    /// The searched axis' length.
+    pub extent: u64,
+    /// The searched axis' stride in the input, in elements.
+    pub stride: u64,
+    /// Output elements per position: the product of the axes after the searched one, so
+    /// that row `r`'s position `j` is output element `(r / inner · k + j) · inner + r % inner`.
+    pub inner: u64,
+}
+
+impl TopKArgs {
+    /// The [`TOPK_WORDS`] words, in the `lumen_topk` struct's order.
+    pub fn words(&self) -> Vec<u64> {
+        vec![self.k, self.extent, self.stride, self.inner]
+    }
+
+    /// The argument back from its words; `None` unless there are exactly [`TOPK_WORDS`].
+    pub fn from_words(words: &[u64]) -> Option<Self> {
+        let [k, extent, stride, inner] = *words else { return None };
+        Some(TopKArgs { k, extent, stride, inner })
+    }
+}
+
 /// One translation unit holding `specs` (deduplicated, in order): the prelude, each
 /// elementwise op's device function once, then the kernels. No includes.
 pub fn module_source(specs: &[KernelSpec]) -> String {
@@ -953,12 +1095,13 @@ mod tests {
     fn every_spec_has_a_unique_entry_point_in_the_module() {
         let specs = all_specs();
         // Ops x 6 ranks, 6 copies, 2 reductions x 2 forms x 5 ranks, 2 x 2 x 6 gathers, 2 x 2
-        // x (1 + 7 activations) convolutions, 2 x 6 takes, 3 x 3 x 6 casts, 2 x 2 x 5 args.
+        // x (1 + 7 activations) convolutions, 2 x 6 takes, 3 x 3 x 6 casts, 2 x 2 x 5 args,
+        // 2 x 5 top-ks, 2 x 6 gather_elements.
         let convs = conv_epilogues().len();
         assert_eq!(convs, 32);
         assert_eq!(
             specs.len(),
-            ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 12 + 54 + 20
+            ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 12 + 54 + 20 + 10 + 12
         );
         let src = module_source(&specs);
         let mut names: Vec<String> = specs.iter().map(KernelSpec::name).collect();
@@ -1037,6 +1180,45 @@ mod tests {
         }
         let args = all_specs().into_iter().filter(|s| s.family() == "arg").count();
         assert_eq!(args, 4 * (MAX_RANK - 1));
+    }
+
+    #[test]
+    fn topk_kernels_select_by_the_prelude_order_and_write_i64_positions() {
+        for (largest, name, flag) in
+            [(true, "lumen_topk_largest_r2", "true"), (false, "lumen_topk_smallest_r2", "false")]
+        {
+            let spec = KernelSpec::TopK { largest, rank: 2 };
+            assert_eq!((spec.name().as_str(), spec.family()), (name, "topk"));
+            let src = module_source(&[spec]);
+            assert!(src.contains(&format!("lumen_topk_before(x, e, best, at, {flag})")), "{src}");
+            assert!(src.contains(&format!("!lumen_topk_before(prev, prev_at, x, e, {flag})")));
+            assert!(src.contains("out[(outer * t.k + j) * t.inner + pos] = (long long)at;"));
+            assert_eq!(src.matches("bool lumen_topk_before(").count(), 1, "{src}");
+        }
+        let topks = all_specs().into_iter().filter(|s| s.family() == "topk").count();
+        assert_eq!(topks, 2 * (MAX_RANK - 1));
+        let t = TopKArgs { k: 1, extent: 2, stride: 3, inner: 4 };
+        assert_eq!(t.words().len(), TOPK_WORDS);
+        assert_eq!(TopKArgs::from_words(&t.words()), Some(t));
+        assert_eq!(TopKArgs::from_words(&[1]), None);
+    }
+
+    #[test]
+    fn gather_elements_kernels_wrap_negative_indices_and_record_bad_ones() {
+        let spec = KernelSpec::GatherElements { wide: true, rank: 3 };
+        assert_eq!(
+            (spec.name().as_str(), spec.family()),
+            ("lumen_gather_elements_i64_r3", "gather_elements")
+        );
+        let src = module_source(&[spec]);
+        assert!(src.contains("const long long* idx = (const long long*)indices;"), "{src}");
+        assert!(src.contains("lumen_views<3, 2> v"), "{src}");
+        assert!(src.contains("if (id < 0) id += (long long)extent;"), "{src}");
+        assert!(src.contains("atomicMin(err, i);"), "{src}");
+        let narrow = module_source(&[KernelSpec::GatherElements { wide: false, rank: 1 }]);
+        assert!(narrow.contains("const int* idx = (const int*)indices;"), "{narrow}");
+        let n = all_specs().into_iter().filter(|s| s.family() == "gather_elements").count();
+        assert_eq!(n, 2 * MAX_RANK);
     }
 
     #[test]

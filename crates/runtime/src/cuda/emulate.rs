@@ -3,8 +3,9 @@
 //! host array per buffer, so CI checks the plans (collapsed views and their packed words, the
 //! reduction forms, transposed and batched cuBLASLt layouts with their strides and per-call
 //! offsets, the K = 0 path, concat's copies, the convolutions' geometry and strides word for
-//! word, the takes, the gather and take error records, the casts' conversions and the args'
-//! scans) against the CPU runtime without a GPU. Buffers hold slab words (an i32 per word, an
+//! word, the takes, the gather, take and gather_elements error records, the casts'
+//! conversions, the args' scans and the top-ks' selections) against the CPU runtime without a
+//! GPU. Buffers hold slab words (an i32 per word, an
 //! i64 as its low then high word), and outputs are read back with their buffer's type
 //! ([`HostTensor::from_words`]), as the CUDA runtime reads them.
 //!
@@ -17,11 +18,14 @@
 //! differs from the device only in the activation's last bits. The cast kernels' conversion
 //! functions are written out here branch for branch as the prelude has them (not by calling
 //! [`lumen_compiler::DType::cast_f64`], which the CPU runtime uses: the comparison with the
-//! CPU is what checks them), and the arg kernels' loop compares as theirs does.
+//! CPU is what checks them), and the arg kernels' loop compares as theirs does. The top-k
+//! kernel's selection (its `lumen_topk_before` order and its `k` passes) and the
+//! gather_elements kernel (its wrapped indices and error record) are written out here too, not
+//! through [`lumen_compiler::ops::top_k`] or the CPU kernels.
 
 use lumen_compiler::{BufferRole, CompiledProgram, DType, ElemOp, LlirOp, ReduceOp};
 
-use super::codegen::{ConvArgs, KernelSpec, TakeArgs, offsets_of_packed};
+use super::codegen::{ConvArgs, KernelSpec, TakeArgs, TopKArgs, offsets_of_packed};
 use super::support::{self, KernelLaunch, Launch, Ptr};
 use crate::error::TensorKind;
 use crate::runtime::check_tensors;
@@ -32,8 +36,8 @@ use crate::{HostTensor, RuntimeError, Tensors};
 ///
 /// # Errors
 /// [`RuntimeError::Unsupported`] for a node the CUDA runtime refuses;
-/// [`RuntimeError::IndexOutOfRange`] for a gather id or a take index out of range (as the
-/// device error record reports it); [`RuntimeError::Kernel`] for a launch whose arguments
+/// [`RuntimeError::IndexOutOfRange`] for a gather id, a take index or a gather_elements index
+/// out of range (as the device error record reports it); [`RuntimeError::Kernel`] for a launch whose arguments
 /// address past a buffer; the tensor-checking errors of any runtime.
 pub fn emulate(
     program: &CompiledProgram,
@@ -131,11 +135,7 @@ pub fn emulate(
     // The host's check after the one synchronize, in node order.
     let mut g = 0;
     for node in &llir.nodes {
-        let rows = match node.op {
-            LlirOp::Gather { vocab, .. } => vocab,
-            LlirOp::Take { extent, .. } => extent,
-            _ => continue,
-        };
+        let Some(rows) = support::index_rows(&node.op) else { continue };
         if errors[4 * g] != u64::MAX {
             return Err(RuntimeError::IndexOutOfRange {
                 tensor: llir.buffers[node.reads[1].buffer].id.clone(),
@@ -444,6 +444,98 @@ fn run_arg(
     Ok(())
 }
 
+/// The prelude's `lumen_topk_before`: whether `a` (at `ia`) comes before `b` (at `ib`) in a
+/// top-k's order. A NaN before every number when `largest`, after every number otherwise;
+/// numbers by value (`-0 == +0`); equal numbers, and NaNs, by position.
+fn topk_before(a: f32, ia: u64, b: f32, ib: u64, largest: bool) -> bool {
+    let (na, nb) = (a.is_nan(), b.is_nan());
+    if na != nb {
+        return if largest { na } else { nb };
+    }
+    if !na && a != b {
+        return if largest { a > b } else { a < b };
+    }
+    ia < ib
+}
+
+/// The top-k kernel (`lumen_topk_*`): per output row, `k` passes over the axis, pass `j`
+/// keeping the first element in the order among those after pass `j - 1`'s; its position is
+/// written as an i64 at `(r / inner · k + j) · inner + r % inner`.
+fn run_topk(
+    k: &KernelLaunch,
+    (largest, rank): (bool, usize),
+    bufs: &mut [Vec<f32>],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("topk {what}"));
+    let [views, t] = k.words.as_slice() else { return Err(bad("words")) };
+    let t = TopKArgs::from_words(t).ok_or_else(|| bad("words"))?;
+    let [out, x] = k.ptrs[..] else { return Err(bad("pointers")) };
+    let (out, x) = (buffer(out)?, buffer(x)?);
+    if t.inner == 0 {
+        return Err(bad("inner 0"));
+    }
+    for r in 0..views[0] {
+        let base = offsets_of_packed(views, rank, 1, r)[0];
+        let (outer, pos) = (r / t.inner, r % t.inner);
+        let (mut prev, mut prev_at) = (0.0f32, 0u64);
+        for j in 0..t.k {
+            let (mut best, mut at) = (0.0f32, t.extent);
+            for e in 0..t.extent {
+                let v = read(bufs, x, base + e * t.stride, "x")?;
+                if j > 0 && !topk_before(prev, prev_at, v, e, largest) {
+                    continue;
+                }
+                if at == t.extent || topk_before(v, e, best, at, largest) {
+                    best = v;
+                    at = e;
+                }
+            }
+            Elem::I64(at as i64).write(bufs, out, (outer * t.k + j) * t.inner + pos)?;
+            prev = best;
+            prev_at = at;
+        }
+    }
+    Ok(())
+}
+
+/// The gather_elements kernel (`lumen_gather_elements_*`): output element `i` reads its index
+/// through view 1, wraps a negative one by the axis' length, and reads data through view 0
+/// plus the index times the axis' stride; an index still outside the axis writes NaN and puts
+/// `i` into the error record.
+fn run_gather_elements(
+    k: &KernelLaunch,
+    (wide, rank): (bool, usize),
+    bufs: &mut [Vec<f32>],
+    errors: &mut [u64],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("gather_elements {what}"));
+    let [views, extent, stride] = k.words.as_slice() else { return Err(bad("words")) };
+    let (&[extent], &[stride]) = (extent.as_slice(), stride.as_slice()) else {
+        return Err(bad("words"));
+    };
+    let [out, data, idx, Ptr::Errors(g)] = k.ptrs[..] else { return Err(bad("pointers")) };
+    let (out, data, idx) = (buffer(out)?, buffer(data)?, buffer(idx)?);
+    for i in 0..views[0] {
+        let off = offsets_of_packed(views, rank, 2, i);
+        let words = if wide { 2 * off[1] + 1 } else { off[1] };
+        if bufs[idx].len() as u64 <= words {
+            return Err(bad("reads an index past its buffer"));
+        }
+        let mut id = id_at(&bufs[idx], off[1] as usize, wide);
+        if id < 0 {
+            id += extent as i64;
+        }
+        let y = if id < 0 || id as u64 >= extent {
+            errors[4 * g] = errors[4 * g].min(i);
+            f32::NAN
+        } else {
+            read(bufs, data, off[0] + id as u64 * stride, "data")?
+        };
+        write(bufs, out, i, y, "gather_elements")?;
+    }
+    Ok(())
+}
+
 /// One generated kernel, mirrored (the CUDA C of [`super::codegen`] element for element).
 fn run_kernel(
     k: &KernelLaunch,
@@ -455,6 +547,10 @@ fn run_kernel(
         KernelSpec::Take { wide, rank } => return run_take(k, (wide, rank), bufs, errors),
         KernelSpec::Cast { from, to, rank } => return run_cast(k, (from, to, rank), bufs),
         KernelSpec::Arg { max, last, rank } => return run_arg(k, (max, last, rank), bufs),
+        KernelSpec::TopK { largest, rank } => return run_topk(k, (largest, rank), bufs),
+        KernelSpec::GatherElements { wide, rank } => {
+            return run_gather_elements(k, (wide, rank), bufs, errors);
+        }
         _ => {}
     }
     let views = &k.words[0];
@@ -530,7 +626,9 @@ fn run_kernel(
         KernelSpec::Conv { .. }
         | KernelSpec::Take { .. }
         | KernelSpec::Cast { .. }
-        | KernelSpec::Arg { .. } => {}
+        | KernelSpec::Arg { .. }
+        | KernelSpec::TopK { .. }
+        | KernelSpec::GatherElements { .. } => {}
     }
     Ok(())
 }

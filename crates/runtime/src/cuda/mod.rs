@@ -14,8 +14,8 @@
 //! one stream, readbacks enqueued into pinned staging memory, ONE `cuStreamSynchronize`, and a
 //! copy out of the staging memory, each output with its buffer's type (an i32 or i64 output,
 //! such as an argmax's labels, is a [`HostTensor`] of that type, as on the CPU). The one device
-//! allocation besides the slab holds the error records of the gathers and takes (32 bytes
-//! each, only for a program with one): reset on the stream at the start of every execute,
+//! allocation besides the slab holds the error records of the gathers, takes and
+//! gather_elements (32 bytes each, only for a program with one): reset on the stream at the start of every execute,
 //! copied back before the synchronize, checked after it.
 //!
 //! Everything is loaded at run time (cudarc `dynamic-loading`): the crate builds without CUDA,
@@ -256,12 +256,12 @@ pub struct CudaProgram {
     // slab goes before the stream, the slab and the context.
     events: (CudaEvent, CudaEvent),
     staging: PinnedHost,
-    // One error record per gather and per take (see codegen's docs), reset at the start of
-    // each execute and copied into `error_host` before the synchronize.
+    // One error record per gather, take and gather_elements (see codegen's docs), reset at
+    // the start of each execute and copied into `error_host` before the synchronize.
     errors: Option<DeviceAlloc>,
     error_host: PinnedHost,
-    // (node, ids buffer name, rows: the gather's vocab or the take's extent) per gather and
-    // take, in error-record order.
+    // (node, ids buffer name, rows: the gather's vocab, the take's or gather_elements' extent)
+    // per node with an error record, in error-record order.
     index_checks: Vec<(usize, String, usize)>,
     lt: LtPlan,
     kernels: Rc<KernelCache>,
@@ -292,7 +292,7 @@ impl CudaProgram {
         let stats = kernels.ensure(&specs)?;
         let kernels_ms = t.elapsed().as_secs_f64() * 1e3;
         let records = support::error_records(program);
-        // Four u64 per gather or take; 0xFF bytes = u64::MAX, "no bad id".
+        // Four u64 per node with an error record; 0xFF bytes = u64::MAX, "no bad id".
         let errors =
             if records > 0 { Some(DeviceAlloc::new(&device, records * 32, 0xFF)?) } else { None };
         let error_host = PinnedHost::new(&device, records * 8)?;
@@ -302,11 +302,7 @@ impl CudaProgram {
             .iter()
             .enumerate()
             .filter_map(|(n, node)| {
-                let rows = match node.op {
-                    LlirOp::Gather { vocab, .. } => vocab,
-                    LlirOp::Take { extent, .. } => extent,
-                    _ => return None,
-                };
+                let rows = support::index_rows(&node.op)?;
                 let ids = node.reads.get(1).and_then(|o| llir.buffers.get(o.buffer));
                 Some((n, ids.map(|b| b.id.clone()).unwrap_or_default(), rows))
             })
@@ -758,9 +754,9 @@ fn sanitize(s: &str) -> String {
 }
 
 impl CudaProgram {
-    /// After the synchronize: the first gather or take (in node order) whose error record
-    /// holds a bad row or index, as [`RuntimeError::IndexOutOfRange`] (its id and element
-    /// offset in the ids buffer; rows: the table's rows or the taken axis' length).
+    /// After the synchronize: the first gather, take or gather_elements (in node order) whose
+    /// error record holds a bad row or index, as [`RuntimeError::IndexOutOfRange`] (its id and
+    /// element offset in the ids buffer; rows: the table's rows or the picked axis' length).
     fn check_indices(&mut self) -> Result<(), RuntimeError> {
         let words = self.error_host.as_mut_slice();
         let u64_at = |i: usize| {

@@ -9,20 +9,20 @@
 use lumen_compiler::{CompiledProgram, DType, ElemOp, LlirNode, LlirOp, ReduceOp, View};
 
 use super::codegen::{
-    BLOCK, CAST_TYPES, ConvArgs, KernelSpec, MAX_GRID, MAX_RANK, ReduceForm, TakeArgs, collapse,
-    grid_for, pack_views,
+    BLOCK, CAST_TYPES, ConvArgs, KernelSpec, MAX_GRID, MAX_RANK, ReduceForm, TakeArgs, TopKArgs,
+    collapse, grid_for, pack_views,
 };
 use super::lt::{LtCalls, lt_problem};
 use crate::RuntimeError;
 
 /// A kernel's pointer argument: a buffer's first byte, or the error record of the program's
-/// `i`-th gather or take ([`error_record`]; four u64: the smallest bad row or index position,
+/// `i`-th node with one ([`error_record`]: gathers, takes, gather_elements; four u64: the smallest bad row or index position,
 /// its id, its element offset in the ids buffer, unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ptr {
     /// `slab + offset` of the buffer.
     Buffer(usize),
-    /// The i-th error record (gathers and takes, in node order).
+    /// The i-th error record (gathers, takes and gather_elements, in node order).
     Errors(usize),
 }
 
@@ -370,8 +370,96 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                 block: BLOCK,
             }]))
         }
-        LlirOp::TopK { .. } | LlirOp::GatherElements { .. } => {
-            Err(refuse("no CUDA kernel is generated for it yet (the CPU runtime runs it)".into()))
+        LlirOp::TopK { axis, k, largest, len, extent } => {
+            let [x] = node.reads.as_slice() else { return Err(invalid("topk operands")) };
+            let v = &x.view;
+            if v.strides.len() != v.shape.len() || v.shape.get(axis) != Some(&extent) || k > extent
+            {
+                return Err(invalid("topk view"));
+            }
+            let rows = Rows::along(v, axis).map_err(refuse)?;
+            if rows.count.checked_mul(k as u64) != Some(len as u64) {
+                return Err(invalid("topk output size"));
+            }
+            if len == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            let args = TopKArgs {
+                k: k as u64,
+                extent: extent as u64,
+                stride: rows.stride as u64,
+                inner: v.shape[axis + 1..].iter().product::<usize>() as u64,
+            };
+            Ok(Launch::Kernels(vec![KernelLaunch {
+                spec: KernelSpec::TopK { largest, rank: rows.shape.len() },
+                ptrs: vec![Ptr::Buffer(out()?), Ptr::Buffer(x.buffer)],
+                words: vec![pack_views(&rows.shape, &rows.views), args.words()],
+                grid: grid_for(rows.count),
+                block: BLOCK,
+            }]))
+        }
+        LlirOp::GatherElements { axis, len, extent } => {
+            let [data, idx] = node.reads.as_slice() else {
+                return Err(invalid("gather_elements operands"));
+            };
+            let wide = program.llir.buffers.get(idx.buffer).map(|b| b.dtype) == Some(DType::I64);
+            let (dv, iv) = (&data.view, &idx.view);
+            let strided = node.reads.iter().all(|o| o.view.strides.len() == o.view.shape.len());
+            let fits = strided
+                && dv.shape.get(axis) == Some(&extent)
+                && iv.rank() == dv.rank()
+                && iv.elements() == len
+                && iv
+                    .shape
+                    .iter()
+                    .zip(&dv.shape)
+                    .enumerate()
+                    .all(|(a, (i, d))| a == axis || i <= d);
+            if !fits {
+                return Err(invalid("gather_elements views"));
+            }
+            // data over the output's (the indices') shape with the picked axis still: the
+            // kernel adds the index times the axis' stride.
+            let mut base = dv.clone();
+            base.shape.clone_from(&iv.shape);
+            base.strides[axis] = 0;
+            let (cs, cv) = collapse(&iv.shape, &[&base, iv]);
+            if cs.len() > MAX_RANK {
+                return Err(refuse(format!(
+                    "views of rank {} after collapsing (at most {MAX_RANK})",
+                    cs.len()
+                )));
+            }
+            if len == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            let index = error_record(program, n);
+            let (ids_shape, ids_views) = collapse(&iv.shape, &[iv]);
+            Ok(Launch::Kernels(vec![
+                KernelLaunch {
+                    spec: KernelSpec::GatherElements { wide, rank: cs.len() },
+                    ptrs: vec![
+                        Ptr::Buffer(out()?),
+                        Ptr::Buffer(data.buffer),
+                        Ptr::Buffer(idx.buffer),
+                        Ptr::Errors(index),
+                    ],
+                    words: vec![
+                        pack_views(&cs, &cv),
+                        vec![extent as u64],
+                        vec![dv.strides[axis] as u64],
+                    ],
+                    grid: grid_for(len as u64),
+                    block: BLOCK,
+                },
+                KernelLaunch {
+                    spec: KernelSpec::GatherReport { wide, rank: ids_shape.len() },
+                    ptrs: vec![Ptr::Buffer(idx.buffer), Ptr::Errors(index)],
+                    words: vec![pack_views(&ids_shape, &ids_views)],
+                    grid: 1,
+                    block: 1,
+                },
+            ]))
         }
         LlirOp::Concat { axis, .. } => {
             let shape = node.concat_shape().ok_or_else(|| invalid("concat shape"))?;
@@ -407,20 +495,31 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
     }
 }
 
-/// Whether a node has a device error record: a gather or a take (an id or index out of
-/// range is reported through it).
+/// Whether a node has a device error record: a gather, a take or a gather_elements (an id or
+/// index out of range is reported through it).
 pub fn has_error_record(node: &LlirNode) -> bool {
-    matches!(node.op, LlirOp::Gather { .. } | LlirOp::Take { .. })
+    index_rows(&node.op).is_some()
 }
 
-/// The error record of node `n`: its index among the program's gathers and takes, in node
-/// order (`n` past the last node: how many there are).
+/// For an op with a device error record: the length its ids or indices are checked against,
+/// as [`RuntimeError::IndexOutOfRange`] names it (a gather's table rows, a take's or a
+/// gather_elements' axis length); `None` for every other op.
+pub fn index_rows(op: &LlirOp) -> Option<usize> {
+    match *op {
+        LlirOp::Gather { vocab, .. } => Some(vocab),
+        LlirOp::Take { extent, .. } | LlirOp::GatherElements { extent, .. } => Some(extent),
+        _ => None,
+    }
+}
+
+/// The error record of node `n`: its index among the program's nodes with one
+/// ([`has_error_record`]), in node order (`n` past the last node: how many there are).
 pub fn error_record(program: &CompiledProgram, n: usize) -> usize {
     let nodes = &program.llir.nodes;
     nodes[..n.min(nodes.len())].iter().filter(|x| has_error_record(x)).count()
 }
 
-/// Error records the program needs: one per gather and per take.
+/// Error records the program needs: one per gather, take and gather_elements.
 pub fn error_records(program: &CompiledProgram) -> usize {
     error_record(program, program.llir.nodes.len())
 }
