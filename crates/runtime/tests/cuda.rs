@@ -3,19 +3,22 @@
 //! Without a GPU: creating the runtime must fail with `NoCudaDevice` (never panic); NVRTC,
 //! when libnvrtc is on the loader path, must compile every generated kernel (each op of the
 //! op table at each rank, copies, both reductions in both forms, gathers, a convolution per
-//! epilogue, takes, casts between every pair of f32/i32/i64, argmax/argmin) to PTX and CUBIN
+//! epilogue, takes, casts between every pair of f32/i32/i64, argmax/argmin, top-k,
+//! gather_elements) to PTX and CUBIN
 //! for sm_90 and say how many; every program the GPU tests run must have a CUDA form
 //! (host-only); and the CUDA launch plans, emulated on the host
 //! (`lumen_runtime::cuda::emulate`), must match the CPU runtime on the shipped transformer
 //! block and digits ViT, matmuls in every form, 128 random programs over every op,
 //! convolutions of every kind and epilogue, takes (with their error record), and casts and
-//! argmax/argmin bit for bit (integer outputs read back with their type).
+//! argmax/argmin bit for bit (integer outputs read back with their type), top-k and
+//! gather_elements bit for bit (with the gather_elements error record).
 //! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
 //! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
 //! differential tests (first op set, and random programs over every op), the transformer block
 //! and the ViT against the CPU (argmax identical, max |cuda - cpu| <= 1e-3), convolutions and
 //! takes against the CPU (planned, no-reuse and NaN-poisoned), casts and argmax/argmin against
-//! the CPU bit for bit (the same three ways), the device-reported gather and take errors, and
+//! the CPU bit for bit (the same three ways), top-k and gather_elements against the CPU bit for
+//! bit (the same three ways), the device-reported gather, take and gather_elements errors, and
 //! (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
 //! Each GPU test prints `skipped: <reason>` and returns when there is no device (fails instead
 //! under `LUMEN_REQUIRE_CUDA=1`, as scripts/gpu-check.sh runs them).
@@ -29,6 +32,7 @@ use std::path::PathBuf;
 
 use common::*;
 use cuda_shared::integers::{self, assert_bit_identical};
+use cuda_shared::selection;
 use cuda_shared::spatial::{self, BAD_TAKE};
 use cuda_shared::*;
 use lumen_compiler::{CompileOptions, CompiledProgram, Epilogue, Graph};
@@ -153,7 +157,8 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     let count = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
     println!(
         "NVRTC compiled {} kernels for sm_90 ({} map, {} copy, {} reduce, {} gather, {} \
-         gather_report, {} conv, {} take, {} cast, {} arg; {} bytes of PTX, {:.1} s)",
+         gather_report, {} conv, {} take, {} cast, {} arg, {} topk, {} gather_elements; {} bytes \
+         of PTX, {:.1} s)",
         names.len(),
         count("lumen_map_"),
         count("lumen_copy_"),
@@ -164,6 +169,8 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
         count("lumen_take_"),
         count("lumen_cast_"),
         count("lumen_arg"),
+        count("lumen_topk_"),
+        count("lumen_gather_elements_"),
         text.len(),
         t.elapsed().as_secs_f64()
     );
@@ -287,6 +294,12 @@ fn every_program_the_gpu_tests_run_is_in_the_cuda_op_set() {
         supported(program);
     }
     for (program, _, _) in &integers::integer_programs() {
+        supported(program);
+    }
+    for (program, _, _) in selection::selection_programs()
+        .iter()
+        .chain([&selection::bad_gather_elements(false), &selection::bad_gather_elements(true)])
+    {
         supported(program);
     }
 }
@@ -788,6 +801,90 @@ fn emulated_cuda_plans_match_the_cpu_on_casts_and_args_bit_for_bit() {
     );
 }
 
+#[test]
+fn emulated_cuda_plans_match_the_cpu_on_topk_and_gather_elements_bit_for_bit() {
+    let mut specs = std::collections::BTreeSet::new();
+    let mut elements = 0;
+    let cases = selection::selection_programs();
+    for (program, weights, inputs) in &cases {
+        specs.extend(kernel_specs(program));
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        let emulated = cuda::emulate::emulate(program, weights, inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", program.label));
+        elements += assert_bit_identical(&program.label, &emulated, &cpu);
+        if program.label.starts_with("topk") {
+            // Rows of x by hand, so the two cannot agree on a wrong order: a NaN first (it is
+            // the largest), three NaNs (by position among themselves), infinities and ties.
+            let row = |name: &str, r: usize| -> Vec<i64> {
+                emulated[name].index_values().expect("i64")[6 * r..6 * r + 6].to_vec()
+            };
+            assert_eq!(row("max2_k6", 4), [0, 2, 3, 4, 1, 5]);
+            assert_eq!(row("min2_k6", 4), [5, 1, 4, 3, 2, 0]);
+            assert_eq!(row("max2_k6", 8), [1, 2, 4, 3, 0, 5]);
+            assert_eq!(row("min2_k6", 8), [5, 0, 3, 1, 2, 4]);
+            assert_eq!(row("max2_k6", 9), [0, 2, 3, 5, 1, 4]);
+            assert_eq!(row("min2_k6", 9), [1, 4, 3, 5, 0, 2]);
+            assert_eq!(row("max2_k6", 2), [0, 1, 2, 3, 4, 5], "±0 are equal: by position");
+            assert_eq!(row("min2_k6", 11), [0, 1, 2, 3, 4, 5], "all NaN: by position");
+            assert_eq!(emulated["k0"].shape(), [3, 0, 6]);
+            // The values keep each element's bits (a NaN's payload and sign, -0).
+            let v = emulated["max2_k6_values"].data();
+            assert_eq!(
+                v[48..54].iter().map(|x| x.to_bits()).collect::<Vec<_>>()[..3],
+                [0x7fc0_1234, 0xffc0_0001, f32::NAN.to_bits()]
+            );
+        } else {
+            // d [3, 5] by hand: row 0 at 4, -1 (= 4), 0, -5 (= 0); row 1 at 2, 2, -3 (= 2), 1.
+            let y = emulated["axis1_i64"].data();
+            let d = selection::data_values();
+            let want = [d[4], d[4], d[0], d[0], d[7], d[7], d[7], d[6]];
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(y), bits(&want));
+        }
+    }
+    for largest in [true, false] {
+        for rank in [1, 2] {
+            let spec = cuda::KernelSpec::TopK { largest, rank };
+            assert!(specs.contains(&spec), "{} never ran", spec.name());
+        }
+    }
+    for wide in [true, false] {
+        for rank in [1, 2] {
+            let spec = cuda::KernelSpec::GatherElements { wide, rank };
+            assert!(specs.contains(&spec), "{} never ran", spec.name());
+        }
+    }
+    println!(
+        "{} top-k and gather_elements programs: emulated cuda plans match the cpu bit for bit \
+         ({elements} elements, {} kernels)",
+        cases.len(),
+        specs.len()
+    );
+}
+
+#[test]
+fn emulated_gather_elements_error_record_reports_like_the_cpu() {
+    for negative in [false, true] {
+        let (program, weights, inputs) = selection::bad_gather_elements(negative);
+        let want = selection::bad_gather_elements_message(negative);
+        let mut cpu = CpuRuntime::default().prepare(&program, &weights).expect("prepare");
+        assert_eq!(cpu.execute(&inputs).unwrap_err().to_string(), want, "cpu");
+        let err = cuda::emulate::emulate(&program, &weights, &inputs).unwrap_err().to_string();
+        assert_eq!(err, want, "emulated");
+        // The take and the gather_elements each have their own error record.
+        let ks: Vec<cuda::support::KernelLaunch> = cuda::support::launches(&program)
+            .unwrap()
+            .iter()
+            .flat_map(|l| l.kernels().to_vec())
+            .collect();
+        let record = |family: &str| {
+            ks.iter().find(|k| k.spec.family() == family).map(|k| k.ptrs[3]).expect(family)
+        };
+        assert_eq!(cuda::support::error_records(&program), 2);
+        assert_ne!(record("gather_elements"), record("take"));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // GPU tests.
 
@@ -1255,6 +1352,48 @@ fn a_take_index_out_of_range_is_reported_by_the_device() {
         let mut good = inputs.clone();
         good.insert("ids".into(), HostTensor::from_i64([3], vec![1, 3, -1]).unwrap());
         prepared.execute(&good).expect("good indices after a bad execute");
+    }
+}
+
+#[test]
+fn topk_and_gather_elements_match_the_cpu_bit_for_bit_planned_and_poisoned() {
+    // Top-k along every axis with ties, ±0, NaNs and infinities, k = 1 to the axis' length,
+    // strided and transposed views; gather_elements with i32/i64 and negative indices, views.
+    let Some(planned_rt) = gpu(fp32()) else { return };
+    let poisoned = gpu(CudaOptions { memory_debug: true, ..fp32() }).expect("device");
+    let no_reuse = gpu(CudaOptions { placement: Placement::NoReuse, ..fp32() }).expect("device");
+    let cases = selection::selection_programs();
+    let mut elements = 0;
+    for (program, weights, inputs) in &cases {
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        for (mode, rt) in
+            [("planned", &planned_rt), ("no-reuse", &no_reuse), ("nan-poisoned", &poisoned)]
+        {
+            let out = run_cuda(rt, program, weights, inputs);
+            elements += assert_bit_identical(&format!("{} {mode}", program.label), &out, &cpu);
+        }
+    }
+    println!(
+        "{} top-k and gather_elements programs: cuda matches the cpu bit for bit, planned, \
+         no-reuse and NaN-poisoned ({elements} elements)",
+        cases.len()
+    );
+}
+
+#[test]
+fn a_gather_elements_index_out_of_range_is_reported_by_the_device() {
+    let Some(rt) = gpu(fp32()) else { return };
+    for negative in [false, true] {
+        let (program, weights, inputs) = selection::bad_gather_elements(negative);
+        let mut prepared = rt.prepare_cuda(&program, &weights).expect("prepare");
+        let err = prepared.execute(&inputs).unwrap_err().to_string();
+        assert_eq!(err, selection::bad_gather_elements_message(negative));
+        // The record is reset on every execute: good indices run after a bad one.
+        let mut good = inputs.clone();
+        good.insert("idx".into(), HostTensor::from_i64([3, 2], vec![0, 1, -6, 5, 2, 3]).unwrap());
+        let out = prepared.execute(&good).expect("good indices after a bad execute");
+        let cpu = run(&program, CpuOptions::default(), &weights, &good);
+        assert_bit_identical("good indices", &out, &cpu);
     }
 }
 
