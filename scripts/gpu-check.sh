@@ -10,7 +10,11 @@
 #                                ViT against the CPU runtime, random programs over every op against
 #                                the CPU planned / no-reuse / NaN-poisoned, convolutions of every
 #                                kind and epilogue and takes against the CPU planned / no-reuse /
-#                                NaN-poisoned, the device-reported gather and take errors),
+#                                NaN-poisoned, casts, argmax/argmin, top-k and gather_elements
+#                                against the CPU bit for bit, the device-reported gather, take
+#                                and gather_elements errors), the ONNX fixtures through the
+#                                emulated CUDA plans (root package, `cargo test --features cuda
+#                                --test cuda_fixtures`),
 #                                `lumen run data/digits_mlp.safetensors --runtime cuda --json`,
 #                                the digits ViT through the CLI on both runtimes side by side
 #                                (and NaN-poisoned), and the fused-vs-unfused benchmark.
@@ -31,6 +35,9 @@ build() {
     local json
     json=$(cargo test --release -p lumen-runtime --features cuda --lib --test cuda --test cuda_golden \
         --no-run --message-format=json)
+    # And the root package's cuda_fixtures (every ONNX fixture through the emulated CUDA plans).
+    json+=$'\n'$(cargo test --release --features cuda --test cuda_fixtures --no-run \
+        --message-format=json)
     echo "$json" | python3 -c '
 import json, shutil, sys
 out = sys.argv[1]
@@ -172,6 +179,8 @@ run() {
     echo "== CUDA tests, one process each"
     each_test "$root/tests/cuda" || status=1
     each_test "$root/tests/cuda_golden" || status=1
+    echo "== ONNX fixtures through the emulated CUDA plans (cargo test --features cuda --test cuda_fixtures)"
+    each_test "$root/tests/cuda_fixtures" || status=1
     echo "== lumen run data/digits_mlp.safetensors --runtime cuda --json"
     "$root/bin/lumen" run "$root/data/digits_mlp.safetensors" --runtime cuda --json || status=1
     echo "== profile and memory-plan lines (LUMINAL_CUDA_PROFILE_RECAPTURE=1 LUMINAL_CUDA_MEMORY_DEBUG=1)"

@@ -31,8 +31,13 @@ const FIXTURES: &[&str] = &[
     "sklearn_pipeline",
 ];
 
+/// data/onnx/ of the checkout, or of `LUMEN_DATA_DIR` where scripts/gpu-check.sh put data/ on
+/// a machine without the checkout.
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/onnx")
+    std::env::var_os("LUMEN_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data"))
+        .join("onnx")
 }
 
 fn read_tensors(path: &Path) -> Tensors {
