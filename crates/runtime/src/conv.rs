@@ -11,8 +11,9 @@
 //!   transpose. Each patch row is copied in runs along the innermost axis (a `memcpy` at
 //!   stride 1), padding written as zeros.
 //! - Pointwise (1x1, stride 1, no padding): `cols` is the input itself, read in place.
-//! - Depthwise (one input channel per group, MobileNet's 3x3): each output plane is a sum of
-//!   shifted input rows scaled by one tap, accumulated along the innermost axis (vectorized),
+//! - Depthwise (one input channel per group, MobileNet's 3x3): the channel copied once into a
+//!   zero-padded plane in L1, then each output row the sum of its rows scaled by the taps,
+//!   accumulated along the innermost axis (vectorized, a 3- or 5-wide kernel row in one pass),
 //!   planes split over the threads.
 //! - Epilogue ([`ConvEpilogue`], ONNX Runtime's `FusedConv`): `act(sum + bias[oc] +
 //!   residual)` on each block of rows right after it is computed.
@@ -481,8 +482,12 @@ fn gemm_epilogue(
     });
 }
 
-/// Depthwise convolution: each output plane (image, channel) from its one input channel,
-/// accumulated tap by tap along the innermost axis.
+/// Depthwise convolution: each output plane (image, channel) from its one input channel.
+/// The part of the channel the windows read is first copied into a zero-padded plane (a
+/// thread's scratch, a few KiB: in L1), so every tap then runs over a whole output row with
+/// no bounds to work out: each output row is the sum, tap by tap in order, of a row of the
+/// padded plane scaled by the tap (vectorized along the innermost axis; a 3- or 5-wide kernel
+/// row in one pass).
 fn depthwise(
     g: &ConvGeometry,
     epi: &Epilogue<'_>,
@@ -496,52 +501,61 @@ fn depthwise(
     let taps = g.taps();
     let mult = g.c_out / g.c_in.max(1);
     let [o0, o1, o2] = g.output;
+    // The padded plane: along each axis, the elements the windows span.
+    let span = |a: usize| {
+        if g.output[a] == 0 {
+            0
+        } else {
+            (g.output[a] - 1) * g.stride[a] + (g.kernel[a] - 1) * g.dilation[a] + 1
+        }
+    };
+    let [e0, e1, e2] = [span(0), span(1), span(2)];
     let planes = g.batch * g.c_out;
     let parallel = planes * p * taps >= PAR_MIN_ELEMS;
     let _ = threads.for_parts::<()>(out, (planes, p), 1, parallel, |rows, part| {
+        let mut padded = vec![0.0f32; e0 * e1 * e2];
         for (plane, dst) in rows.zip(part.chunks_exact_mut(p.max(1))) {
             let (n, oc) = (plane / g.c_out, plane % g.c_out);
             let c = oc / mult.max(1);
             let xbase = st.offset + n * st.n + c * st.c;
-            let wk = &w[oc * taps..(oc + 1) * taps];
-            dst.fill(0.0);
-            for t in 0..taps {
-                let tap = lumen_compiler::conv::unravel3(t, g.kernel);
-                let wt = wk[t];
-                let off = |a: usize| tap[a] * g.dilation[a];
-                let (lo2, hi2) = valid_range(o2, g.stride[2], off(2), g.pad[2], g.input[2]);
-                if lo2 >= hi2 {
-                    continue;
-                }
-                for a in 0..o0 {
-                    let Some(i0) = (a * g.stride[0] + off(0))
-                        .checked_sub(g.pad[0])
-                        .filter(|&i| i < g.input[0])
-                    else {
+            // Input index along axis `a` of padded position `q`, if inside the input.
+            let src = |a: usize, q: usize| q.checked_sub(g.pad[a]).filter(|&i| i < g.input[a]);
+            for q0 in 0..e0 {
+                for q1 in 0..e1 {
+                    let row = &mut padded[(q0 * e1 + q1) * e2..(q0 * e1 + q1 + 1) * e2];
+                    let (Some(i0), Some(i1)) = (src(0, q0), src(1, q1)) else {
+                        row.fill(0.0);
                         continue;
                     };
-                    for b in 0..o1 {
-                        let Some(i1) = (b * g.stride[1] + off(1))
-                            .checked_sub(g.pad[1])
-                            .filter(|&i| i < g.input[1])
-                        else {
-                            continue;
-                        };
-                        let row = &mut dst[(a * o1 + b) * o2..(a * o1 + b + 1) * o2];
-                        let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
-                        let first = lo2 * g.stride[2] + off(2) - g.pad[2];
-                        if g.stride[2] == 1 && st.sp[2] == 1 {
-                            let src = &x[base + first..base + first + (hi2 - lo2)];
-                            for (d, &s) in row[lo2..hi2].iter_mut().zip(src) {
-                                *d += wt * s;
-                            }
-                        } else {
-                            let step = g.stride[2] * st.sp[2];
-                            let mut at = base + first * st.sp[2];
-                            for d in &mut row[lo2..hi2] {
-                                *d += wt * x[at];
-                                at += step;
-                            }
+                    let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
+                    // Zeros, the input's run along the innermost axis, zeros.
+                    let lo = g.pad[2].min(e2);
+                    let hi = (g.pad[2] + g.input[2]).min(e2).max(lo);
+                    row[..lo].fill(0.0);
+                    row[hi..].fill(0.0);
+                    if st.sp[2] == 1 {
+                        row[lo..hi].copy_from_slice(&x[base..base + (hi - lo)]);
+                    } else {
+                        for (i2, v) in row[lo..hi].iter_mut().enumerate() {
+                            *v = x[base + i2 * st.sp[2]];
+                        }
+                    }
+                }
+            }
+            let wk = &w[oc * taps..(oc + 1) * taps];
+            let (k2, d2, s2) = (g.kernel[2], g.dilation[2], g.stride[2]);
+            for a in 0..o0 {
+                for b in 0..o1 {
+                    let row = &mut dst[(a * o1 + b) * o2..(a * o1 + b + 1) * o2];
+                    row.fill(0.0);
+                    for t0 in 0..g.kernel[0] {
+                        for t1 in 0..g.kernel[1] {
+                            let q0 = a * g.stride[0] + t0 * g.dilation[0];
+                            let q1 = b * g.stride[1] + t1 * g.dilation[1];
+                            let src = &padded[(q0 * e1 + q1) * e2..(q0 * e1 + q1 + 1) * e2];
+                            let wt =
+                                &wk[(t0 * g.kernel[1] + t1) * k2..(t0 * g.kernel[1] + t1 + 1) * k2];
+                            accumulate_row(row, src, wt, d2, s2);
                         }
                     }
                 }
@@ -550,4 +564,44 @@ fn depthwise(
         }
         Ok(())
     });
+}
+
+/// `row[j] += Σ_t wt[t] · src[j · stride + t · dilation]`, the taps added in order (each a
+/// product then a sum, as the per-tap loop would, so the bits do not depend on the path).
+/// Unit stride with 3 or 5 taps runs in one pass; anything else one pass per tap.
+fn accumulate_row(row: &mut [f32], src: &[f32], wt: &[f32], dilation: usize, stride: usize) {
+    let n = row.len();
+    if n == 0 {
+        return;
+    }
+    let need = (n - 1) * stride + (wt.len().max(1) - 1) * dilation + 1;
+    let src = &src[..need.min(src.len())];
+    if stride == 1 && wt.len() == 3 {
+        let (a, b, c) =
+            (&src[..n], &src[dilation..dilation + n], &src[2 * dilation..2 * dilation + n]);
+        for j in 0..n {
+            row[j] = row[j] + wt[0] * a[j] + wt[1] * b[j] + wt[2] * c[j];
+        }
+        return;
+    }
+    if stride == 1 && wt.len() == 5 {
+        let at = |t: usize| &src[t * dilation..t * dilation + n];
+        let (a, b, c, d, e) = (at(0), at(1), at(2), at(3), at(4));
+        for j in 0..n {
+            row[j] =
+                row[j] + wt[0] * a[j] + wt[1] * b[j] + wt[2] * c[j] + wt[3] * d[j] + wt[4] * e[j];
+        }
+        return;
+    }
+    for (t, &wv) in wt.iter().enumerate() {
+        if stride == 1 {
+            for (r, &v) in row.iter_mut().zip(&src[t * dilation..t * dilation + n]) {
+                *r += wv * v;
+            }
+        } else {
+            for (j, r) in row.iter_mut().enumerate() {
+                *r += wv * src[j * stride + t * dilation];
+            }
+        }
+    }
 }
