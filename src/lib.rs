@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod generate;
 pub mod model;
 
 pub use lumen_compiler as compiler;

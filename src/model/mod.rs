@@ -7,6 +7,7 @@
 //! logits with the file's.
 
 pub mod check;
+pub mod llama;
 pub mod mlp;
 pub mod onnx;
 pub mod vit;
@@ -21,6 +22,7 @@ use safetensors::{Dtype, SafeTensors};
 use thiserror::Error;
 
 pub use check::*;
+pub use llama::{LlamaModel, load_llama};
 pub use mlp::{Layer, MlpModel, load_mlp, parse_mlp};
 pub use onnx::{OnnxFiles, OnnxModel, is_onnx, load_onnx};
 pub use vit::{VitModel, parse_vit};
@@ -77,6 +79,14 @@ pub enum ModelError {
         /// The key.
         key: &'static str,
         /// What is wrong: `is missing`, `is "abc", not a whole number`, ...
+        problem: String,
+    },
+    /// A key of a model directory's `config.json` is missing, malformed or unsupported.
+    #[error("config.json: `{key}` {problem}")]
+    Config {
+        /// The key.
+        key: String,
+        /// What is wrong: `is missing`, `is "gelu"; only "silu" is supported`, ...
         problem: String,
     },
     /// Layers are not numbered 1..L without gaps, or a weight lacks its bias.

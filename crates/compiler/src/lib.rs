@@ -18,6 +18,7 @@
 pub mod compile;
 pub mod composite;
 pub mod conv;
+pub mod decoder;
 pub mod dsl;
 pub mod dtype;
 pub mod dump;

@@ -192,6 +192,12 @@ impl HostTensor {
         &self.data
     }
 
+    /// The f32 elements, row-major, to write in place (empty for an index tensor): a caller
+    /// updating a cache row between executes writes only that row.
+    pub fn data_mut(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+
     /// Consumes the tensor and returns its f32 elements (empty for an index tensor).
     pub fn into_data(self) -> Vec<f32> {
         self.data

@@ -1,0 +1,263 @@
+//! A decoder LLM of the Llama architecture (Touvron et al. 2023, as Hugging Face transformers'
+//! `LlamaForCausalLM` computes it) as one DSL program: a **decode step**, one token in, its
+//! logits and its keys and values out, reading a KV cache of a fixed bound.
+//!
+//! The program is compiled once for the bound `T` (positions `0..T`) and runs every step of a
+//! generation, prompt tokens included, whatever the prompt length: the step's position is an
+//! input (it picks the rotary angles by a gather), the cache has all `T` rows, and an additive
+//! `mask` input hides the rows not written yet (0 to keep, `-inf` to drop). The new token's own
+//! key and value are not in the cache when the step runs: its score is computed beside the
+//! cache's and both go through one softmax, so the step never copies the cache. The caller
+//! writes `present.{l}.k` / `present.{l}.v` into the cache row of the position after the step
+//! (`lumen::generate` does), `kv_heads x head_dim` values per layer: O(1) per token, where a
+//! concatenating cache moves O(position).
+//!
+//! The layers, as transformers writes them: `h = x + o_proj(attn(rope(q_proj(rms(x))),
+//! rope(k_proj(rms(x))), v_proj(rms(x))))`, `x' = h + down_proj(silu(gate_proj(rms(h))) *
+//! up_proj(rms(h)))`, logits `lm_head(rms(x_L))`. Rotary embedding in transformers' half-split
+//! form: `q * cos + rotate_half(q) * sin` with `rotate_half([a, b]) = [-b, a]` over the two
+//! halves of the head, `cos`/`sin` rows `[T, head_dim]` = `cos`/`sin` of `pos * inv_freq`
+//! repeated twice, `inv_freq[i] = theta^(-2i / head_dim)`. Grouped-query attention: kv head
+//! `j` serves query heads `j*g .. j*g+g` (`g = heads / kv_heads`), computed as a batch of
+//! `kv_heads` matmuls of `g` query rows each, so no key or value is repeated.
+
+use crate::dsl::{Graph, Tensor};
+use crate::dtype::DType;
+use crate::error::CompileError;
+
+/// The hyper-parameters of a Llama-architecture decoder (the fields of transformers'
+/// `LlamaConfig` the forward pass reads), and the bound the step program is compiled for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlamaConfig {
+    /// Vocabulary size V: rows of the embedding and of the LM head.
+    pub vocab: usize,
+    /// Model width D.
+    pub hidden: usize,
+    /// Hidden width of the SwiGLU MLP.
+    pub intermediate: usize,
+    /// Decoder layers.
+    pub layers: usize,
+    /// Query heads H.
+    pub heads: usize,
+    /// Key/value heads (dividing `heads`; equal to it without grouped-query attention).
+    pub kv_heads: usize,
+    /// Width of one head (transformers' `head_dim`, default `hidden / heads`).
+    pub head_dim: usize,
+    /// Rotary base θ (`rope_theta`).
+    pub rope_theta: f64,
+    /// RMSNorm epsilon (`rms_norm_eps`).
+    pub eps: f32,
+    /// Whether the LM head is the embedding (`tie_word_embeddings`): no `lm_head.weight`.
+    pub tied_embeddings: bool,
+    /// The bound T: positions `0..T` a generation may fill (prompt and new tokens together).
+    pub max_seq: usize,
+}
+
+/// Name of the input holding the step's token id, i32 `[1]`.
+pub const TOKEN: &str = "token";
+/// Name of the input holding the step's position, i32 `[1]` (`0..T`).
+pub const POSITION: &str = "position";
+/// Name of the additive attention mask input, f32 `[T]`: 0 for the cache rows written so
+/// far (`0..position`), `-inf` for the rest.
+pub const MASK: &str = "mask";
+/// Name of the logits output, f32 `[1, V]`.
+pub const LOGITS: &str = "logits";
+/// Name of the rotary cosine table, a weight f32 `[T, head_dim]` (made by
+/// [`LlamaConfig::rotary_tables`], not read from a checkpoint).
+pub const ROPE_COS: &str = "rope.cos";
+/// Name of the rotary sine table, f32 `[T, head_dim]`.
+pub const ROPE_SIN: &str = "rope.sin";
+
+impl LlamaConfig {
+    /// Query heads served by one key/value head.
+    pub fn group(&self) -> usize {
+        self.heads / self.kv_heads.max(1)
+    }
+
+    /// Shape of one layer's key (or value) cache: `[kv_heads, T, head_dim]`, f32.
+    pub fn cache_shape(&self) -> [usize; 3] {
+        [self.kv_heads, self.max_seq, self.head_dim]
+    }
+
+    /// Bytes of the whole KV cache: keys and values of every layer (4 bytes per f32).
+    pub fn cache_bytes(&self) -> usize {
+        2 * self.layers * self.cache_shape().iter().product::<usize>() * 4
+    }
+
+    /// Name of layer `l`'s key cache input (`cache.{l}.k`) or value cache (`cache.{l}.v`).
+    pub fn cache_name(l: usize, value: bool) -> String {
+        format!("cache.{l}.{}", if value { "v" } else { "k" })
+    }
+
+    /// Name of layer `l`'s output holding the step's key (`present.{l}.k`, f32
+    /// `[kv_heads, head_dim]`, after the rotary embedding) or value (`present.{l}.v`).
+    pub fn present_name(l: usize, value: bool) -> String {
+        format!("present.{l}.{}", if value { "v" } else { "k" })
+    }
+
+    /// The checkpoint's weights the program reads, with their shapes, named as transformers
+    /// saves them (`model.layers.{l}.self_attn.q_proj.weight`, ...). Linear weights are
+    /// PyTorch's `[out, in]` (`y = x W^T`); the program reads them transposed through a view.
+    pub fn weights(&self) -> Vec<(String, Vec<usize>)> {
+        let (d, f) = (self.hidden, self.intermediate);
+        let (q, kv) = (self.heads * self.head_dim, self.kv_heads * self.head_dim);
+        let mut w = vec![("model.embed_tokens.weight".to_string(), vec![self.vocab, d])];
+        for l in 0..self.layers {
+            let p = format!("model.layers.{l}");
+            w.push((format!("{p}.input_layernorm.weight"), vec![d]));
+            w.push((format!("{p}.self_attn.q_proj.weight"), vec![q, d]));
+            w.push((format!("{p}.self_attn.k_proj.weight"), vec![kv, d]));
+            w.push((format!("{p}.self_attn.v_proj.weight"), vec![kv, d]));
+            w.push((format!("{p}.self_attn.o_proj.weight"), vec![d, q]));
+            w.push((format!("{p}.post_attention_layernorm.weight"), vec![d]));
+            w.push((format!("{p}.mlp.gate_proj.weight"), vec![f, d]));
+            w.push((format!("{p}.mlp.up_proj.weight"), vec![f, d]));
+            w.push((format!("{p}.mlp.down_proj.weight"), vec![d, f]));
+        }
+        w.push(("model.norm.weight".to_string(), vec![d]));
+        if !self.tied_embeddings {
+            w.push(("lm_head.weight".to_string(), vec![self.vocab, d]));
+        }
+        w
+    }
+
+    /// The rotary tables `(cos, sin)`, each f32 `[T, head_dim]` row-major: row `p` is
+    /// `cos`/`sin` of `p * inv_freq` over the first half of the head and again over the
+    /// second, `inv_freq[i] = 1 / theta^(2i / head_dim)`. Computed in f64 and rounded once
+    /// (transformers computes the angles in f32; the two differ by an ulp or so of the angle).
+    pub fn rotary_tables(&self) -> (Vec<f32>, Vec<f32>) {
+        let (t, hd) = (self.max_seq, self.head_dim);
+        let half = hd / 2;
+        let mut cos = vec![0.0f32; t * hd];
+        let mut sin = vec![0.0f32; t * hd];
+        for p in 0..t {
+            for i in 0..half {
+                let inv_freq = 1.0 / self.rope_theta.powf((2 * i) as f64 / hd as f64);
+                let angle = p as f64 * inv_freq;
+                for j in [i, i + half] {
+                    cos[p * hd + j] = angle.cos() as f32;
+                    sin[p * hd + j] = angle.sin() as f32;
+                }
+            }
+        }
+        (cos, sin)
+    }
+
+    /// Checks the sizes: all positive, `heads` a multiple of `kv_heads`, an even `head_dim`
+    /// (the rotary embedding rotates halves), a positive finite θ and ε.
+    ///
+    /// # Errors
+    /// [`CompileError::Program`] naming the first bad size.
+    pub fn check(&self) -> Result<(), CompileError> {
+        let bad = |message: String| CompileError::Program { program: "llama", message };
+        let sizes = [
+            ("vocab_size", self.vocab),
+            ("hidden_size", self.hidden),
+            ("intermediate_size", self.intermediate),
+            ("num_hidden_layers", self.layers),
+            ("num_attention_heads", self.heads),
+            ("num_key_value_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+            ("the bound (max positions)", self.max_seq),
+        ];
+        if let Some((name, _)) = sizes.iter().find(|(_, v)| *v == 0) {
+            return Err(bad(format!("{name} is 0")));
+        }
+        if self.heads % self.kv_heads != 0 {
+            return Err(bad(format!(
+                "num_attention_heads {} is not a multiple of num_key_value_heads {}",
+                self.heads, self.kv_heads
+            )));
+        }
+        if self.head_dim % 2 != 0 {
+            return Err(bad(format!(
+                "head_dim {} is odd: the rotary embedding rotates two halves",
+                self.head_dim
+            )));
+        }
+        if !(self.rope_theta.is_finite() && self.rope_theta > 0.0) {
+            return Err(bad(format!("rope_theta {} is not a positive number", self.rope_theta)));
+        }
+        if !(self.eps.is_finite() && self.eps >= 0.0) {
+            return Err(bad(format!("rms_norm_eps {} is not a non-negative number", self.eps)));
+        }
+        Ok(())
+    }
+}
+
+/// `x` `[rows, head_dim]` rotated by the step's angles `cos`, `sin` `[1, head_dim]`:
+/// `x * cos + [-x2, x1] * sin` with `x1`, `x2` the two halves of each row.
+#[track_caller]
+fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor, head_dim: usize) -> Tensor {
+    let half = head_dim / 2;
+    let x1 = x.slice(-1, 0, half);
+    let x2 = x.slice(-1, half, head_dim);
+    let rotated = x.graph().concat(&[-x2, x1], -1);
+    x * cos + rotated * sin
+}
+
+/// The decode step of `config` (see the module docs): inputs [`TOKEN`], [`POSITION`],
+/// [`MASK`] and every layer's cache (`cache.{l}.k`, `cache.{l}.v`, f32 `[kv_heads, T,
+/// head_dim]`); weights [`LlamaConfig::weights`] plus [`ROPE_COS`] and [`ROPE_SIN`]; outputs
+/// [`LOGITS`] `[1, V]` and every layer's `present.{l}.k` / `present.{l}.v` `[kv_heads,
+/// head_dim]`.
+///
+/// # Errors
+/// [`CompileError::Program`] for sizes [`LlamaConfig::check`] refuses.
+pub fn llama_step(config: &LlamaConfig) -> Result<Graph, CompileError> {
+    config.check()?;
+    let c = config;
+    let (t, hd, kvh, g) = (c.max_seq, c.head_dim, c.kv_heads, c.group());
+    let mut cx = Graph::new();
+    let token = cx.input_typed(TOKEN, [1], DType::I32);
+    let position = cx.input_typed(POSITION, [1], DType::I32);
+    let mask = cx.input(MASK, [t]);
+    let caches: Vec<[Tensor; 2]> = (0..c.layers)
+        .map(|l| {
+            let k = cx.input(LlamaConfig::cache_name(l, false), c.cache_shape());
+            let v = cx.input(LlamaConfig::cache_name(l, true), c.cache_shape());
+            [k, v]
+        })
+        .collect();
+    let weights: Vec<Tensor> =
+        c.weights().into_iter().map(|(name, shape)| cx.weight(name, shape)).collect();
+    let mut weights = weights.into_iter();
+    let mut next = || weights.next().expect("LlamaConfig::weights lists every weight in order");
+    let embed = next();
+    let cos_table = cx.weight(ROPE_COS, [t, hd]);
+    let sin_table = cx.weight(ROPE_SIN, [t, hd]);
+    let cos = cos_table.gather(&position);
+    let sin = sin_table.gather(&position);
+    // `y = x W^T` for a PyTorch `[out, in]` weight, the transpose a view.
+    let linear = |x: &Tensor, w: &Tensor| x.matmul(w.transpose(0, 1));
+    let scale = 1.0 / (hd as f32).sqrt();
+    let mut x = embed.gather(&token);
+    for (l, [k_cache, v_cache]) in caches.iter().enumerate() {
+        let [norm1, wq, wk, wv, wo, norm2, wg, wu, wd] = std::array::from_fn(|_| next());
+        let h = x.rms_norm(&norm1, c.eps);
+        let q = rotate(&linear(&h, &wq).reshape([c.heads, hd]), &cos, &sin, hd);
+        let k = rotate(&linear(&h, &wk).reshape([kvh, hd]), &cos, &sin, hd);
+        let v = linear(&h, &wv).reshape([kvh, hd]);
+        let k = k.output(LlamaConfig::present_name(l, false));
+        let v = v.output(LlamaConfig::present_name(l, true));
+        // Scores of each kv head's g query rows against the cache and against the step's
+        // own key, one softmax over both.
+        let q = q.reshape([kvh, g, hd]);
+        let cached = q.matmul(k_cache.transpose(-1, -2)) * scale + &mask;
+        let own = q.matmul(k.reshape([kvh, hd, 1])) * scale;
+        let p = cx.concat(&[cached, own], -1).softmax(-1);
+        let ctx = p.slice(-1, 0, t).matmul(v_cache)
+            + p.slice(-1, t, t + 1).matmul(v.reshape([kvh, 1, hd]));
+        x = x + linear(&ctx.reshape([1, c.heads * hd]), &wo);
+        let h = x.rms_norm(&norm2, c.eps);
+        let mlp = linear(&h, &wg).silu() * linear(&h, &wu);
+        x = x + linear(&mlp, &wd);
+    }
+    let norm = next();
+    let head = if c.tied_embeddings { embed.clone() } else { next() };
+    linear(&x.rms_norm(&norm, c.eps), &head).output(LOGITS);
+    if let Some(e) = cx.recorded_error() {
+        return Err(e);
+    }
+    Ok(cx)
+}

@@ -1,0 +1,102 @@
+//! Greedy generation with the tiny Llama of `data/make_tiny_llama.py` (trained with PyTorch,
+//! saved by transformers' `save_pretrained`) against transformers' own `generate`: the same
+//! new tokens and logits within 1e-4 x max(1, |reference|) for four prompts (1, 5, 12 and 16
+//! tokens; the last with 32 new tokens fills the 48 positions of the bound), all from one
+//! compiled program; one position past the bound is a clear error; the NaN-poisoned run (plan
+//! verified, dead buffers NaN) gives the same bits.
+
+use std::path::PathBuf;
+
+use lumen::generate::{GenerateError, Generator};
+use lumen::model::load_llama;
+use lumen_runtime::{CpuOptions, CpuRuntime, HostTensor, Runtime};
+use safetensors::SafeTensors;
+
+fn dir() -> PathBuf {
+    std::env::var_os("LUMEN_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data"))
+        .join("tiny_llama")
+}
+
+/// Prompt, new tokens and logits `[N, vocab]` of each reference prompt.
+fn references() -> Vec<(Vec<i64>, Vec<i64>, HostTensor)> {
+    let bytes = std::fs::read(dir().join("reference.safetensors")).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let ids = |name: &str| -> Vec<i64> {
+        let t = st.tensor(name).unwrap();
+        t.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    (0..4)
+        .map(|i| {
+            let t = st.tensor(&format!("p{i}.logits")).unwrap();
+            let values = t
+                .data()
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let logits = HostTensor::new(t.shape().to_vec(), values).unwrap();
+            (ids(&format!("p{i}.prompt")), ids(&format!("p{i}.tokens")), logits)
+        })
+        .collect()
+}
+
+fn generator(options: CpuOptions) -> Generator {
+    let model = load_llama(&dir(), None).unwrap();
+    let runtime = CpuRuntime::new(options);
+    Generator::new(&model, &runtime as &dyn Runtime).unwrap()
+}
+
+#[test]
+fn tokens_and_logits_match_transformers_generate() {
+    let mut g = generator(CpuOptions { threads: Some(2), ..CpuOptions::default() });
+    assert_eq!(g.config().max_seq, 48);
+    let mut worst = 0.0f32;
+    for (prompt, want, logits) in references() {
+        let got = g.generate(&prompt, want.len(), true).unwrap();
+        assert_eq!(got.tokens, want, "prompt {prompt:?}");
+        let vocab = g.config().vocab;
+        for (step, row) in got.logits.iter().enumerate() {
+            let reference = &logits.data()[step * vocab..(step + 1) * vocab];
+            for (a, b) in row.iter().zip(reference) {
+                let err = (a - b).abs() / b.abs().max(1.0);
+                worst = worst.max(err);
+            }
+        }
+    }
+    println!("max logit error against transformers: {worst:.2e}");
+    assert!(worst <= 1e-4, "max logit error {worst}");
+}
+
+#[test]
+fn one_position_past_the_bound_is_an_error() {
+    let mut g = generator(CpuOptions { threads: Some(1), ..CpuOptions::default() });
+    let err = g.generate(&[1; 16], 33, false).unwrap_err();
+    assert!(matches!(err, GenerateError::PastBound { prompt: 16, new: 33, bound: 48 }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "16 prompt tokens + 33 new tokens = 49 positions, past the bound of 48 this program was \
+         compiled for (compile with a larger bound: --max-seq)"
+    );
+    assert!(matches!(g.generate(&[], 1, false), Err(GenerateError::EmptyPrompt)));
+    let err = g.generate(&[3, 96], 1, false).unwrap_err().to_string();
+    assert_eq!(err, "prompt token 1 is 96, outside the vocabulary 0..96");
+    // The errors left the generator usable.
+    assert_eq!(g.generate(&[5], 0, false).unwrap().tokens, Vec::<i64>::new());
+}
+
+#[test]
+fn nan_poisoned_plan_gives_the_same_bits() {
+    let (prompt, want, _) = references().swap_remove(1);
+    let mut plain = generator(CpuOptions { threads: Some(1), ..CpuOptions::default() });
+    let mut poisoned =
+        generator(CpuOptions { threads: Some(1), memory_debug: true, ..CpuOptions::default() });
+    let a = plain.generate(&prompt, want.len(), true).unwrap();
+    let b = poisoned.generate(&prompt, want.len(), true).unwrap();
+    assert_eq!(a.tokens, want);
+    assert_eq!(a.tokens, b.tokens);
+    let bits = |g: &lumen::generate::Generation| -> Vec<u32> {
+        g.logits.iter().flatten().map(|v| v.to_bits()).collect()
+    };
+    assert_eq!(bits(&a), bits(&b));
+}
