@@ -1,4 +1,4 @@
-//! The `lumen` command-line tool: `plan-slab`, `compile`, `compare`, `run`.
+//! The `lumen` command-line tool: `plan-slab`, `compile`, `compare`, `run`, `generate`.
 //!
 //! Every subcommand prints readable text by default and one JSON object with `--json`. Errors
 //! print one line `error: ...` on stderr and exit with status 1; usage errors (clap's, folded

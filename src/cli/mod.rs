@@ -3,6 +3,7 @@
 mod compare;
 mod compile;
 pub mod errors;
+mod generate;
 pub mod out;
 mod plan_slab;
 mod program_args;
@@ -32,6 +33,9 @@ enum Command {
     /// Run a model (a safetensors MLP or ViT, or an ONNX model with --inputs); check its
     /// outputs; report plan and phases.
     Run(run::Args),
+    /// Generate text greedily with a Llama decoder from a Hugging Face model directory,
+    /// compiled once with a KV cache; report tokens/s of prefill and decode.
+    Generate(generate::Args),
 }
 
 /// Runs the chosen subcommand.
@@ -41,5 +45,6 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Command::Compile(args) => compile::run(args),
         Command::Run(args) => run::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Generate(args) => generate::run(args),
     }
 }

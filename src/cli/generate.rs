@@ -1,0 +1,130 @@
+//! `lumen generate MODEL_DIR --prompt-ids 1,2,3 --max-new-tokens N`: greedy text generation
+//! with a Llama-architecture decoder from a Hugging Face model directory (`config.json` and
+//! `model.safetensors`, as transformers' `save_pretrained` writes `LlamaForCausalLM`).
+//!
+//! The decode step is compiled and prepared once for the bound (`--max-seq`, default the
+//! config's `max_position_embeddings`) and runs every prompt token (the prefill) and every new
+//! token (the decode); the report gives the new token ids, tokens per second of each phase,
+//! the compile time, the slab and the KV cache bytes. `--repeat N` generates N times with the
+//! same compiled program and reports the best time of each phase (the first run includes
+//! warming caches).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::builder::PossibleValuesParser;
+use lumen::generate::{Generation, Generator};
+use lumen::model::load_llama;
+use lumen_runtime::RUNTIME_NAMES;
+use serde_json::json;
+
+use super::out::{print, print_json};
+use super::run::{parse_threads, runtime_with_threads};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A model directory: config.json and model.safetensors (or its shards with
+    /// model.safetensors.index.json) of a LlamaForCausalLM, f32 (bf16/f16 widened at load).
+    model_dir: PathBuf,
+    /// The prompt's token ids, comma-separated (`1,2,3`).
+    #[arg(long, value_name = "IDS", value_delimiter = ',', required = true)]
+    prompt_ids: Vec<i64>,
+    /// How many tokens to generate after the prompt.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    max_new_tokens: usize,
+    /// The bound: positions (prompt plus new tokens) the program is compiled for; the KV cache
+    /// holds this many rows per layer (default: the config's max_position_embeddings).
+    #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..))]
+    max_seq: Option<u32>,
+    /// The runtime to execute on.
+    #[arg(long, default_value = "cpu", value_parser = PossibleValuesParser::new(RUNTIME_NAMES))]
+    runtime: String,
+    /// CPU runtime: worker threads (default: every core).
+    #[arg(long, value_name = "N", value_parser = parse_threads)]
+    threads: Option<usize>,
+    /// Generate this many times with the one compiled program; the best time of each phase
+    /// is reported.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
+    /// Print one JSON object instead of the readable report.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let model = load_llama(&args.model_dir, args.max_seq.map(|t| t as usize))?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    let (runtime, warnings) = runtime_with_threads(&args.runtime, args.threads)?;
+    let mut generator = Generator::new(&model, runtime.as_ref())?;
+    let mut best: Option<Generation> = None;
+    let (mut prefill, mut decode) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..args.repeat {
+        let g = generator.generate(&args.prompt_ids, args.max_new_tokens, false)?;
+        prefill = prefill.min(g.prefill_seconds);
+        decode = decode.min(g.decode_seconds);
+        best = Some(g);
+    }
+    let mut g = best.expect("--repeat is at least 1");
+    (g.prefill_seconds, g.decode_seconds) = (prefill, decode);
+    let c = generator.config();
+    let figures = &generator.program().figures;
+    if args.json {
+        return print_json(&json!({
+            "model": args.model_dir.display().to_string(),
+            "architecture": "LlamaForCausalLM",
+            "runtime": runtime.name(),
+            "threads": runtime.threads(),
+            "bound": c.max_seq,
+            "prompt_tokens": g.prompt.len(),
+            "new_tokens": g.tokens.len(),
+            "tokens": g.tokens,
+            "prefill_seconds": g.prefill_seconds,
+            "decode_seconds": g.decode_seconds,
+            "prefill_tokens_per_s": g.prefill_tokens_per_second(),
+            "decode_tokens_per_s": g.decode_tokens_per_second(),
+            "repeat": args.repeat,
+            "load_seconds": load_seconds,
+            "compile_seconds": generator.compile_seconds(),
+            "prepare_seconds": generator.prepare_seconds(),
+            "launches_per_step": figures.launches,
+            "slab_bytes": generator.slab_bytes(),
+            "cache_bytes": c.cache_bytes(),
+            "weight_bytes": model.weight_bytes,
+            "warnings": warnings,
+        }));
+    }
+    let ids = |t: &[i64]| t.iter().map(i64::to_string).collect::<Vec<_>>().join(" ");
+    let mut text = String::new();
+    text.push_str(&format!("lumen generate {}\n", args.model_dir.display()));
+    text.push_str(&format!("  {}\n", model.describe()));
+    text.push_str(&format!(
+        "  compiled once in {:.3} s (prepare {:.3} s) on {} ({} thread{}): {} launches per \
+         step, slab {} B, KV cache {} B (host, read in place), weights {} B\n",
+        generator.compile_seconds(),
+        generator.prepare_seconds(),
+        runtime.name(),
+        runtime.threads(),
+        if runtime.threads() == 1 { "" } else { "s" },
+        figures.launches,
+        generator.slab_bytes(),
+        c.cache_bytes(),
+        model.weight_bytes,
+    ));
+    text.push_str(&format!("  prompt ({} tokens): {}\n", g.prompt.len(), ids(&g.prompt)));
+    text.push_str(&format!("  new ({} tokens): {}\n", g.tokens.len(), ids(&g.tokens)));
+    let best_of =
+        if args.repeat > 1 { format!(", best of {}", args.repeat) } else { String::new() };
+    text.push_str(&format!(
+        "  prefill {} tokens in {:.3} ms ({:.1} tokens/s); decode {} tokens in {:.3} ms ({:.1} \
+         tokens/s){best_of}\n",
+        g.prompt.len(),
+        g.prefill_seconds * 1e3,
+        g.prefill_tokens_per_second(),
+        g.tokens.len().saturating_sub(1),
+        g.decode_seconds * 1e3,
+        g.decode_tokens_per_second(),
+    ));
+    print(&text)?;
+    Ok(())
+}
