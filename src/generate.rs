@@ -10,8 +10,10 @@
 //! layer, O(1) per token). The `mask` input (0 for rows `0..position`, `-inf` beyond) keeps
 //! the rows not yet written out of the softmax.
 //!
-//! Prompt tokens run one step each (the prefill); the step of the last prompt token gives the
-//! first new token, and each new token but the last is fed back (the decode). The new token is
+//! Prompt tokens run a chunk at a time through a second program compiled for that chunk (the
+//! prefill; the last chunk padded, its padding never kept), or one by one through the decode
+//! step; the last prompt token's logits give the first new token, and each new token but the
+//! last is fed back through the decode step (the decode). The new token is
 //! the first position of the largest logit (transformers' greedy `generate` and
 //! `torch.argmax` pick the same).
 
@@ -106,56 +108,86 @@ fn rate(tokens: usize, seconds: f64) -> f64 {
     if tokens == 0 || seconds <= 0.0 { 0.0 } else { tokens as f64 / seconds }
 }
 
-/// A Llama decoder compiled and prepared once, with its KV cache: generates from any prompt
-/// whose length plus the new tokens fits the bound.
-pub struct Generator {
-    config: LlamaConfig,
+/// One compiled and prepared step program and its per-step inputs.
+struct Step {
+    chunk: usize,
     program: CompiledProgram,
     prepared: Box<dyn PreparedProgram>,
-    // token, position, mask and every layer's cache, updated between steps.
+    // token, position and mask; the caches are moved in for each execute.
     inputs: Tensors,
+}
+
+/// A Llama decoder compiled and prepared once (a decode step, and a prefill step of a chunk of
+/// prompt tokens), with its KV cache: generates from any prompt whose length plus the new
+/// tokens fits the bound.
+pub struct Generator {
+    config: LlamaConfig,
+    decode: Step,
+    // None: prompt tokens run one by one through the decode step.
+    prefill: Option<Step>,
+    // Every layer's cache, `cache.{l}.k` / `cache.{l}.v` [kv_heads, T, head_dim].
+    caches: Tensors,
     compile_seconds: f64,
 }
 
 impl std::fmt::Debug for Generator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Generator").field("program", &self.program.label).finish_non_exhaustive()
+        f.debug_struct("Generator")
+            .field("decode", &self.decode.program.label)
+            .field("prefill", &self.prefill.as_ref().map(|p| &p.program.label))
+            .finish_non_exhaustive()
     }
 }
 
 impl Generator {
-    /// Compiles `model`'s decode step for `runtime`'s target (fused; weights resident on the
-    /// CPU) and prepares it (weights uploaded once).
+    /// Compiles `model`'s decode step and, for `prefill_chunk` above 1, a prefill step of
+    /// that many prompt tokens (at most the bound), for `runtime`'s target (fused; weights
+    /// resident on the CPU), and prepares them (weights uploaded once per program: two
+    /// programs hold two copies).
     ///
     /// # Errors
-    /// [`GenerateError::Compile`] when the program cannot be built or compiled,
+    /// [`GenerateError::Compile`] when a program cannot be built or compiled,
     /// [`GenerateError::Runtime`] when the runtime refuses it.
-    pub fn new(model: &LlamaModel, runtime: &dyn Runtime) -> Result<Self, GenerateError> {
+    pub fn new(
+        model: &LlamaModel,
+        runtime: &dyn Runtime,
+        prefill_chunk: usize,
+    ) -> Result<Self, GenerateError> {
         let start = Instant::now();
-        let target = runtime.target();
-        let options = CompileOptions {
-            fuse: true,
-            name: "llama-step".to_string(),
-            in_place: true,
-            resident_weights: target == Target::Cpu,
-            ..target.options()
-        };
-        let program = llama_step(&model.config)?.compile(&options)?;
-        let compile_seconds = start.elapsed().as_secs_f64();
-        let prepared = runtime.prepare(&program, &model.weights)?;
         let config = model.config.clone();
-        let mut inputs = Tensors::new();
-        inputs.insert(TOKEN.to_string(), HostTensor::from_i32([1], vec![0])?);
-        inputs.insert(POSITION.to_string(), HostTensor::from_i32([1], vec![0])?);
-        inputs
-            .insert(MASK.to_string(), HostTensor::new([config.max_seq], mask(0, config.max_seq))?);
+        let target = runtime.target();
+        let compile = |chunk: usize, name: &str| -> Result<CompiledProgram, GenerateError> {
+            let options = CompileOptions {
+                fuse: true,
+                name: name.to_string(),
+                in_place: true,
+                resident_weights: target == Target::Cpu,
+                ..target.options()
+            };
+            Ok(llama_step(&config, chunk)?.compile(&options)?)
+        };
+        let decode = compile(1, "llama-decode")?;
+        let chunk = prefill_chunk.min(config.max_seq);
+        let prefill = if chunk > 1 { Some(compile(chunk, "llama-prefill")?) } else { None };
+        let compile_seconds = start.elapsed().as_secs_f64();
+        let prepare = |program: CompiledProgram, chunk: usize| -> Result<Step, GenerateError> {
+            let prepared = runtime.prepare(&program, &model.weights)?;
+            let mut inputs = Tensors::new();
+            inputs.insert(TOKEN.to_string(), HostTensor::from_i32([chunk], vec![0; chunk])?);
+            inputs.insert(POSITION.to_string(), HostTensor::from_i32([chunk], vec![0; chunk])?);
+            inputs.insert(MASK.to_string(), HostTensor::zeros([chunk, config.max_seq + chunk])?);
+            Ok(Step { chunk, program, prepared, inputs })
+        };
+        let decode = prepare(decode, 1)?;
+        let prefill = prefill.map(|p| prepare(p, chunk)).transpose()?;
+        let mut caches = Tensors::new();
         for l in 0..config.layers {
             for value in [false, true] {
                 let cache = HostTensor::zeros(config.cache_shape())?;
-                inputs.insert(LlamaConfig::cache_name(l, value), cache);
+                caches.insert(LlamaConfig::cache_name(l, value), cache);
             }
         }
-        Ok(Self { config, program, prepared, inputs, compile_seconds })
+        Ok(Self { config, decode, prefill, caches, compile_seconds })
     }
 
     /// The configuration, with the bound (`max_seq`).
@@ -163,25 +195,37 @@ impl Generator {
         &self.config
     }
 
-    /// The compiled step program (its figures: launches, slab bytes).
+    /// The compiled decode step (its figures: launches, slab bytes).
     pub fn program(&self) -> &CompiledProgram {
-        &self.program
+        &self.decode.program
     }
 
-    /// Seconds building and compiling the step program took (prepare not included: see
+    /// The compiled prefill step, if there is one.
+    pub fn prefill_program(&self) -> Option<&CompiledProgram> {
+        self.prefill.as_ref().map(|p| &p.program)
+    }
+
+    /// Prompt tokens per prefill step (1 when prompts run through the decode step).
+    pub fn prefill_chunk(&self) -> usize {
+        self.prefill.as_ref().map_or(1, |p| p.chunk)
+    }
+
+    /// Seconds building and compiling the step programs took (prepare not included: see
     /// [`Generator::prepare_seconds`]).
     pub fn compile_seconds(&self) -> f64 {
         self.compile_seconds
     }
 
-    /// Seconds the runtime's prepare took (slab, weight upload and packing).
+    /// Seconds the runtime's prepares took (slabs, weight upload and packing).
     pub fn prepare_seconds(&self) -> f64 {
-        self.prepared.prepare_seconds()
+        self.decode.prepared.prepare_seconds()
+            + self.prefill.as_ref().map_or(0.0, |p| p.prepared.prepare_seconds())
     }
 
-    /// Bytes of the runtime's slab.
+    /// Bytes of the runtime's slabs (both programs').
     pub fn slab_bytes(&self) -> usize {
-        self.prepared.slab_bytes()
+        self.decode.prepared.slab_bytes()
+            + self.prefill.as_ref().map_or(0, |p| p.prepared.slab_bytes())
     }
 
     /// Greedily generates `max_new` tokens after `prompt` (ids), keeping each step's logits
@@ -209,10 +253,8 @@ impl Generator {
         if prompt.len() + max_new > bound {
             return Err(GenerateError::PastBound { prompt: prompt.len(), new: max_new, bound });
         }
-        for (name, t) in self.inputs.iter_mut() {
-            if name.starts_with("cache.") {
-                t.data_mut().fill(0.0);
-            }
+        for t in self.caches.values_mut() {
+            t.data_mut().fill(0.0);
         }
         let mut out = Generation {
             prompt: prompt.to_vec(),
@@ -221,65 +263,84 @@ impl Generator {
             prefill_seconds: 0.0,
             decode_seconds: 0.0,
         };
-        let steps = if max_new == 0 { prompt.len() } else { prompt.len() + max_new - 1 };
-        let mut start = Instant::now();
-        for position in 0..steps {
-            let token = if position < prompt.len() {
-                prompt[position]
-            } else {
-                out.tokens[position - prompt.len()]
-            };
-            let logits = self.step(token, position)?;
-            if position + 1 >= prompt.len() && out.tokens.len() < max_new {
+        let keep = |out: &mut Generation, logits: Vec<f32>, position: usize| {
+            if out.tokens.len() < max_new {
                 out.tokens.push(argmax(&logits).ok_or(GenerateError::NanLogits { position })?);
                 if keep_logits {
                     out.logits.push(logits);
                 }
             }
-            if position + 1 == prompt.len() {
-                out.prefill_seconds = start.elapsed().as_secs_f64();
-                start = Instant::now();
-            }
+            Ok::<(), GenerateError>(())
+        };
+        let start = Instant::now();
+        let chunk = self.prefill_chunk();
+        let mut logits = Vec::new();
+        for (i, tokens) in prompt.chunks(chunk).enumerate() {
+            logits = self.run(tokens, i * chunk)?;
         }
-        if steps > prompt.len() {
-            out.decode_seconds = start.elapsed().as_secs_f64();
+        keep(&mut out, logits, prompt.len() - 1)?;
+        out.prefill_seconds = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        for position in prompt.len()..prompt.len() + max_new.saturating_sub(1) {
+            let token = out.tokens[position - prompt.len()];
+            let logits = self.run(&[token], position)?;
+            keep(&mut out, logits, position)?;
         }
+        out.decode_seconds = start.elapsed().as_secs_f64();
         Ok(out)
     }
 
-    /// Runs the step of `token` at `position`: its logits `[vocab]`; its keys and values
-    /// written into the cache row `position`.
-    fn step(&mut self, token: i64, position: usize) -> Result<Vec<f32>, GenerateError> {
-        let c = &self.config;
-        // Ids below the vocabulary and positions below the bound fit an i32 (checked sizes).
-        self.inputs[TOKEN] = HostTensor::from_i32([1], vec![token as i32])?;
-        self.inputs[POSITION] = HostTensor::from_i32([1], vec![position as i32])?;
-        if position > 0 {
-            // Row position-1 was written by the previous step: attend to it from now on.
-            self.inputs[MASK].data_mut()[position - 1] = 0.0;
-        } else {
-            self.inputs[MASK].data_mut().copy_from_slice(&mask(0, c.max_seq));
+    /// Runs `tokens` at positions `start..`: the prefill step when there is more than one
+    /// (padded to its chunk), the decode step for one. Returns the logits `[vocab]` of the last
+    /// token; their keys and values are written into the cache rows of their positions.
+    fn run(&mut self, tokens: &[i64], start: usize) -> Result<Vec<f32>, GenerateError> {
+        let (t, hd, vocab) = (self.config.max_seq, self.config.head_dim, self.config.vocab);
+        let step = match &mut self.prefill {
+            Some(p) if tokens.len() > 1 => p,
+            _ => &mut self.decode,
+        };
+        let (n, m) = (step.chunk, tokens.len());
+        // Ids below the vocabulary and positions below the bound fit an i32 (checked sizes);
+        // padding rows (past `m`) read token 0 at the last position and are never kept.
+        let ids: Vec<i32> = (0..n).map(|c| tokens.get(c).map_or(0, |&id| id as i32)).collect();
+        let positions: Vec<i32> = (0..n).map(|c| (start + c).min(t - 1) as i32).collect();
+        step.inputs[TOKEN] = HostTensor::from_i32([n], ids)?;
+        step.inputs[POSITION] = HostTensor::from_i32([n], positions)?;
+        let mask = step.inputs[MASK].data_mut();
+        for (c, row) in mask.chunks_exact_mut(t + n).enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                let visible = if j < t { j < start } else { j - t <= c };
+                *v = if visible { 0.0 } else { f32::NEG_INFINITY };
+            }
         }
-        let mut outputs = self.prepared.execute(&self.inputs)?;
-        let (t, hd) = (c.max_seq, c.head_dim);
-        for l in 0..c.layers {
+        for (name, cache) in self.caches.drain(..) {
+            step.inputs.insert(name, cache);
+        }
+        let result = step.prepared.execute(&step.inputs);
+        // The caches go back whatever the result, so an error leaves the generator usable.
+        for l in 0..self.config.layers {
+            for value in [false, true] {
+                let name = LlamaConfig::cache_name(l, value);
+                if let Some(cache) = step.inputs.swap_remove(&name) {
+                    self.caches.insert(name, cache);
+                }
+            }
+        }
+        let mut outputs = result?;
+        for l in 0..self.config.layers {
             for value in [false, true] {
                 let present = &outputs[&LlamaConfig::present_name(l, value)];
-                let cache = self.inputs[&LlamaConfig::cache_name(l, value)].data_mut();
-                for (h, row) in present.data().chunks_exact(hd).enumerate() {
-                    let at = (h * t + position) * hd;
-                    cache[at..at + hd].copy_from_slice(row);
+                let cache = self.caches[&LlamaConfig::cache_name(l, value)].data_mut();
+                // present [kv_heads, n, hd] -> cache [kv_heads, t, hd], rows start..start+m.
+                for (h, head) in present.data().chunks_exact(n * hd).enumerate() {
+                    let at = (h * t + start) * hd;
+                    cache[at..at + m * hd].copy_from_slice(&head[..m * hd]);
                 }
             }
         }
         let logits = outputs.swap_remove(LOGITS).map(HostTensor::into_data).unwrap_or_default();
-        Ok(logits)
+        Ok(logits[(m - 1) * vocab..m * vocab].to_vec())
     }
-}
-
-/// The additive mask of a step at `position`: 0 for rows `0..position`, `-inf` for the rest.
-fn mask(position: usize, bound: usize) -> Vec<f32> {
-    (0..bound).map(|j| if j < position { 0.0 } else { f32::NEG_INFINITY }).collect()
 }
 
 /// The first position of the largest value; `None` when any value is NaN or there is none.
@@ -306,6 +367,5 @@ mod tests {
         assert_eq!(argmax(&[f32::NEG_INFINITY, -5.0]), Some(1));
         assert_eq!(argmax(&[1.0, f32::NAN]), None);
         assert_eq!(argmax(&[]), None);
-        assert_eq!(mask(2, 4), vec![0.0, 0.0, f32::NEG_INFINITY, f32::NEG_INFINITY]);
     }
 }

@@ -2,7 +2,7 @@
 //! saved by transformers' `save_pretrained`) against transformers' own `generate`: the same
 //! new tokens and logits within 1e-4 x max(1, |reference|) for four prompts (1, 5, 12 and 16
 //! tokens; the last with 32 new tokens fills the 48 positions of the bound), all from one
-//! compiled program; one position past the bound is a clear error; the NaN-poisoned run (plan
+//! compiled decode step (and prefill step, in chunks of 1, 5 and 48 prompt tokens); one position past the bound is a clear error; the NaN-poisoned run (plan
 //! verified, dead buffers NaN) gives the same bits.
 
 use std::path::PathBuf;
@@ -41,36 +41,39 @@ fn references() -> Vec<(Vec<i64>, Vec<i64>, HostTensor)> {
         .collect()
 }
 
-fn generator(options: CpuOptions) -> Generator {
+fn generator(options: CpuOptions, prefill_chunk: usize) -> Generator {
     let model = load_llama(&dir(), None).unwrap();
     let runtime = CpuRuntime::new(options);
-    Generator::new(&model, &runtime as &dyn Runtime).unwrap()
+    Generator::new(&model, &runtime as &dyn Runtime, prefill_chunk).unwrap()
 }
 
 #[test]
 fn tokens_and_logits_match_transformers_generate() {
-    let mut g = generator(CpuOptions { threads: Some(2), ..CpuOptions::default() });
-    assert_eq!(g.config().max_seq, 48);
-    let mut worst = 0.0f32;
-    for (prompt, want, logits) in references() {
-        let got = g.generate(&prompt, want.len(), true).unwrap();
-        assert_eq!(got.tokens, want, "prompt {prompt:?}");
-        let vocab = g.config().vocab;
-        for (step, row) in got.logits.iter().enumerate() {
-            let reference = &logits.data()[step * vocab..(step + 1) * vocab];
-            for (a, b) in row.iter().zip(reference) {
-                let err = (a - b).abs() / b.abs().max(1.0);
-                worst = worst.max(err);
+    // Prompts one token at a time, in chunks of 5 (prompt 12 and 16: full chunks and a padded
+    // one) and in one padded chunk of the whole bound.
+    for chunk in [1, 5, 48] {
+        let mut g = generator(CpuOptions { threads: Some(2), ..CpuOptions::default() }, chunk);
+        assert_eq!((g.config().max_seq, g.prefill_chunk()), (48, chunk));
+        let mut worst = 0.0f32;
+        for (prompt, want, logits) in references() {
+            let got = g.generate(&prompt, want.len(), true).unwrap();
+            assert_eq!(got.tokens, want, "prompt {prompt:?}, prefill chunk {chunk}");
+            let vocab = g.config().vocab;
+            for (step, row) in got.logits.iter().enumerate() {
+                let reference = &logits.data()[step * vocab..(step + 1) * vocab];
+                for (a, b) in row.iter().zip(reference) {
+                    worst = worst.max((a - b).abs() / b.abs().max(1.0));
+                }
             }
         }
+        println!("prefill chunk {chunk}: max logit error against transformers {worst:.2e}");
+        assert!(worst <= 1e-4, "prefill chunk {chunk}: max logit error {worst}");
     }
-    println!("max logit error against transformers: {worst:.2e}");
-    assert!(worst <= 1e-4, "max logit error {worst}");
 }
 
 #[test]
 fn one_position_past_the_bound_is_an_error() {
-    let mut g = generator(CpuOptions { threads: Some(1), ..CpuOptions::default() });
+    let mut g = generator(CpuOptions { threads: Some(1), ..CpuOptions::default() }, 4);
     let err = g.generate(&[1; 16], 33, false).unwrap_err();
     assert!(matches!(err, GenerateError::PastBound { prompt: 16, new: 33, bound: 48 }), "{err}");
     assert_eq!(
@@ -88,9 +91,9 @@ fn one_position_past_the_bound_is_an_error() {
 #[test]
 fn nan_poisoned_plan_gives_the_same_bits() {
     let (prompt, want, _) = references().swap_remove(1);
-    let mut plain = generator(CpuOptions { threads: Some(1), ..CpuOptions::default() });
+    let mut plain = generator(CpuOptions { threads: Some(1), ..CpuOptions::default() }, 4);
     let mut poisoned =
-        generator(CpuOptions { threads: Some(1), memory_debug: true, ..CpuOptions::default() });
+        generator(CpuOptions { threads: Some(1), memory_debug: true, ..CpuOptions::default() }, 4);
     let a = plain.generate(&prompt, want.len(), true).unwrap();
     let b = poisoned.generate(&prompt, want.len(), true).unwrap();
     assert_eq!(a.tokens, want);

@@ -36,6 +36,11 @@ pub struct Args {
     /// holds this many rows per layer (default: the config's max_position_embeddings).
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..))]
     max_seq: Option<u32>,
+    /// Prompt tokens per prefill step: a second program compiled for this many tokens runs
+    /// the prompt in chunks (at most the bound; 1 runs the prompt through the decode step, one
+    /// token at a time, and holds one copy of the weights instead of two).
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
+    prefill_chunk: u32,
     /// The runtime to execute on.
     #[arg(long, default_value = "cpu", value_parser = PossibleValuesParser::new(RUNTIME_NAMES))]
     runtime: String,
@@ -56,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let model = load_llama(&args.model_dir, args.max_seq.map(|t| t as usize))?;
     let load_seconds = start.elapsed().as_secs_f64();
     let (runtime, warnings) = runtime_with_threads(&args.runtime, args.threads)?;
-    let mut generator = Generator::new(&model, runtime.as_ref())?;
+    let mut generator = Generator::new(&model, runtime.as_ref(), args.prefill_chunk as usize)?;
     let mut best: Option<Generation> = None;
     let (mut prefill, mut decode) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..args.repeat {
@@ -88,6 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "compile_seconds": generator.compile_seconds(),
             "prepare_seconds": generator.prepare_seconds(),
             "launches_per_step": figures.launches,
+            "prefill_chunk": generator.prefill_chunk(),
             "slab_bytes": generator.slab_bytes(),
             "cache_bytes": c.cache_bytes(),
             "weight_bytes": model.weight_bytes,
@@ -100,13 +106,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     text.push_str(&format!("  {}\n", model.describe()));
     text.push_str(&format!(
         "  compiled once in {:.3} s (prepare {:.3} s) on {} ({} thread{}): {} launches per \
-         step, slab {} B, KV cache {} B (host, read in place), weights {} B\n",
+         decode step, prefill {} tokens per step, slabs {} B, KV cache {} B (host, read in \
+         place), weights {} B\n",
         generator.compile_seconds(),
         generator.prepare_seconds(),
         runtime.name(),
         runtime.threads(),
         if runtime.threads() == 1 { "" } else { "s" },
         figures.launches,
+        generator.prefill_chunk(),
         generator.slab_bytes(),
         c.cache_bytes(),
         model.weight_bytes,

@@ -1,16 +1,17 @@
 //! A decoder LLM of the Llama architecture (Touvron et al. 2023, as Hugging Face transformers'
-//! `LlamaForCausalLM` computes it) as one DSL program: a **decode step**, one token in, its
-//! logits and its keys and values out, reading a KV cache of a fixed bound.
+//! `LlamaForCausalLM` computes it) as one DSL program: a **step** of `chunk` tokens in, their
+//! logits and their keys and values out, reading a KV cache of a fixed bound. Chunk 1 is the
+//! decode step; a larger chunk runs a prompt's tokens together (the prefill).
 //!
 //! The program is compiled once for the bound `T` (positions `0..T`) and runs every step of a
-//! generation, prompt tokens included, whatever the prompt length: the step's position is an
-//! input (it picks the rotary angles by a gather), the cache has all `T` rows, and an additive
-//! `mask` input hides the rows not written yet (0 to keep, `-inf` to drop). The new token's own
-//! key and value are not in the cache when the step runs: its score is computed beside the
-//! cache's and both go through one softmax, so the step never copies the cache. The caller
-//! writes `present.{l}.k` / `present.{l}.v` into the cache row of the position after the step
-//! (`lumen::generate` does), `kv_heads x head_dim` values per layer: O(1) per token, where a
-//! concatenating cache moves O(position).
+//! generation whatever the prompt length: the tokens' positions are an input (they pick the
+//! rotary angles by a gather), the cache has all `T` rows, and an additive `mask` input hides
+//! the rows not written yet and the chunk's later tokens (0 to keep, `-inf` to drop). The
+//! chunk's own keys and values are not in the cache when the step runs: their scores are
+//! computed beside the cache's and both go through one softmax, so the step never copies the
+//! cache. The caller writes `present.{l}.k` / `present.{l}.v` into the cache rows of the
+//! chunk's positions after the step (`lumen::generate` does), `kv_heads x head_dim` values per
+//! layer and token: O(1) per token, where a concatenating cache moves O(position).
 //!
 //! The layers, as transformers writes them: `h = x + o_proj(attn(rope(q_proj(rms(x))),
 //! rope(k_proj(rms(x))), v_proj(rms(x))))`, `x' = h + down_proj(silu(gate_proj(rms(h))) *
@@ -53,14 +54,14 @@ pub struct LlamaConfig {
     pub max_seq: usize,
 }
 
-/// Name of the input holding the step's token id, i32 `[1]`.
+/// Name of the input holding the step's token ids, i32 `[chunk]`.
 pub const TOKEN: &str = "token";
-/// Name of the input holding the step's position, i32 `[1]` (`0..T`).
+/// Name of the input holding the step's positions, i32 `[chunk]` (`0..T`).
 pub const POSITION: &str = "position";
-/// Name of the additive attention mask input, f32 `[T]`: 0 for the cache rows written so
-/// far (`0..position`), `-inf` for the rest.
+/// Name of the additive attention mask input, f32 `[chunk, T + chunk]`: for each token, 0
+/// for the cache rows written so far and the chunk's tokens up to itself, `-inf` for the rest.
 pub const MASK: &str = "mask";
-/// Name of the logits output, f32 `[1, V]`.
+/// Name of the logits output, f32 `[chunk, V]`.
 pub const LOGITS: &str = "logits";
 /// Name of the rotary cosine table, a weight f32 `[T, head_dim]` (made by
 /// [`LlamaConfig::rotary_tables`], not read from a checkpoint).
@@ -89,8 +90,8 @@ impl LlamaConfig {
         format!("cache.{l}.{}", if value { "v" } else { "k" })
     }
 
-    /// Name of layer `l`'s output holding the step's key (`present.{l}.k`, f32
-    /// `[kv_heads, head_dim]`, after the rotary embedding) or value (`present.{l}.v`).
+    /// Name of layer `l`'s output holding the step's keys (`present.{l}.k`, f32
+    /// `[kv_heads, chunk, head_dim]`, after the rotary embedding) or values (`present.{l}.v`).
     pub fn present_name(l: usize, value: bool) -> String {
         format!("present.{l}.{}", if value { "v" } else { "k" })
     }
@@ -185,7 +186,7 @@ impl LlamaConfig {
     }
 }
 
-/// `x` `[rows, head_dim]` rotated by the step's angles `cos`, `sin` `[1, head_dim]`:
+/// `x` `[n, heads, head_dim]` rotated by each token's angles `cos`, `sin` `[n, 1, head_dim]`:
 /// `x * cos + [-x2, x1] * sin` with `x1`, `x2` the two halves of each row.
 #[track_caller]
 fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor, head_dim: usize) -> Tensor {
@@ -196,22 +197,31 @@ fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor, head_dim: usize) -> Tensor {
     x * cos + rotated * sin
 }
 
-/// The decode step of `config` (see the module docs): inputs [`TOKEN`], [`POSITION`],
-/// [`MASK`] and every layer's cache (`cache.{l}.k`, `cache.{l}.v`, f32 `[kv_heads, T,
-/// head_dim]`); weights [`LlamaConfig::weights`] plus [`ROPE_COS`] and [`ROPE_SIN`]; outputs
-/// [`LOGITS`] `[1, V]` and every layer's `present.{l}.k` / `present.{l}.v` `[kv_heads,
-/// head_dim]`.
+/// The step of `chunk` tokens of `config` (see the module docs): inputs [`TOKEN`] and
+/// [`POSITION`] (i32 `[chunk]`), [`MASK`] (f32 `[chunk, T + chunk]`: row `c` for the cache's
+/// `T` rows, then for the chunk's own tokens) and every layer's cache (`cache.{l}.k`,
+/// `cache.{l}.v`, f32 `[kv_heads, T, head_dim]`); weights [`LlamaConfig::weights`] plus
+/// [`ROPE_COS`] and [`ROPE_SIN`]; outputs [`LOGITS`] `[chunk, V]` and every layer's
+/// `present.{l}.k` / `present.{l}.v` `[kv_heads, chunk, head_dim]`. `chunk` 1 is the decode
+/// step; a larger one runs a prompt's tokens together (a prefill), causally masked among
+/// themselves by the mask's last `chunk` columns.
 ///
 /// # Errors
-/// [`CompileError::Program`] for sizes [`LlamaConfig::check`] refuses.
-pub fn llama_step(config: &LlamaConfig) -> Result<Graph, CompileError> {
+/// [`CompileError::Program`] for sizes [`LlamaConfig::check`] refuses or a zero `chunk`.
+pub fn llama_step(config: &LlamaConfig, chunk: usize) -> Result<Graph, CompileError> {
     config.check()?;
+    if chunk == 0 {
+        return Err(CompileError::Program {
+            program: "llama",
+            message: "the chunk of tokens per step is 0".to_string(),
+        });
+    }
     let c = config;
-    let (t, hd, kvh, g) = (c.max_seq, c.head_dim, c.kv_heads, c.group());
+    let (t, hd, kvh, g, n) = (c.max_seq, c.head_dim, c.kv_heads, c.group(), chunk);
     let mut cx = Graph::new();
-    let token = cx.input_typed(TOKEN, [1], DType::I32);
-    let position = cx.input_typed(POSITION, [1], DType::I32);
-    let mask = cx.input(MASK, [t]);
+    let tokens = cx.input_typed(TOKEN, [n], DType::I32);
+    let positions = cx.input_typed(POSITION, [n], DType::I32);
+    let mask = cx.input(MASK, [n, t + n]);
     let caches: Vec<[Tensor; 2]> = (0..c.layers)
         .map(|l| {
             let k = cx.input(LlamaConfig::cache_name(l, false), c.cache_shape());
@@ -226,29 +236,31 @@ pub fn llama_step(config: &LlamaConfig) -> Result<Graph, CompileError> {
     let embed = next();
     let cos_table = cx.weight(ROPE_COS, [t, hd]);
     let sin_table = cx.weight(ROPE_SIN, [t, hd]);
-    let cos = cos_table.gather(&position);
-    let sin = sin_table.gather(&position);
+    // [n, 1, hd]: one row of angles per token, broadcast over its heads.
+    let cos = cos_table.gather(&positions).reshape([n, 1, hd]);
+    let sin = sin_table.gather(&positions).reshape([n, 1, hd]);
     // `y = x W^T` for a PyTorch `[out, in]` weight, the transpose a view.
     let linear = |x: &Tensor, w: &Tensor| x.matmul(w.transpose(0, 1));
     let scale = 1.0 / (hd as f32).sqrt();
-    let mut x = embed.gather(&token);
+    let mut x = embed.gather(&tokens);
     for (l, [k_cache, v_cache]) in caches.iter().enumerate() {
         let [norm1, wq, wk, wv, wo, norm2, wg, wu, wd] = std::array::from_fn(|_| next());
         let h = x.rms_norm(&norm1, c.eps);
-        let q = rotate(&linear(&h, &wq).reshape([c.heads, hd]), &cos, &sin, hd);
-        let k = rotate(&linear(&h, &wk).reshape([kvh, hd]), &cos, &sin, hd);
-        let v = linear(&h, &wv).reshape([kvh, hd]);
-        let k = k.output(LlamaConfig::present_name(l, false));
+        // Heads first: [heads, n, hd], then each kv head's g query heads as g*n rows.
+        let q = rotate(&linear(&h, &wq).reshape([n, c.heads, hd]), &cos, &sin, hd);
+        let q = q.permute(&[1, 0, 2]).reshape([kvh, g * n, hd]);
+        let k = rotate(&linear(&h, &wk).reshape([n, kvh, hd]), &cos, &sin, hd);
+        let k = k.permute(&[1, 0, 2]).output(LlamaConfig::present_name(l, false));
+        let v = linear(&h, &wv).reshape([n, kvh, hd]).permute(&[1, 0, 2]);
         let v = v.output(LlamaConfig::present_name(l, true));
-        // Scores of each kv head's g query rows against the cache and against the step's
-        // own key, one softmax over both.
-        let q = q.reshape([kvh, g, hd]);
-        let cached = q.matmul(k_cache.transpose(-1, -2)) * scale + &mask;
-        let own = q.matmul(k.reshape([kvh, hd, 1])) * scale;
-        let p = cx.concat(&[cached, own], -1).softmax(-1);
-        let ctx = p.slice(-1, 0, t).matmul(v_cache)
-            + p.slice(-1, t, t + 1).matmul(v.reshape([kvh, 1, hd]));
-        x = x + linear(&ctx.reshape([1, c.heads * hd]), &wo);
+        // Scores against the cache and against the chunk's own keys, one softmax over both.
+        let cached = q.matmul(k_cache.transpose(-1, -2));
+        let own = q.matmul(k.transpose(-1, -2));
+        let scores = cx.concat(&[cached, own], -1).reshape([kvh, g, n, t + n]) * scale + &mask;
+        let p = scores.softmax(-1).reshape([kvh, g * n, t + n]);
+        let ctx = p.slice(-1, 0, t).matmul(v_cache) + p.slice(-1, t, t + n).matmul(&v);
+        let ctx = ctx.reshape([c.heads, n, hd]).permute(&[1, 0, 2]).reshape([n, c.heads * hd]);
+        x = x + linear(&ctx, &wo);
         let h = x.rms_norm(&norm2, c.eps);
         let mlp = linear(&h, &wg).silu() * linear(&h, &wu);
         x = x + linear(&mlp, &wd);
