@@ -63,6 +63,39 @@ impl fmt::Display for ConvSpec {
     }
 }
 
+/// A max pool's parameters as the DSL and the HLIR carry them ([`crate::HlirOp::MaxPool`]),
+/// one entry per spatial axis of `x [N, C, *spatial]`: the window, its step and the spacing of
+/// its taps, and the padding (which never wins: it is skipped). `ceil_mode` is already in the
+/// end pads (the DSL adds what it needs), so the output length along each axis is the
+/// convolution's, `(in + pads - dilation (k - 1) - 1) / stride + 1`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct PoolSpec {
+    /// Window length per axis (at least 1).
+    pub kernel: Vec<usize>,
+    /// Elements between output positions along each axis (at least 1).
+    pub strides: Vec<usize>,
+    /// Elements between window taps along each axis (at least 1).
+    pub dilations: Vec<usize>,
+    /// Positions added before and after each axis, skipped by the window.
+    pub pads: Vec<(usize, usize)>,
+}
+
+impl fmt::Display for PoolSpec {
+    /// `k=3,3 s=2,2 d=1,1 p=1,1,1,1` (pads as begin,end per axis).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        let pads: Vec<usize> = self.pads.iter().flat_map(|&(b, e)| [b, e]).collect();
+        write!(
+            f,
+            "k={} s={} d={} p={}",
+            list(&self.kernel),
+            list(&self.strides),
+            list(&self.dilations),
+            list(&pads)
+        )
+    }
+}
+
 /// What a convolution's epilogue applies to every output element, in this order: the bias of
 /// its output channel, the residual operand's element (a skip connection's `add`), then the
 /// activation.
@@ -267,6 +300,37 @@ impl ConvGeometry {
         Ok(geo)
     }
 
+    /// The geometry of a max pool ([`PoolSpec`]) over `x [N, C, *spatial]`: a depthwise
+    /// convolution's (`groups = OC = C`, a kernel `[C, 1, *kernel]`), each output channel
+    /// reading its own input channel.
+    ///
+    /// # Errors
+    /// As [`ConvGeometry::new`]: ranks, list lengths, a kernel, stride or dilation of 0, a
+    /// window larger than the padded input.
+    pub fn pool(spec: &PoolSpec, x: &[usize]) -> Result<Self, String> {
+        let rank = x.len().saturating_sub(2);
+        if spec.kernel.len() != rank {
+            return Err(format!(
+                "kernel {:?} must have one entry per spatial axis of the input {x:?}",
+                spec.kernel
+            ));
+        }
+        let conv = ConvSpec {
+            strides: spec.strides.clone(),
+            dilations: spec.dilations.clone(),
+            pads: spec.pads.clone(),
+            groups: 1,
+        };
+        // One channel through `new` (its checks), then every channel its own group.
+        let mut one = x.to_vec();
+        one[1] = 1;
+        let mut w = vec![1, 1];
+        w.extend(&spec.kernel);
+        let mut g = ConvGeometry::new(&conv, &one, &w)?;
+        (g.c_in, g.c_out, g.groups) = (x[1], x[1], x[1].max(1));
+        Ok(g)
+    }
+
     /// The slots of the three-element arrays that hold the convolution's own spatial axes, in
     /// order: the last `rank` (`1..3` for a 2-D convolution).
     pub fn axes(&self) -> std::ops::Range<usize> {
@@ -437,6 +501,32 @@ pub fn conv_f64(
                 let o = (n * g.c_out + oc) * p_out + p;
                 out.push(epilogue.apply_f64(acc, bias(oc), residual(o)));
             }
+        }
+    }
+    out
+}
+
+/// A max pool in f64, by the definition: each output the fold of `max` ([`ReduceOp::Max`]:
+/// NaN wins, else the first of the largest values) over its window's taps in row-major order,
+/// padded positions skipped (a window of padding alone is `-inf`). `x` is read by row-major
+/// index in `[N, C, *in]`; returns `[N, C, *out]` row-major. The oracle of every engine, as
+/// [`conv_f64`] is for convolutions.
+///
+/// [`ReduceOp::Max`]: crate::ReduceOp::Max
+pub fn max_pool_f64(g: &ConvGeometry, x: impl Fn(usize) -> f64) -> Vec<f64> {
+    let max = crate::ops::ReduceOp::Max;
+    let (p_in, p_out, taps) = (g.input_positions(), g.output_positions(), g.taps());
+    let mut out = Vec::with_capacity(g.batch * g.c_out * p_out);
+    for plane in 0..g.batch * g.c_out {
+        for p in 0..p_out {
+            let pos = unravel3(p, g.output);
+            let mut acc = max.identity_f64();
+            for t in 0..taps {
+                if let Some(src) = g.source(pos, unravel3(t, g.kernel)) {
+                    acc = max.combine_f64(acc, x(plane * p_in + src));
+                }
+            }
+            out.push(acc);
         }
     }
     out

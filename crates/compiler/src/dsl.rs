@@ -277,7 +277,7 @@ impl Tensor {
     }
 
     #[track_caller]
-    fn op(&self, op: HlirOp, others: &[&Tensor]) -> Tensor {
+    pub(crate) fn op(&self, op: HlirOp, others: &[&Tensor]) -> Tensor {
         self.op_at(op, others, SourceLocation::caller(), false)
     }
 

@@ -34,7 +34,8 @@ fn role_name(role: BufferRole) -> &'static str {
 /// (`batch=8 m=...` for a batched product), `len=4096` for an elementwise op,
 /// `axis=2 len=128 extent=16` for a reduction, `rows=32 dim=64 vocab=1000` for a gather,
 /// `axis=1 len=512` for a concat, `n=1 c=3 oc=8 g=1 in=32x32 k=3x3 out=32x32 s=1x1 d=1x1
-/// p=1x1 epilogue=bias+relu` for a convolution, `axis=2 len=96 extent=4 fill=0.0` for a take,
+/// p=1x1 epilogue=bias+relu` for a convolution (a max pool the same geometry without the
+/// epilogue), `axis=2 len=96 extent=4 fill=0.0` for a take,
 /// or nothing for upload and readback.
 pub fn op_params(op: &LlirOp) -> String {
     match *op {
@@ -49,6 +50,7 @@ pub fn op_params(op: &LlirOp) -> String {
         LlirOp::Gather { rows, dim, vocab } => format!("rows={rows} dim={dim} vocab={vocab}"),
         LlirOp::Concat { axis, len } => format!("axis={axis} len={len}"),
         LlirOp::Conv { geometry, epilogue } => format!("{} epilogue={epilogue}", geometry.text()),
+        LlirOp::MaxPool { geometry } => geometry.text(),
         LlirOp::Take { axis, len, extent, fill } => {
             format!("axis={axis} len={len} extent={extent} fill={fill}")
         }
@@ -319,6 +321,7 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                     put("geometry", json!(geometry));
                     put("epilogue", json!(epilogue.to_string()));
                 }
+                LlirOp::MaxPool { geometry } => put("geometry", json!(geometry)),
                 LlirOp::Take { axis, len, extent, fill } => {
                     put("axis", json!(axis));
                     put("len", json!(len));

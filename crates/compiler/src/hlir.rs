@@ -17,7 +17,7 @@ use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 
-use crate::conv::{ConvEpilogue, ConvGeometry, ConvSpec};
+use crate::conv::{ConvEpilogue, ConvGeometry, ConvSpec, PoolSpec};
 use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::llir::Epilogue;
@@ -215,6 +215,10 @@ pub enum HlirOp {
         /// What is applied to each output element after the sum.
         epilogue: ConvEpilogue,
     },
+    /// A max pool ([`crate::conv`]): one operand `x [N, C, *in]` (1 to 3 spatial axes);
+    /// output `[N, C, *out]`, each element the max of its window ([`PoolSpec`]: NaN wins, padded
+    /// positions never do), [`crate::conv::max_pool_f64`]'s definition.
+    MaxPool(PoolSpec),
     /// Elements picked along `axis` by a list of indices: operands `x` (f32) and `indices`
     /// (i32 or i64, 1-D of length L); the output is `x` with `axis` of length L, position `j`
     /// holding `x`'s slice `indices[j]`, or `fill` where `indices[j]` is negative. How
@@ -294,6 +298,7 @@ impl HlirOp {
             HlirOp::Matmul { .. } => "matmul",
             HlirOp::Gather => "gather",
             HlirOp::Conv { .. } => "conv",
+            HlirOp::MaxPool(_) => "max_pool",
             HlirOp::Take { .. } => "take",
             HlirOp::Cast { .. } => "cast",
             HlirOp::Arg { max: true, .. } => "argmax",
@@ -326,6 +331,7 @@ impl HlirOp {
                 | HlirOp::Matmul { .. }
                 | HlirOp::Gather
                 | HlirOp::Conv { .. }
+                | HlirOp::MaxPool(_)
                 | HlirOp::Take { .. }
                 | HlirOp::Cast { .. }
                 | HlirOp::Arg { .. }
@@ -347,6 +353,7 @@ impl HlirOp {
             | HlirOp::GatherElements { .. } => 2,
             HlirOp::Conv { epilogue, .. } => epilogue.operands(),
             HlirOp::Reduce { .. }
+            | HlirOp::MaxPool(_)
             | HlirOp::Cast { .. }
             | HlirOp::Arg { .. }
             | HlirOp::TopK { .. }
@@ -376,6 +383,7 @@ impl HlirOp {
             HlirOp::Matmul { epilogue } => format!("matmul[{}]", epilogue.name()),
             HlirOp::Reduce { op, axis } => format!("{op}:{axis}"),
             HlirOp::Conv { spec, epilogue } => format!("conv[{spec} {epilogue}]"),
+            HlirOp::MaxPool(spec) => format!("max_pool[{spec}]"),
             HlirOp::Take { axis, fill } => format!("take:{axis}:{fill}"),
             HlirOp::Cast { to } => format!("cast:{to}"),
             HlirOp::TopK { axis, k, largest } => {
@@ -805,6 +813,11 @@ pub(crate) fn infer_type(
             let mut shape = ids.shape.clone();
             shape.push(table.shape[1]);
             TensorType::f32(shape)
+        }
+        (HlirOp::MaxPool(spec), [x]) => {
+            f32_only(0, x)?;
+            let bad = |reason: String| CompileError::BadArgument { op, reason, location };
+            TensorType::f32(ConvGeometry::pool(spec, &x.shape).map_err(bad)?.output_shape())
         }
         (HlirOp::Conv { spec, epilogue }, [x, w, rest @ ..]) => {
             for (i, t) in [x, w].into_iter().chain(rest.iter()).enumerate() {

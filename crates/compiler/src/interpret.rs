@@ -158,6 +158,12 @@ pub fn eval_hlir(
                     |i| residual.map_or(0.0, |r| r[i]),
                 )
             }
+            HlirOp::MaxPool(spec) => {
+                let geo = crate::conv::ConvGeometry::pool(spec, &shape(0))
+                    .map_err(|e| bad(format!("max_pool: {e}")))?;
+                let x = v(0);
+                crate::conv::max_pool_f64(&geo, |i| x[i])
+            }
             HlirOp::Take { axis, fill } => {
                 let (x, idx) = (v(0), v(1));
                 let s = shape(0);

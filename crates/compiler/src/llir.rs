@@ -163,6 +163,14 @@ pub enum LlirOp {
         /// Bias, residual and activation applied to each output element.
         epilogue: ConvEpilogue,
     },
+    /// A max pool ([`crate::HlirOp::MaxPool`]): reads `x [N, C, *in]` through its view, writes
+    /// `[N, C, *out]`, each element the max of its window (padded positions skipped; NaN wins;
+    /// of equal values the first in row-major window order, which only tells `-0` from `+0`).
+    /// Its geometry is a depthwise convolution's ([`ConvGeometry::pool`]: `groups = OC = C`).
+    MaxPool {
+        /// Shapes, window, strides, dilations and pads, resolved.
+        geometry: ConvGeometry,
+    },
     /// Elements picked along `axis` by an index operand ([`crate::HlirOp::Take`]): reads `x`
     /// and `indices` (1-D, i32/i64), writes `len` elements; `extent` is `x`'s length along
     /// `axis` (an index at or past it is a runtime error), `fill` the value of a negative index.
@@ -246,6 +254,7 @@ impl LlirOp {
             LlirOp::Reduce { op, .. } => op.name(),
             LlirOp::Gather { .. } => "gather",
             LlirOp::Conv { .. } => "conv",
+            LlirOp::MaxPool { .. } => "max_pool",
             LlirOp::Take { .. } => "take",
             LlirOp::Cast { .. } => "cast",
             LlirOp::Arg { max: true, .. } => "argmax",
@@ -265,7 +274,8 @@ impl LlirOp {
     /// Floating-point operations the op performs: `batch * (2 m n k + m n e)` for a matmul
     /// whose epilogue does `e` per element ([`Epilogue::flops_per_element`]); `len x`
     /// [`ElemOp::flops_per_element`] for a map; `len x extent` for a reduction;
-    /// [`ConvGeometry::flops`] for a convolution; none for gather, take, concat, upload and
+    /// [`ConvGeometry::flops`] for a convolution; one per window tap of every output for a max
+    /// pool; none for gather, take, concat, upload and
     /// readback (copies).
     ///
     /// Saturates at `u64::MAX` rather than wrapping: a `[2^21, 2^21] x [2^21, 2^21]` matmul
@@ -282,6 +292,10 @@ impl LlirOp {
             LlirOp::Map { op, len } => wide(len).saturating_mul(op.flops_per_element()),
             LlirOp::Reduce { len, extent, .. } => wide(len).saturating_mul(wide(extent)),
             LlirOp::Conv { geometry, epilogue } => geometry.flops(epilogue),
+            LlirOp::MaxPool { geometry } => wide(geometry.batch)
+                .saturating_mul(wide(geometry.c_out))
+                .saturating_mul(wide(geometry.output_positions()))
+                .saturating_mul(wide(geometry.taps())),
             LlirOp::Arg { len, extent, .. } | LlirOp::TopK { len, extent, .. } => {
                 wide(len).saturating_mul(wide(extent))
             }

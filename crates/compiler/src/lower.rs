@@ -280,6 +280,10 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 let geometry = ConvGeometry::new(spec, &shape(0), &shape(1)).map_err(malformed)?;
                 LlirOp::Conv { geometry, epilogue: *epilogue }
             }
+            HlirOp::MaxPool(spec) => {
+                let shape = reads.first().map(|r| r.view.shape.clone()).unwrap_or_default();
+                LlirOp::MaxPool { geometry: ConvGeometry::pool(spec, &shape).map_err(malformed)? }
+            }
             HlirOp::Take { axis, fill } => {
                 let extent =
                     reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);

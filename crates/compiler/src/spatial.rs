@@ -5,9 +5,11 @@
 //! - Padding is a `concat` along each padded axis of the tensor and its fill: a broadcast
 //!   constant, a broadcast edge slice, or the mirrored one-element slices (one copy per padded
 //!   axis, ONNX `Pad`'s `constant`, `edge` and `reflect` modes).
-//! - Pooling pads, views each spatial axis as sliding windows ([`Tensor::window`], no copy:
-//!   Luminal pools the same way) and reduces over the window axes; an average divides by the
-//!   count of the elements each window covers, itself a pooled sum of ones, so
+//! - Max pooling over 1 to 3 spatial axes is one op, [`HlirOp::MaxPool`], which skips the
+//!   padding rather than copying the input into a padded one. Average pooling (and a max pool
+//!   over more axes) pads, views each spatial axis as sliding windows ([`Tensor::window`], no
+//!   copy: Luminal pools the same way) and reduces over the window axes; an average divides by
+//!   the count of the elements each window covers, itself a pooled sum of ones, so
 //!   `count_include_pad` and `ceil_mode` need no special case.
 //! - A transposed convolution is a convolution of the input spread out by zeros (the stride)
 //!   with the kernels flipped and their channel axes swapped, as every framework defines it.
@@ -15,9 +17,10 @@
 //! Spatial axes are the trailing ones (`[N, C, *spatial]`); every list has one entry per
 //! spatial axis. Bad parameters are recorded, as by every DSL call, and reported by `compile`.
 
-use crate::conv::ConvSpec;
+use crate::conv::{ConvSpec, MAX_SPATIAL, PoolSpec};
 use crate::dsl::Tensor;
 use crate::error::{CompileError, SourceLocation};
+use crate::hlir::HlirOp;
 
 /// How [`Tensor::pad`] fills the elements it adds (ONNX `Pad`'s modes).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -236,7 +239,9 @@ impl Tensor {
 
     /// Max pooling over the trailing `kernel.len()` axes (ONNX `MaxPool`, PyTorch's
     /// `MaxPool*d`): padded positions never win (-inf), `ceil_mode` rounds the output length
-    /// up. NaN in a window gives NaN, as the `max` reduction does.
+    /// up. NaN in a window gives NaN, as the `max` reduction does. One [`HlirOp::MaxPool`]
+    /// over 1 to 3 spatial axes (the axes before them merged into `[1, C]` when there are more
+    /// than two); more spatial axes pad with -inf and reduce windows, the same values.
     #[track_caller]
     pub fn max_pool(
         &self,
@@ -250,8 +255,29 @@ impl Tensor {
             return self.clone();
         }
         let (total, _) = self.pool_pads(kernel, strides, dilations, pads, ceil_mode);
-        self.pad(&total, PadMode::Constant(f32::NEG_INFINITY))
-            .pool_reduce(kernel, strides, dilations, true)
+        if kernel.len() > MAX_SPATIAL {
+            return self
+                .pad(&total, PadMode::Constant(f32::NEG_INFINITY))
+                .pool_reduce(kernel, strides, dilations, true);
+        }
+        let spec = PoolSpec {
+            kernel: kernel.to_vec(),
+            strides: strides.to_vec(),
+            dilations: dilations.to_vec(),
+            pads: total,
+        };
+        let shape = self.shape().unwrap_or_default();
+        let base = shape.len() - kernel.len();
+        if base == 2 {
+            return self.op(HlirOp::MaxPool(spec), &[]);
+        }
+        // [A.., *spatial] as [1, prod(A), *spatial] and back.
+        let mut merged = vec![1, shape[..base].iter().product()];
+        merged.extend(&shape[base..]);
+        let pooled = self.reshape(merged).op(HlirOp::MaxPool(spec), &[]);
+        let mut back = shape[..base].to_vec();
+        back.extend(pooled.shape().unwrap_or_default().iter().skip(2));
+        pooled.reshape(back)
     }
 
     /// Average pooling over the trailing `kernel.len()` axes (ONNX `AveragePool`, PyTorch's

@@ -15,6 +15,10 @@
 //!   zero-padded plane in L1, then each output row the sum of its rows scaled by the taps,
 //!   accumulated along the innermost axis (vectorized, a 3- or 5-wide kernel row in one pass),
 //!   planes split over the threads.
+//! - Max pool ([`max_pool`], its own LLIR op with a depthwise geometry): per plane, each input
+//!   row padded with `-inf` and folded across the window along the innermost axis, then the
+//!   rows of those maxima folded along the outer axes, both vectorized, in the definition's
+//!   order (the bits of a `max` reduction of the window).
 //! - Epilogue ([`ConvEpilogue`], ONNX Runtime's `FusedConv`): `act(sum + bias[oc] +
 //!   residual)` on each block of rows right after it is computed.
 //!
@@ -604,6 +608,330 @@ fn accumulate_row(row: &mut [f32], src: &[f32], wt: &[f32], dilation: usize, str
         } else {
             for (j, r) in row.iter_mut().enumerate() {
                 *r += wv * src[j * stride + t * dilation];
+            }
+        }
+    }
+}
+
+/// `max(acc, v)` as [`ReduceOp::Max`] folds, NaN carried along: `v` when it is larger or NaN
+/// (so the first of equal values stays, and a NaN, once in, stays); the NaN's payload is made
+/// [`f32::NAN`] at the end ([`max_pool`]). A compare and a blend in vector registers.
+///
+/// [`ReduceOp::Max`]: lumen_compiler::ReduceOp::Max
+#[inline(always)]
+fn max_step(acc: f32, v: f32) -> f32 {
+    if v > acc || v.is_nan() { v } else { acc }
+}
+
+/// [`max_step`] where no operand is NaN: `v` when it is larger, so the first of equal values
+/// stays. One instruction (`maxps`'s own rule).
+#[inline(always)]
+fn max_step_no_nan(acc: f32, v: f32) -> f32 {
+    if v > acc { v } else { acc }
+}
+
+/// Whether any of `vals` is NaN (a loop with no early exit, so it vectorizes).
+#[inline(always)]
+fn any_nan(vals: &[f32]) -> bool {
+    let mut any = 0u32;
+    for &v in vals {
+        any |= u32::from(v.is_nan());
+    }
+    any != 0
+}
+
+/// Lanes [`fold_offsets`] keeps in registers (two AVX2 vectors, one AVX-512).
+const POOL_LANES: usize = 16;
+
+/// `dst[j] = fold of max_step over src[offsets[t] + j], t in order`, from `-inf`, and a NaN
+/// result written as [`f32::NAN`]; without `NAN` the rows hold no NaN (the caller checked) and
+/// the step is [`max_step_no_nan`]. Each block of [`POOL_LANES`] outputs is
+/// folded in registers over every offset and stored once: a fold into memory
+/// (`acc[j] = max_step(acc[j], v)`) became masked stores (`vmaskmovps`, microcoded on AMD),
+/// most of the kernel's time.
+#[inline(always)]
+fn fold_offsets<const NAN: bool>(dst: &mut [f32], src: &[f32], offsets: &[usize]) {
+    let n = dst.len();
+    if n >= POOL_LANES {
+        let mut j0 = 0;
+        while j0 + POOL_LANES <= n {
+            fold_block::<NAN, POOL_LANES>(dst, src, offsets, j0);
+            j0 += POOL_LANES;
+        }
+        if j0 < n {
+            // The last block once more, overlapping (the same values again where it does).
+            fold_block::<NAN, POOL_LANES>(dst, src, offsets, n - POOL_LANES);
+        }
+    } else if n >= 8 {
+        fold_block::<NAN, 8>(dst, src, offsets, 0);
+        fold_block::<NAN, 8>(dst, src, offsets, n - 8);
+    } else {
+        for j in 0..n {
+            let mut a = f32::NEG_INFINITY;
+            for &o in offsets {
+                a = fold_step::<NAN>(a, src[o + j]);
+            }
+            dst[j] = fold_finish::<NAN>(a);
+        }
+    }
+}
+
+/// [`max_step`], or [`max_step_no_nan`] without `NAN`.
+#[inline(always)]
+fn fold_step<const NAN: bool>(a: f32, v: f32) -> f32 {
+    if NAN { max_step(a, v) } else { max_step_no_nan(a, v) }
+}
+
+/// A fold's result as written: a NaN as [`f32::NAN`] (only `NAN` folds can hold one).
+#[inline(always)]
+fn fold_finish<const NAN: bool>(v: f32) -> f32 {
+    if NAN && v.is_nan() { f32::NAN } else { v }
+}
+
+/// [`fold_offsets`] for outputs `j0..j0 + L`, folded in `L` registers lanes, stored once.
+#[inline(always)]
+fn fold_block<const NAN: bool, const L: usize>(
+    dst: &mut [f32],
+    src: &[f32],
+    offsets: &[usize],
+    j0: usize,
+) {
+    let mut acc = [f32::NEG_INFINITY; L];
+    for &o in offsets {
+        let row = &src[o + j0..o + j0 + L];
+        for (a, &v) in acc.iter_mut().zip(row) {
+            *a = fold_step::<NAN>(*a, v);
+        }
+    }
+    for (d, &a) in dst[j0..j0 + L].iter_mut().zip(&acc) {
+        *d = fold_finish::<NAN>(a);
+    }
+}
+
+/// A max pool ([`LlirOp::MaxPool`]): each output plane (image, channel) from its input
+/// channel in two passes, both vectorized along the innermost axis. First every input row
+/// (a run along the innermost axis) is copied into a row padded with `-inf` (a thread's
+/// scratch, in L1) and folded across the window's taps along that axis: `h[j]`, the max of
+/// the row's window `j` (computed at every position at unit stride, then every `stride`-th
+/// kept). Then each output row is the fold of the `h` rows its window covers along the outer
+/// axes, in order, padded rows skipped. The order is the definition's (taps of the innermost
+/// axis first, then the outer ones row-major; [`lumen_compiler::conv::max_pool_f64`]), so the
+/// first of equal values wins as in a `max` reduction of the window, and any NaN in a window
+/// gives [`f32::NAN`]: the bits of the former lowering (the input padded by two `-inf`
+/// concatenations, then `max` over each window axis of a `window` view). Planes are split over
+/// the threads.
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] when `x`'s view is not `g`'s input shape or leaves its buffer, or
+/// `out` has another size.
+///
+/// [`LlirOp::MaxPool`]: lumen_compiler::LlirOp::MaxPool
+pub fn max_pool(
+    g: &ConvGeometry,
+    (x, xv): Input<'_>,
+    out: &mut [f32],
+    threads: &Threads,
+) -> Result<(), RuntimeError> {
+    const K: &str = "max_pool";
+    let xs = g.input_shape();
+    if xv.shape != xs || xv.strides.len() != xs.len() || xv.extent().is_none_or(|e| e > x.len()) {
+        return Err(RuntimeError::kernel(
+            K,
+            format!("view {:?} does not fit {}", xv.shape, g.text()),
+        ));
+    }
+    let p = g.output_positions();
+    let planes = g.batch * g.c_out;
+    if out.len() != planes * p {
+        return Err(RuntimeError::kernel(
+            K,
+            format!("out has {} elements, expected {}", out.len(), planes * p),
+        ));
+    }
+    if out.is_empty() {
+        return Ok(());
+    }
+    let st = Strides::of(xv, g);
+    let o2 = g.output[2];
+    let (k2, s2, d2) = (g.kernel[2], g.stride[2], g.dilation[2]);
+    // The padded row: the elements the windows along the innermost axis span.
+    let e2 = (o2 - 1) * s2 + (k2 - 1) * d2 + 1;
+    // Stride 2: the padded row (rounded up to pairs) split into its even and odd positions;
+    // another stride: the window maxima at every start position 0..w2 of the padded row.
+    let (rows2, full2) = if s2 == 2 {
+        (e2.next_multiple_of(2), e2.next_multiple_of(2))
+    } else {
+        (e2, if s2 == 1 { 0 } else { (o2 - 1) * s2 + 1 })
+    };
+    let parallel = planes * p * g.taps() >= PAR_MIN_ELEMS;
+    let _ = threads.for_parts::<()>(out, (planes, p), 1, parallel, |rows, part| {
+        let mut scratch = PoolScratch {
+            padded: vec![f32::NEG_INFINITY; rows2],
+            full: vec![0.0f32; full2],
+            h: vec![0.0f32; g.input[0] * g.input[1] * o2],
+            offsets: Vec::with_capacity(g.taps()),
+            nan_rows: vec![false; g.input[0] * g.input[1]],
+        };
+        for (plane, dst) in rows.zip(part.chunks_exact_mut(p)) {
+            let (n, c) = (plane / g.c_out, plane % g.c_out);
+            let xbase = st.offset + n * st.n + c * st.c;
+            max_pool_plane_widest(g, x, xbase, &st, &mut scratch, dst);
+        }
+        Ok(())
+    });
+    Ok(())
+}
+
+/// A thread's scratch for [`max_pool`]: the `-inf`-padded input row, the window maxima at unit
+/// stride (for a stride above 1), and the plane's rows of window maxima along the innermost
+/// axis.
+struct PoolScratch {
+    padded: Vec<f32>,
+    full: Vec<f32>,
+    h: Vec<f32>,
+    // Where each tap's row starts: in the padded row (pass 1), in `h` (pass 2).
+    offsets: Vec<usize>,
+    // Whether each row of `h` came from an input row holding a NaN.
+    nan_rows: Vec<bool>,
+}
+
+/// [`max_pool_plane`] inlined into a function compiled for AVX-512F, else AVX2 + FMA, else
+/// the baseline ([`widest`]'s choice; a closure of the plane's loops passed to [`widest`] was
+/// too large to be inlined there and stayed 4 lanes wide).
+fn max_pool_plane_widest(
+    g: &ConvGeometry,
+    x: &[f32],
+    xbase: usize,
+    st: &Strides,
+    scratch: &mut PoolScratch,
+    dst: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512(
+            g: &ConvGeometry,
+            x: &[f32],
+            xbase: usize,
+            st: &Strides,
+            scratch: &mut PoolScratch,
+            dst: &mut [f32],
+        ) {
+            max_pool_plane(g, x, xbase, st, scratch, dst);
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2(
+            g: &ConvGeometry,
+            x: &[f32],
+            xbase: usize,
+            st: &Strides,
+            scratch: &mut PoolScratch,
+            dst: &mut [f32],
+        ) {
+            max_pool_plane(g, x, xbase, st, scratch, dst);
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just now.
+            return unsafe { avx512(g, x, xbase, st, scratch, dst) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just now.
+            return unsafe { avx2(g, x, xbase, st, scratch, dst) };
+        }
+    }
+    max_pool_plane(g, x, xbase, st, scratch, dst);
+}
+
+/// One plane (image, channel) of [`max_pool`]: its two passes, into `dst` (`P` elements).
+#[inline(always)]
+fn max_pool_plane(
+    g: &ConvGeometry,
+    x: &[f32],
+    xbase: usize,
+    st: &Strides,
+    scratch: &mut PoolScratch,
+    dst: &mut [f32],
+) {
+    let [i0, i1, i2] = g.input;
+    let [o0, o1, o2] = g.output;
+    let (k2, s2, d2, p2) = (g.kernel[2], g.stride[2], g.dilation[2], g.pad[2]);
+    let PoolScratch { padded, full, h, offsets, nan_rows } = scratch;
+    // Pass 1: along the innermost axis, every input row.
+    let e2 = (o2 - 1) * s2 + (k2 - 1) * d2 + 1;
+    let lo = p2.min(e2);
+    let hi = (p2 + i2).min(e2).max(lo);
+    let half = full.len() / 2;
+    offsets.clear();
+    if s2 == 2 {
+        // Tap t of window j is padded[2j + q], q = t · dilation: phase q mod 2, index j + q / 2.
+        offsets.extend((0..k2).map(|t| t * d2).map(|q| q % 2 * half + q / 2));
+    } else {
+        offsets.extend((0..k2).map(|t| t * d2));
+    }
+    for r in 0..i0 * i1 {
+        let base = xbase + (r / i1) * st.sp[0] + (r % i1) * st.sp[1];
+        let run = &mut padded[lo..hi];
+        if st.sp[2] == 1 {
+            run.copy_from_slice(&x[base..base + (hi - lo)]);
+        } else {
+            for (j, v) in run.iter_mut().enumerate() {
+                *v = x[base + j * st.sp[2]];
+            }
+        }
+        // A row with a NaN takes the NaN-carrying step (rare: the other costs a third).
+        let nan = any_nan(&padded[lo..hi]);
+        nan_rows[r] = nan;
+        let hr = &mut h[r * o2..(r + 1) * o2];
+        if s2 == 2 {
+            // Split into even and odd positions (vectorized shuffles), then fold unit-stride
+            // runs of them straight into `h`.
+            let (even, odd) = full.split_at_mut(half);
+            for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(padded.chunks_exact(2)) {
+                *e = pair[0];
+                *o = pair[1];
+            }
+            if nan {
+                fold_offsets::<true>(hr, full, offsets);
+            } else {
+                fold_offsets::<false>(hr, full, offsets);
+            }
+            continue;
+        }
+        let wide: &mut [f32] = if s2 == 1 { hr } else { full };
+        if nan {
+            fold_offsets::<true>(wide, padded, offsets);
+        } else {
+            fold_offsets::<false>(wide, padded, offsets);
+        }
+        if s2 > 2 {
+            let hr = &mut h[r * o2..(r + 1) * o2];
+            for (v, &f) in hr.iter_mut().zip(full.iter().step_by(s2)) {
+                *v = f;
+            }
+        }
+    }
+    // Pass 2: the outer axes, row by row of the output, the covered rows of `h` in order.
+    let row_of = |a: usize, t: usize, o: usize| {
+        (o * g.stride[a] + t * g.dilation[a]).checked_sub(g.pad[a]).filter(|&r| r < g.input[a])
+    };
+    for a in 0..o0 {
+        for b in 0..o1 {
+            offsets.clear();
+            let mut nan = false;
+            for t0 in 0..g.kernel[0] {
+                let Some(r0) = row_of(0, t0, a) else { continue };
+                for t1 in 0..g.kernel[1] {
+                    let Some(r1) = row_of(1, t1, b) else { continue };
+                    nan |= nan_rows[r0 * i1 + r1];
+                    offsets.push((r0 * i1 + r1) * o2);
+                }
+            }
+            let row = &mut dst[(a * o1 + b) * o2..(a * o1 + b + 1) * o2];
+            if nan {
+                fold_offsets::<true>(row, h, offsets);
+            } else {
+                fold_offsets::<false>(row, h, offsets);
             }
         }
     }

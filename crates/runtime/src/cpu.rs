@@ -269,6 +269,11 @@ enum Step {
         work: Range<usize>,
         out: Range<usize>,
     },
+    MaxPool {
+        geometry: ConvGeometry,
+        x: Arg,
+        out: Range<usize>,
+    },
     Take {
         x: Arg,
         indices: Arg,
@@ -483,6 +488,12 @@ impl CpuProgram {
                     work: node.workspace.map_or(NOTHING, range),
                     out: out()?,
                 },
+                LlirOp::MaxPool { geometry } => {
+                    let [x] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(&program.label, "max_pool operands"));
+                    };
+                    Step::MaxPool { geometry, x: arg(x), out: out()? }
+                }
                 LlirOp::Take { axis, fill, .. } => {
                     let [x, indices] = node.reads.as_slice() else {
                         return Err(RuntimeError::invalid(&program.label, "take operands"));
@@ -714,6 +725,10 @@ impl CpuProgram {
                 let residual =
                     if epilogue.residual { arg(2 + usize::from(epilogue.bias)) } else { None };
                 crate::conv::conv(geometry, *epilogue, x, w, bias, residual, dst, ws, threads)?;
+            }
+            Step::MaxPool { geometry, x, out: o } => {
+                let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
+                crate::conv::max_pool(geometry, (bufs[0], &x.1), dst, threads)?;
             }
             Step::Cast { x, from, to, out: o } => {
                 let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;

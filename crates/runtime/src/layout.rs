@@ -552,6 +552,19 @@ fn check_operands(
             }
             output(out.iter().try_fold(1usize, |a, &d| a.checked_mul(d)))?;
         }
+        LlirOp::MaxPool { geometry: g } => {
+            arity(1)?;
+            f32_reads()?;
+            let (x, out) = (g.input_shape(), g.output_shape());
+            if node.reads[0].view.shape != x {
+                return Err(fail(format!(
+                    "reads `{}` through a view of shape {:?}, the op needs {x:?}",
+                    buf(node.reads[0].buffer).id,
+                    node.reads[0].view.shape
+                )));
+            }
+            output(out.iter().try_fold(1usize, |a, &d| a.checked_mul(d)))?;
+        }
         LlirOp::Take { axis, len, extent, .. } => {
             arity(2)?;
             let (x, idx) = (&node.reads[0], &node.reads[1]);

@@ -208,6 +208,16 @@ pub fn execute_f64(
                     |i| residual.map_or(0.0, |r| at(r, i)),
                 ))
             }
+            LlirOp::MaxPool { geometry: g } => {
+                let x = read(0)?;
+                if x.1.shape != g.input_shape() {
+                    return Err(bad(format!(
+                        "node {n}: max_pool view does not match {}",
+                        g.text()
+                    )));
+                }
+                Some(lumen_compiler::conv::max_pool_f64(&g, |i| at(x, i)))
+            }
             LlirOp::Take { axis, len, extent, fill } => {
                 let (x, idx) = (read(0)?, read(1)?);
                 if x.1.shape.get(axis) != Some(&extent) || idx.1.rank() != 1 {

@@ -96,7 +96,8 @@ impl Case {
                     let got = &run[name];
                     prop_assert_eq!(got.shape(), w.shape.as_slice(), "{} {}", what, name);
                     for (i, (&g, &x)) in got.data().iter().zip(&w.data).enumerate() {
-                        let ok = (f64::from(g) - x).abs() <= 1e-4 * (1.0 + x.abs());
+                        let ok =
+                            f64::from(g) == x || (f64::from(g) - x).abs() <= 1e-4 * (1.0 + x.abs());
                         prop_assert!(
                             ok,
                             "{} fuse={} {}[{}]: cpu {} vs interpreter {}\n{}",
@@ -110,7 +111,7 @@ impl Case {
                         );
                         let r = reference[name].data[i];
                         prop_assert!(
-                            (r - x).abs() <= 1e-9 * (1.0 + x.abs()),
+                            r == x || (r - x).abs() <= 1e-9 * (1.0 + x.abs()),
                             "{} {}[{}]: LLIR reference {} vs interpreter {}",
                             what,
                             name,
@@ -433,4 +434,172 @@ fn column_blocks_start_mid_row() {
     };
     x.conv(&w, None, &spec).silu().output("y");
     case.check("deep narrow conv").unwrap();
+}
+
+/// A random max pool: spatial rank, sizes, window, strides, dilations, pads (larger than the
+/// window too: windows of padding alone), and whether the input is a channel slice.
+#[derive(Debug, Clone)]
+struct PoolCase {
+    batch: usize,
+    channels: usize,
+    input: Vec<usize>,
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    pads: Vec<(usize, usize)>,
+    sliced: bool,
+    seed: u64,
+}
+
+fn pool_case() -> impl Strategy<Value = PoolCase> {
+    (1usize..=3, 1usize..=2, 1usize..=3, any::<bool>(), any::<u64>())
+        .prop_flat_map(|(rank, batch, channels, sliced, seed)| {
+            let axis = (1usize..=4, 1usize..=3, 1usize..=2, 0usize..=3, 0usize..=3, 0usize..=12);
+            (Just((rank, batch, channels, sliced, seed)), proptest::collection::vec(axis, rank))
+        })
+        .prop_map(|((_, batch, channels, sliced, seed), axes)| {
+            let mut c = PoolCase {
+                batch,
+                channels,
+                input: Vec::new(),
+                kernel: Vec::new(),
+                strides: Vec::new(),
+                dilations: Vec::new(),
+                pads: Vec::new(),
+                sliced,
+                seed,
+            };
+            for (k, s, d, pb, pe, extra) in axes {
+                let span = (k - 1) * d + 1;
+                // At least the window: every axis has an output position.
+                c.input.push(span.saturating_sub(pb + pe).max(1) + extra);
+                c.kernel.push(k);
+                c.strides.push(s);
+                c.dilations.push(d);
+                c.pads.push((pb, pe));
+            }
+            c
+        })
+}
+
+/// Values with every kind of special: NaNs of several payloads and signs, both zeros, both
+/// infinities, ties, ordinary numbers.
+fn special_values(seed: u64, n: usize) -> Vec<f32> {
+    let pool = [
+        f32::NAN,
+        f32::from_bits(0x7fc0_1234),
+        f32::from_bits(0xffc0_0001),
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        1.0,
+        -1.0,
+        0.5,
+    ];
+    Case::values(seed, n)
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let pick = ((v.to_bits() as usize) ^ i.wrapping_mul(7)) % 40;
+            // A NaN in about 1 of 40, a special in about a quarter, zeros often (ties of -0 and
+            // +0 decide by position), else the random value.
+            match pick {
+                0 => pool[(i / 40) % 3],
+                1..=6 => pool[3 + pick % 2],
+                7..=9 => pool[3 + pick % 7],
+                _ => v,
+            }
+        })
+        .collect()
+}
+
+/// The max pool of `c`, built two ways in one program: the `max_pool` op, and the lowering it
+/// replaced (the input padded with -inf by concatenations, a `window` view per axis, `max` over
+/// each window axis).
+fn build_pool(c: &PoolCase, case: &mut Case) {
+    let rank = c.input.len();
+    let mut shape = vec![c.batch, c.channels + usize::from(c.sliced)];
+    shape.extend(&c.input);
+    let all = case.input("x", &shape, c.seed);
+    let x = if c.sliced { all.slice(1, 1, c.channels + 1) } else { all };
+    let spec = lumen_compiler::conv::PoolSpec {
+        kernel: c.kernel.clone(),
+        strides: c.strides.clone(),
+        dilations: c.dilations.clone(),
+        pads: c.pads.clone(),
+    };
+    // The DSL's max_pool with pads and no ceil_mode is the op over exactly these pads.
+    x.max_pool(&spec.kernel, &spec.strides, &spec.dilations, &spec.pads, false).output("op");
+    let mut t = x.pad(&c.pads, PadMode::Constant(f32::NEG_INFINITY));
+    for i in 0..rank {
+        t = t.window((2 + 2 * i) as isize, c.kernel[i], c.strides[i], c.dilations[i]);
+    }
+    for i in (0..rank).rev() {
+        t = t.max((2 + 2 * i + 1) as isize, false);
+    }
+    t.output("windows");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// The max pool op against the definition (the interpreter and the LLIR reference), and
+    /// bit for bit against the window reduction it replaced, NaNs, infinities and both zeros
+    /// in the input, on 1 and 2 threads.
+    #[test]
+    fn random_max_pools_match_the_window_reduction_bit_for_bit(c in pool_case()) {
+        let mut case = Case::new();
+        build_pool(&c, &mut case);
+        case.check(&format!("{c:?}"))?;
+        let x = case.inputs.get("x").unwrap();
+        let special = special_values(c.seed, x.data().len());
+        let mut inputs = Tensors::new();
+        inputs.insert("x".into(), HostTensor::new(x.shape().to_vec(), special).unwrap());
+        let program = case.graph.compile(&CompileOptions::default()).unwrap();
+        prop_assert!(
+            program.llir.nodes.iter().any(|n| n.op.name() == "max_pool"),
+            "no max_pool node"
+        );
+        for threads in [1, 2] {
+            let rt = CpuRuntime::new(CpuOptions { threads: Some(threads), ..Default::default() });
+            let out = rt.prepare(&program, &case.weights).unwrap().execute(&inputs).unwrap();
+            let bits = |name: &str| -> Vec<u32> {
+                out[name].data().iter().map(|v| v.to_bits()).collect()
+            };
+            prop_assert_eq!(bits("op"), bits("windows"), "{:?} on {} threads", c, threads);
+        }
+    }
+}
+
+/// Max pools large enough for the threads, bit for bit against the window reduction.
+#[test]
+fn large_max_pools_split_over_threads() {
+    for (kernel, stride, pad, hw) in [(3, 2, 1, 112), (5, 1, 2, 40), (2, 2, 0, 64)] {
+        let c = PoolCase {
+            batch: 2,
+            channels: 32,
+            input: vec![hw, hw],
+            kernel: vec![kernel; 2],
+            strides: vec![stride; 2],
+            dilations: vec![1; 2],
+            pads: vec![(pad, pad); 2],
+            sliced: true,
+            seed: 5,
+        };
+        let mut case = Case::new();
+        build_pool(&c, &mut case);
+        let x = case.inputs.get("x").unwrap();
+        let special = special_values(c.seed, x.data().len());
+        let mut inputs = Tensors::new();
+        inputs.insert("x".into(), HostTensor::new(x.shape().to_vec(), special).unwrap());
+        let program = case.graph.compile(&CompileOptions::default()).unwrap();
+        for threads in [1, 2] {
+            let rt = CpuRuntime::new(CpuOptions { threads: Some(threads), ..Default::default() });
+            let out = rt.prepare(&program, &case.weights).unwrap().execute(&inputs).unwrap();
+            let bits =
+                |name: &str| -> Vec<u32> { out[name].data().iter().map(|v| v.to_bits()).collect() };
+            assert!(bits("op") == bits("windows"), "{c:?} on {threads} threads");
+        }
+    }
 }

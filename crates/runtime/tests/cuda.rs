@@ -1454,3 +1454,35 @@ fn bench_linear_relu_fused_vs_unfused() {
         }
     }
 }
+
+/// Max pools (1-D to 3-D; strides, dilations, asymmetric pads, ceil mode; a channel slice)
+/// over inputs full of NaNs of several payloads, both zeros and infinities: the emulated
+/// `lumen_max_pool` kernel gives the CPU's bits (the first of equal values, a canonical NaN).
+#[test]
+fn emulated_max_pools_match_the_cpu_bit_for_bit() {
+    let specials = [f32::NAN, f32::from_bits(0xffc0_0001), 0.0, -0.0, f32::INFINITY, -1.0, 0.5];
+    let mut cx = Graph::new();
+    let a = cx.input("a", [2, 3, 9]);
+    a.max_pool(&[3], &[2], &[2], &[(2, 1)], true).output("p1");
+    let b = cx.input("b", [1, 4, 7, 6]).slice(1, 1, 4);
+    b.max_pool(&[3, 2], &[2, 1], &[1, 2], &[(1, 0), (0, 1)], false).output("p2");
+    b.max_pool(&[2, 2], &[2, 2], &[1, 1], &[(0, 0), (0, 0)], true).output("p2_ceil");
+    let c = cx.input("c", [1, 2, 4, 5, 5]);
+    c.max_pool(&[2, 3, 3], &[1, 2, 1], &[1, 1, 2], &[(1, 1), (0, 1), (2, 2)], false).output("p3");
+    let program =
+        cx.compile(&CompileOptions { name: "max-pools".into(), ..Default::default() }).unwrap();
+    let specs = kernel_specs(&program);
+    assert_eq!(specs.iter().filter(|s| **s == cuda::KernelSpec::MaxPool).count(), 4);
+    let mut inputs = Tensors::new();
+    for (name, shape) in [("a", vec![2, 3, 9]), ("b", vec![1, 4, 7, 6]), ("c", vec![1, 2, 4, 5, 5])]
+    {
+        let n: usize = shape.iter().product();
+        let data = (0..n).map(|i| specials[(i * 7 + i / 3) % specials.len()]).collect();
+        inputs.insert(name.into(), HostTensor::new(shape, data).unwrap());
+    }
+    let weights = Tensors::new();
+    let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+    let emulated = cuda::emulate::emulate(&program, &weights, &inputs).unwrap();
+    let elements = assert_bit_identical(&program.label, &emulated, &cpu);
+    println!("max pools: emulated cuda plans match the cpu bit for bit ({elements} elements)");
+}

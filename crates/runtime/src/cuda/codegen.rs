@@ -40,6 +40,11 @@
 //!   three kernel axes; the bias by one), and the geometry and those strides are a by-value
 //!   argument ([`ConvArgs`]), so one kernel per epilogue serves every geometry. The CPU's
 //!   im2col workspace is not used.
+//! - `max_pool`: a max pool, one thread per output element like `conv` (the same
+//!   [`ConvArgs`], its weight and epilogue words unused), folding the window's taps in the
+//!   order axis 0, 1, 2 with the CPU's step (`v > acc || v != v`: the first of equal values
+//!   stays, a NaN stays), padded taps skipped, a NaN written as the canonical `0x7fc00000`:
+//!   the CPU's bits, `-0` against `+0` included.
 //! - `take`: `out[.., j, ..] = x[.., idx[j], ..]` (or the fill for a negative index), one
 //!   thread per output element, x through its view (the picked axis' stride applied to the
 //!   index, [`TakeArgs`]), i32 or i64 indices through their 1-D view. Threads `j < picks` also
@@ -159,6 +164,8 @@ pub enum KernelSpec {
         /// [`UnaryOp::is_activation`]).
         epilogue: ConvEpilogue,
     },
+    /// `lumen_max_pool(float* out, const float* x, lumen_conv g)`: every geometry.
+    MaxPool,
     /// `lumen_take_{i32|i64}_r{rank}(float* out, const float* x, const void* indices, u64* err,
     /// lumen_views<rank, 1> x_view, lumen_take t)`.
     Take {
@@ -210,7 +217,8 @@ pub enum KernelSpec {
 pub const CAST_TYPES: [DType; 3] = [DType::F32, DType::I32, DType::I64];
 
 impl KernelSpec {
-    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`, `take`,
+    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`,
+    /// `max_pool`, `take`,
     /// `cast`, `arg`, `topk`, `gather_elements`.
     pub fn family(&self) -> &'static str {
         match self {
@@ -220,6 +228,7 @@ impl KernelSpec {
             KernelSpec::Gather { .. } => "gather",
             KernelSpec::GatherReport { .. } => "gather_report",
             KernelSpec::Conv { .. } => "conv",
+            KernelSpec::MaxPool => "max_pool",
             KernelSpec::Take { .. } => "take",
             KernelSpec::Cast { .. } => "cast",
             KernelSpec::Arg { .. } => "arg",
@@ -244,6 +253,7 @@ impl KernelSpec {
             KernelSpec::Conv { epilogue } => {
                 format!("lumen_conv_{}", epilogue.to_string().replace('+', "_"))
             }
+            KernelSpec::MaxPool => "lumen_max_pool".to_string(),
             KernelSpec::Take { wide, rank } => format!("lumen_take_{}_r{rank}", id(wide)),
             KernelSpec::Cast { from, to, rank } => format!("lumen_cast_{from}_{to}_r{rank}"),
             KernelSpec::Arg { max, last, rank } => format!(
@@ -368,6 +378,7 @@ impl KernelSpec {
                 )
             }
             KernelSpec::Conv { epilogue } => conv_body(&name, epilogue),
+            KernelSpec::MaxPool => max_pool_body(&name),
             KernelSpec::Take { wide, rank } => {
                 let id_type = if wide { "long long" } else { "int" };
                 format!(
@@ -601,7 +612,7 @@ fn c_type(dtype: DType) -> &'static str {
 
 /// Every kernel the runtime can launch, in a fixed order: each elementwise op at each rank,
 /// the copies, each reduction in both forms at each row rank, the gathers and their reports,
-/// a convolution per epilogue ([`conv_epilogues`]), the takes (i32 and i64 at each rank), a
+/// a convolution per epilogue ([`conv_epilogues`]), the max pool, the takes (i32 and i64 at each rank), a
 /// cast per pair of [`CAST_TYPES`] at each rank, argmax and argmin (first and last of equals)
 /// at each row rank, top-k (largest and smallest) at each row rank, gather_elements (i32 and
 /// i64 indices) at each rank.
@@ -621,6 +632,7 @@ pub fn all_specs() -> Vec<KernelSpec> {
         specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::GatherReport { wide, rank }));
     }
     specs.extend(conv_epilogues().into_iter().map(|epilogue| KernelSpec::Conv { epilogue }));
+    specs.push(KernelSpec::MaxPool);
     for wide in [false, true] {
         specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::Take { wide, rank }));
     }
@@ -710,6 +722,39 @@ fn conv_body(name: &str, epilogue: ConvEpilogue) -> String {
          \x20           }}\n\
          \x20       }}\n\
          {tail}\
+         \x20   }}\n}}\n"
+    )
+}
+
+/// The CUDA C of the max pool kernel `name` (see the module docs): the convolution's loops
+/// over one channel, `max` for `fmaf`.
+fn max_pool_body(name: &str) -> String {
+    format!(
+        "extern \"C\" __global__ void {name}(float* out, const float* x, lumen_conv g) {{\n\
+         \x20   LUMEN_GRID_STRIDE(i, g.len) {{\n\
+         \x20       unsigned long long r = i;\n\
+         \x20       const unsigned long long o2 = r % g.output[2]; r /= g.output[2];\n\
+         \x20       const unsigned long long o1 = r % g.output[1]; r /= g.output[1];\n\
+         \x20       const unsigned long long o0 = r % g.output[0]; r /= g.output[0];\n\
+         \x20       const unsigned long long c = r % g.c_out, n = r / g.c_out;\n\
+         \x20       const unsigned long long xc = g.x[0] + n * g.x[1] + c * g.x[2];\n\
+         \x20       float acc = -INFINITY;\n\
+         \x20       for (unsigned long long k0 = 0; k0 < g.kernel[0]; ++k0) {{\n\
+         \x20           const unsigned long long p0 = o0 * g.stride[0] + k0 * g.dilation[0];\n\
+         \x20           if (p0 < g.pad[0] || p0 - g.pad[0] >= g.input[0]) continue;\n\
+         \x20           for (unsigned long long k1 = 0; k1 < g.kernel[1]; ++k1) {{\n\
+         \x20               const unsigned long long p1 = o1 * g.stride[1] + k1 * g.dilation[1];\n\
+         \x20               if (p1 < g.pad[1] || p1 - g.pad[1] >= g.input[1]) continue;\n\
+         \x20               for (unsigned long long k2 = 0; k2 < g.kernel[2]; ++k2) {{\n\
+         \x20                   const unsigned long long p2 = o2 * g.stride[2] + k2 * g.dilation[2];\n\
+         \x20                   if (p2 < g.pad[2] || p2 - g.pad[2] >= g.input[2]) continue;\n\
+         \x20                   const float v = x[xc + (p0 - g.pad[0]) * g.x[3]\n\
+         \x20                       + (p1 - g.pad[1]) * g.x[4] + (p2 - g.pad[2]) * g.x[5]];\n\
+         \x20                   if (v > acc || v != v) acc = v;\n\
+         \x20               }}\n\
+         \x20           }}\n\
+         \x20       }}\n\
+         \x20       out[i] = acc != acc ? __int_as_float(0x7fc00000) : acc;\n\
          \x20   }}\n}}\n"
     )
 }
@@ -1095,13 +1140,13 @@ mod tests {
     fn every_spec_has_a_unique_entry_point_in_the_module() {
         let specs = all_specs();
         // Ops x 6 ranks, 6 copies, 2 reductions x 2 forms x 5 ranks, 2 x 2 x 6 gathers, 2 x 2
-        // x (1 + 7 activations) convolutions, 2 x 6 takes, 3 x 3 x 6 casts, 2 x 2 x 5 args,
-        // 2 x 5 top-ks, 2 x 6 gather_elements.
+        // x (1 + 7 activations) convolutions, 1 max pool, 2 x 6 takes, 3 x 3 x 6 casts, 2 x 2
+        // x 5 args, 2 x 5 top-ks, 2 x 6 gather_elements.
         let convs = conv_epilogues().len();
         assert_eq!(convs, 32);
         assert_eq!(
             specs.len(),
-            ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 12 + 54 + 20 + 10 + 12
+            ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 1 + 12 + 54 + 20 + 10 + 12
         );
         let src = module_source(&specs);
         let mut names: Vec<String> = specs.iter().map(KernelSpec::name).collect();

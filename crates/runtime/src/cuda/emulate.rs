@@ -256,6 +256,46 @@ fn run_conv(
     Ok(())
 }
 
+/// The max pool kernel (`lumen_max_pool`), loop for loop: one output element at a time, the
+/// taps in the kernel's order, `v > acc || v != v` keeping `v`, a NaN written canonical.
+fn run_max_pool(k: &KernelLaunch, bufs: &mut [Vec<f32>]) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("max_pool {what}"));
+    let a = k.words.first().and_then(|w| ConvArgs::from_words(w)).ok_or_else(|| bad("words"))?;
+    let [out, x] = k.ptrs[..] else { return Err(bad("pointer count")) };
+    let (out, x) = (buffer(out)?, buffer(x)?);
+    let pos = |d: usize, o: u64, t: u64| {
+        let p = o * a.stride[d] + t * a.dilation[d];
+        (p >= a.pad[d] && p - a.pad[d] < a.input[d]).then(|| p - a.pad[d])
+    };
+    for i in 0..a.len {
+        let mut r = i;
+        let o2 = r % a.output[2];
+        r /= a.output[2];
+        let o1 = r % a.output[1];
+        r /= a.output[1];
+        let o0 = r % a.output[0];
+        r /= a.output[0];
+        let (c, n) = (r % a.c_out, r / a.c_out);
+        let xc = a.x[0] + n * a.x[1] + c * a.x[2];
+        let mut acc = f32::NEG_INFINITY;
+        for k0 in 0..a.kernel[0] {
+            let Some(p0) = pos(0, o0, k0) else { continue };
+            for k1 in 0..a.kernel[1] {
+                let Some(p1) = pos(1, o1, k1) else { continue };
+                for k2 in 0..a.kernel[2] {
+                    let Some(p2) = pos(2, o2, k2) else { continue };
+                    let v = read(bufs, x, xc + p0 * a.x[3] + p1 * a.x[4] + p2 * a.x[5], "x")?;
+                    if v > acc || v.is_nan() {
+                        acc = v;
+                    }
+                }
+            }
+        }
+        write(bufs, out, i, if acc.is_nan() { f32::NAN } else { acc }, "max_pool")?;
+    }
+    Ok(())
+}
+
 /// The take kernel (`lumen_take_*`): threads `i < picks` check index `i` into the error
 /// record, threads `i < len` write their output element.
 fn run_take(
@@ -544,6 +584,7 @@ fn run_kernel(
 ) -> Result<(), RuntimeError> {
     match k.spec {
         KernelSpec::Conv { epilogue } => return run_conv(k, epilogue, bufs),
+        KernelSpec::MaxPool => return run_max_pool(k, bufs),
         KernelSpec::Take { wide, rank } => return run_take(k, (wide, rank), bufs, errors),
         KernelSpec::Cast { from, to, rank } => return run_cast(k, (from, to, rank), bufs),
         KernelSpec::Arg { max, last, rank } => return run_arg(k, (max, last, rank), bufs),
@@ -624,6 +665,7 @@ fn run_kernel(
             }
         }
         KernelSpec::Conv { .. }
+        | KernelSpec::MaxPool
         | KernelSpec::Take { .. }
         | KernelSpec::Cast { .. }
         | KernelSpec::Arg { .. }

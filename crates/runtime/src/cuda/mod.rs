@@ -432,6 +432,7 @@ impl CudaProgram {
                 | LlirOp::Reduce { .. }
                 | LlirOp::Gather { .. }
                 | LlirOp::Conv { .. }
+                | LlirOp::MaxPool { .. }
                 | LlirOp::Take { .. }
                 | LlirOp::Cast { .. }
                 | LlirOp::Arg { .. }

@@ -253,6 +253,29 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                 block: BLOCK,
             }]))
         }
+        LlirOp::MaxPool { geometry: g } => {
+            let [x] = node.reads.as_slice() else {
+                return Err(invalid("max_pool operand count"));
+            };
+            if !(1..=lumen_compiler::conv::MAX_SPATIAL).contains(&g.rank)
+                || x.view.strides.len() != x.view.shape.len()
+                || x.view.shape != g.input_shape()
+            {
+                return Err(invalid(&format!("max_pool operand view does not match {}", g.text())));
+            }
+            // The convolution's argument, its weight unused (a view of nothing).
+            let args = ConvArgs::new(&g, &x.view, &View::contiguous(&[]), None, None);
+            if args.len == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            Ok(Launch::Kernels(vec![KernelLaunch {
+                spec: KernelSpec::MaxPool,
+                ptrs: vec![Ptr::Buffer(out()?), Ptr::Buffer(x.buffer)],
+                words: vec![args.words()],
+                grid: grid_for(args.len),
+                block: BLOCK,
+            }]))
+        }
         LlirOp::Take { axis, len, extent, fill } => {
             let [x, idx] = node.reads.as_slice() else {
                 return Err(invalid("take operands"));
