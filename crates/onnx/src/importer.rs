@@ -660,9 +660,15 @@ impl Importer {
         if let Some(Value::Const(c)) = self.input(n, i)
             && !c.is_float()
         {
-            // Integer constants in float arithmetic (e.g. a folded mask) read as floats.
-            let name = n.input[i].clone();
-            self.values.insert(name, Value::Const(Rc::new(c.as_float())));
+            // Integer constants in float arithmetic (e.g. a folded mask) read as floats: a
+            // float twin under a key of its own (`\u{1}` is in no ONNX name an exporter
+            // writes), so the other readers of the constant still see its integers.
+            let twin = format!("{}\u{1}f32", n.input[i]);
+            let value = match self.values.get(&twin) {
+                Some(v) => v.clone(),
+                None => Value::Const(Rc::new(c.as_float())),
+            };
+            return self.materialize(n, twin, value);
         }
         let t = self.tensor(n, i)?;
         match t.dtype() {

@@ -207,6 +207,40 @@ fn gather_counts_negative_indices_from_the_end_at_run_time() {
     close(&out[0], &[2, 1], &[0.0, 3.0]);
 }
 
+/// An integer constant read as floats by one node (LessOrEqual, GreaterOrEqual) stays an
+/// integer for the nodes after it: Div divides as integers, Gather takes it as indices (a
+/// transformers 5 mask export has this shape; the float twin once replaced the constant).
+#[test]
+fn integer_constants_stay_integers_after_a_float_reader() {
+    for op in ["LessOrEqual", "GreaterOrEqual"] {
+        let out = run(
+            vec![
+                node("Range", &["zero", "seven", "one"], &["idx"], vec![]),
+                node(op, &["idx", "two"], &["c"], vec![]),
+                node("Div", &["idx", "two"], &["q"], vec![]),
+                node("Gather", &["data", "idx"], &["g"], vec![int_attr("axis", 0)]),
+            ],
+            vec![
+                ints("zero", &[], &[0]),
+                ints("seven", &[], &[7]),
+                ints("one", &[], &[1]),
+                ints("two", &[1], &[2]),
+            ],
+            vec![f32_in("data", &[7], &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0])],
+            &["c", "q", "g"],
+        );
+        let le = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0];
+        let want: Vec<f32> = if op == "LessOrEqual" {
+            le.to_vec()
+        } else {
+            [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0].to_vec()
+        };
+        close(&out[0], &[7], &want);
+        exact(&out[1], &[7], DType::I64, &[0, 0, 1, 1, 2, 2, 3]);
+        close(&out[2], &[7], &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0]);
+    }
+}
+
 #[test]
 fn cast_like_bool_inputs_and_logic() {
     let out = run(
