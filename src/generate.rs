@@ -47,7 +47,7 @@ pub enum GenerateError {
     #[error(
         "{prompt} prompt tokens + {new} new tokens = {} positions, past the bound of {bound} \
          this program was compiled for (compile with a larger bound: --max-seq)",
-        prompt + new
+        prompt.saturating_add(*new)
     )]
     PastBound {
         /// Prompt tokens.
@@ -250,7 +250,7 @@ impl Generator {
         {
             return Err(GenerateError::TokenOutOfRange { index, id, vocab });
         }
-        if prompt.len() + max_new > bound {
+        if prompt.len().checked_add(max_new).is_none_or(|n| n > bound) {
             return Err(GenerateError::PastBound { prompt: prompt.len(), new: max_new, bound });
         }
         for t in self.caches.values_mut() {

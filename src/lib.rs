@@ -38,6 +38,8 @@ mod guide {
     struct Run;
     #[doc = include_str!("../docs/src/vit.md")]
     struct Vit;
+    #[doc = include_str!("../docs/src/generate.md")]
+    struct Generate;
     #[doc = include_str!("../docs/src/cpu-runtime.md")]
     struct CpuRuntime;
     #[doc = include_str!("../docs/src/threads.md")]

@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use clap::builder::PossibleValuesParser;
 use lumen::generate::{Generation, Generator};
+use lumen::model::llama::read_config;
 use lumen::model::load_llama;
 use lumen_runtime::RUNTIME_NAMES;
 use serde_json::json;
@@ -27,13 +28,20 @@ pub struct Args {
     /// model.safetensors.index.json) of a LlamaForCausalLM, f32 (bf16/f16 widened at load).
     model_dir: PathBuf,
     /// The prompt's token ids, comma-separated (`1,2,3`).
-    #[arg(long, value_name = "IDS", value_delimiter = ',', required = true)]
+    #[arg(
+        long,
+        value_name = "IDS",
+        value_delimiter = ',',
+        required = true,
+        allow_hyphen_values = true
+    )]
     prompt_ids: Vec<i64>,
     /// How many tokens to generate after the prompt.
     #[arg(long, value_name = "N", default_value_t = 16)]
     max_new_tokens: usize,
     /// The bound: positions (prompt plus new tokens) the program is compiled for; the KV cache
-    /// holds this many rows per layer (default: the config's max_position_embeddings).
+    /// holds this many rows per layer and every step attends over all of them (default: the
+    /// prompt plus the new tokens, at most the config's max_position_embeddings).
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..))]
     max_seq: Option<u32>,
     /// Prompt tokens per prefill step: a second program compiled for this many tokens runs
@@ -58,7 +66,16 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let start = Instant::now();
-    let model = load_llama(&args.model_dir, args.max_seq.map(|t| t as usize))?;
+    // The bound by default: what this generation needs, at most max_position_embeddings
+    // (each step attends over all of it; a config's 131072 would cost every token that much).
+    let bound = match args.max_seq {
+        Some(t) => t as usize,
+        None => {
+            let limit = read_config(&args.model_dir, None)?.max_seq;
+            args.prompt_ids.len().saturating_add(args.max_new_tokens).clamp(1, limit)
+        }
+    };
+    let model = load_llama(&args.model_dir, Some(bound))?;
     let load_seconds = start.elapsed().as_secs_f64();
     let (runtime, warnings) = runtime_with_threads(&args.runtime, args.threads)?;
     let mut generator = Generator::new(&model, runtime.as_ref(), args.prefill_chunk as usize)?;

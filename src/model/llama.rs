@@ -10,7 +10,8 @@
 //! default bound), `rope_theta` (default 10000; transformers 5 writes it as
 //! `rope_parameters.rope_theta` beside `rope_type` `default`), `rms_norm_eps` (default 1e-6),
 //! `tie_word_embeddings` (default false). Refused with the key named: another architecture,
-//! `hidden_act` other than `silu`, a `rope_scaling` or another `rope_type`, `attention_bias` or `mlp_bias` true.
+//! another `model_type`, `hidden_act` other than `silu`, a `rope_scaling` or another
+//! `rope_type`, a `quantization_config` or `sliding_window`, `attention_bias` or `mlp_bias` true.
 //! The network is [`lumen_compiler::decoder::llama_step`].
 
 use std::path::{Path, PathBuf};
@@ -105,6 +106,22 @@ pub fn parse_config(json: &Value, max_seq: Option<usize>) -> Result<LlamaConfig,
             return Err(config_err(
                 "architectures",
                 format!("is {names:?}; lumen generate reads LlamaForCausalLM"),
+            ));
+        }
+    }
+    if let Some(kind) = json.get("model_type").and_then(Value::as_str)
+        && kind != "llama"
+    {
+        return Err(config_err(
+            "model_type",
+            format!("is {kind:?}; lumen generate reads \"llama\""),
+        ));
+    }
+    for key in ["quantization_config", "sliding_window"] {
+        if json.get(key).is_some_and(|v| !v.is_null()) {
+            return Err(config_err(
+                key,
+                "is set; lumen generate computes plain f32 Llama layers only",
             ));
         }
     }
@@ -211,8 +228,10 @@ fn checkpoint_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
             reason: "not found (nor model.safetensors.index.json)".to_string(),
         });
     }
-    let json: Value = serde_json::from_slice(&read(&index)?)
-        .map_err(|e| ModelError::Format(format!("{}: {e}", index.display())))?;
+    let json: Value = serde_json::from_slice(&read(&index)?).map_err(|e| ModelError::Json {
+        path: index.display().to_string(),
+        reason: e.to_string(),
+    })?;
     let map = json
         .get("weight_map")
         .and_then(Value::as_object)
@@ -227,6 +246,19 @@ fn checkpoint_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
     Ok(files)
 }
 
+/// The hyper-parameters of `dir/config.json` with the bound `max_seq` (default: the config's
+/// `max_position_embeddings`), weights not read.
+///
+/// # Errors
+/// [`ModelError::Io`], [`ModelError::Json`], and those of [`parse_config`].
+pub fn read_config(dir: &Path, max_seq: Option<usize>) -> Result<LlamaConfig, ModelError> {
+    let config_path = dir.join("config.json");
+    let json: Value = serde_json::from_slice(&read(&config_path)?).map_err(|e| {
+        ModelError::Json { path: config_path.display().to_string(), reason: e.to_string() }
+    })?;
+    parse_config(&json, max_seq)
+}
+
 /// Reads the Llama decoder in `dir` with the bound `max_seq` (default: the config's
 /// `max_position_embeddings`): the configuration, every weight (shapes checked), and the
 /// rotary tables for the bound.
@@ -236,10 +268,7 @@ fn checkpoint_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
 /// safetensors, [`ModelError::Config`] for a key refused, [`ModelError::Missing`] /
 /// [`ModelError::Shape`] / [`ModelError::Dtype`] for a weight absent or not as the config says.
 pub fn load_llama(dir: &Path, max_seq: Option<usize>) -> Result<LlamaModel, ModelError> {
-    let config_path = dir.join("config.json");
-    let json: Value = serde_json::from_slice(&read(&config_path)?)
-        .map_err(|e| ModelError::Format(format!("{}: {e}", config_path.display())))?;
-    let config = parse_config(&json, max_seq)?;
+    let config = read_config(dir, max_seq)?;
     let files = checkpoint_files(dir)?;
     let blobs: Vec<Vec<u8>> = files.iter().map(|f| read(f)).collect::<Result<_, _>>()?;
     let mut stores = Vec::with_capacity(blobs.len());
@@ -269,7 +298,7 @@ pub fn load_llama(dir: &Path, max_seq: Option<usize>) -> Result<LlamaModel, Mode
         weight_bytes += t.bytes();
         weights.insert(name, t);
     }
-    let (cos, sin) = config.rotary_tables();
+    let (cos, sin) = config.rotary_tables()?;
     let table = [config.max_seq, config.head_dim];
     weights.insert(ROPE_COS.to_string(), HostTensor::new(table, cos)?);
     weights.insert(ROPE_SIN.to_string(), HostTensor::new(table, sin)?);
@@ -315,6 +344,9 @@ mod tests {
             ("vocab_size", json!(-1), "`vocab_size` is -1, not a positive whole number"),
             ("architectures", json!(["GPT2LMHeadModel"]), "reads LlamaForCausalLM"),
             ("rope_parameters", json!({"rope_type": "yarn"}), "`rope_parameters.rope_type` is"),
+            ("model_type", json!("gpt2"), "`model_type` is \"gpt2\""),
+            ("sliding_window", json!(4096), "`sliding_window` is set"),
+            ("quantization_config", json!({"bits": 4}), "`quantization_config` is set"),
         ];
         for (key, value, want) in cases {
             let mut j = base();

@@ -81,6 +81,14 @@ pub enum ModelError {
         /// What is wrong: `is missing`, `is "abc", not a whole number`, ...
         problem: String,
     },
+    /// A JSON file of a model directory (`config.json`, a shard index) does not parse.
+    #[error("{path} is not valid JSON: {reason}")]
+    Json {
+        /// The file.
+        path: String,
+        /// The parser's message.
+        reason: String,
+    },
     /// A key of a model directory's `config.json` is missing, malformed or unsupported.
     #[error("config.json: `{key}` {problem}")]
     Config {

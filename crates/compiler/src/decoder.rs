@@ -25,6 +25,7 @@
 use crate::dsl::{Graph, Tensor};
 use crate::dtype::DType;
 use crate::error::CompileError;
+use crate::tensor::TensorError;
 
 /// The hyper-parameters of a Llama-architecture decoder (the fields of transformers'
 /// `LlamaConfig` the forward pass reads), and the bound the step program is compiled for.
@@ -126,11 +127,21 @@ impl LlamaConfig {
     /// `cos`/`sin` of `p * inv_freq` over the first half of the head and again over the
     /// second, `inv_freq[i] = 1 / theta^(2i / head_dim)`. Computed in f64 and rounded once
     /// (transformers computes the angles in f32; the two differ by an ulp or so of the angle).
-    pub fn rotary_tables(&self) -> (Vec<f32>, Vec<f32>) {
+    ///
+    /// # Errors
+    /// [`TensorError::Alloc`] when the tables cannot be allocated (a bound of billions).
+    pub fn rotary_tables(&self) -> Result<(Vec<f32>, Vec<f32>), TensorError> {
         let (t, hd) = (self.max_seq, self.head_dim);
         let half = hd / 2;
-        let mut cos = vec![0.0f32; t * hd];
-        let mut sin = vec![0.0f32; t * hd];
+        let len = t.checked_mul(hd).ok_or(TensorError::Alloc { bytes: usize::MAX })?;
+        let table = || -> Result<Vec<f32>, TensorError> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len)
+                .map_err(|_| TensorError::Alloc { bytes: len.saturating_mul(4) })?;
+            v.resize(len, 0.0);
+            Ok(v)
+        };
+        let (mut cos, mut sin) = (table()?, table()?);
         for p in 0..t {
             for i in 0..half {
                 let inv_freq = 1.0 / self.rope_theta.powf((2 * i) as f64 / hd as f64);
@@ -141,7 +152,7 @@ impl LlamaConfig {
                 }
             }
         }
-        (cos, sin)
+        Ok((cos, sin))
     }
 
     /// Checks the sizes: all positive, `heads` a multiple of `kv_heads`, an even `head_dim`
