@@ -372,6 +372,26 @@ impl Tensor {
         self.unary(UnaryOp::Erf)
     }
 
+    /// Elementwise sine of radians (rotary position embeddings' tables).
+    #[track_caller]
+    pub fn sin(&self) -> Tensor {
+        self.unary(UnaryOp::Sin)
+    }
+
+    /// Elementwise cosine of radians.
+    #[track_caller]
+    pub fn cos(&self) -> Tensor {
+        self.unary(UnaryOp::Cos)
+    }
+
+    /// Any unary row of the op table, elementwise (`x.apply(UnaryOp::Atan)`): the ops without a
+    /// method of their own (`tan`, `asin`, `acos`, `atan` and the hyperbolic functions). Each
+    /// row's NaN, +-0 and infinity contract is on [`UnaryOp`].
+    #[track_caller]
+    pub fn apply(&self, op: UnaryOp) -> Tensor {
+        self.unary(op)
+    }
+
     /// Elementwise `max(x, 0)` (NaN stays NaN).
     #[track_caller]
     pub fn relu(&self) -> Tensor {

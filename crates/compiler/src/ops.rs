@@ -59,6 +59,28 @@ pub enum UnaryOp {
     HardSwish,
     /// `min(max(x, 0), 6)` (MobileNetV2's ReLU6): NaN stays NaN, -0 stays -0.
     Relu6,
+    /// Sine (radians): NaN at +-inf, sin(-0) = -0.
+    Sin,
+    /// Cosine (radians): NaN at +-inf, cos(+-0) = 1.
+    Cos,
+    /// Tangent (radians): NaN at +-inf, tan(-0) = -0.
+    Tan,
+    /// Arcsine in radians, `[-pi/2, pi/2]`: NaN outside `[-1, 1]`, asin(-0) = -0.
+    Asin,
+    /// Arccosine in radians, `[0, pi]`: NaN outside `[-1, 1]`.
+    Acos,
+    /// Arctangent in radians: +-pi/2 at +-inf, atan(-0) = -0.
+    Atan,
+    /// Hyperbolic sine: +-inf at +-inf (and past |x| ~ 89.4 in f32), sinh(-0) = -0.
+    Sinh,
+    /// Hyperbolic cosine: +inf at +-inf (and past |x| ~ 89.4 in f32), cosh(0) = 1.
+    Cosh,
+    /// Inverse hyperbolic sine: +-inf at +-inf, asinh(-0) = -0.
+    Asinh,
+    /// Inverse hyperbolic cosine: NaN below 1, acosh(1) = 0, +inf at +inf.
+    Acosh,
+    /// Inverse hyperbolic tangent: NaN outside `[-1, 1]`, +-inf at +-1, atanh(-0) = -0.
+    Atanh,
 }
 
 /// Binary elementwise ops (operands broadcast NumPy-style in the HLIR).
@@ -99,7 +121,7 @@ pub enum ElemOp {
 
 impl UnaryOp {
     /// Every unary op, in declaration order.
-    pub const ALL: [UnaryOp; 14] = [
+    pub const ALL: [UnaryOp; 25] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -114,6 +136,17 @@ impl UnaryOp {
         UnaryOp::Silu,
         UnaryOp::HardSwish,
         UnaryOp::Relu6,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
     ];
 
     /// The activation a cuBLASLt epilogue can apply for this op (`Relu`, `Gelu`), if any.
@@ -156,7 +189,7 @@ impl BinaryOp {
 
 impl ElemOp {
     /// Every elementwise op: the unary ops, the binary ops, then select.
-    pub const ALL: [ElemOp; 23] = [
+    pub const ALL: [ElemOp; 34] = [
         ElemOp::Unary(UnaryOp::Neg),
         ElemOp::Unary(UnaryOp::Exp),
         ElemOp::Unary(UnaryOp::Log),
@@ -171,6 +204,17 @@ impl ElemOp {
         ElemOp::Unary(UnaryOp::Silu),
         ElemOp::Unary(UnaryOp::HardSwish),
         ElemOp::Unary(UnaryOp::Relu6),
+        ElemOp::Unary(UnaryOp::Sin),
+        ElemOp::Unary(UnaryOp::Cos),
+        ElemOp::Unary(UnaryOp::Tan),
+        ElemOp::Unary(UnaryOp::Asin),
+        ElemOp::Unary(UnaryOp::Acos),
+        ElemOp::Unary(UnaryOp::Atan),
+        ElemOp::Unary(UnaryOp::Sinh),
+        ElemOp::Unary(UnaryOp::Cosh),
+        ElemOp::Unary(UnaryOp::Asinh),
+        ElemOp::Unary(UnaryOp::Acosh),
+        ElemOp::Unary(UnaryOp::Atanh),
         ElemOp::Binary(BinaryOp::Add),
         ElemOp::Binary(BinaryOp::Sub),
         ElemOp::Binary(BinaryOp::Mul),
@@ -202,6 +246,17 @@ impl ElemOp {
                 UnaryOp::Silu => "silu",
                 UnaryOp::HardSwish => "hardswish",
                 UnaryOp::Relu6 => "relu6",
+                UnaryOp::Sin => "sin",
+                UnaryOp::Cos => "cos",
+                UnaryOp::Tan => "tan",
+                UnaryOp::Asin => "asin",
+                UnaryOp::Acos => "acos",
+                UnaryOp::Atan => "atan",
+                UnaryOp::Sinh => "sinh",
+                UnaryOp::Cosh => "cosh",
+                UnaryOp::Asinh => "asinh",
+                UnaryOp::Acosh => "acosh",
+                UnaryOp::Atanh => "atanh",
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => "add",
@@ -268,6 +323,25 @@ impl ElemOp {
                 UnaryOp::Silu => silu_f32(x),
                 UnaryOp::HardSwish => hardswish_f32(x),
                 UnaryOp::Relu6 => relu6_f32(x),
+                UnaryOp::Sin => x.sin(),
+                UnaryOp::Cos => x.cos(),
+                UnaryOp::Tan => x.tan(),
+                UnaryOp::Asin => x.asin(),
+                UnaryOp::Acos => x.acos(),
+                UnaryOp::Atan => x.atan(),
+                UnaryOp::Sinh => x.sinh(),
+                UnaryOp::Cosh => x.cosh(),
+                // libm's: std's f32 forms square x and give inf past about 1.8e19 (and libm's
+                // acoshf answers below 1, where the function is undefined).
+                UnaryOp::Asinh => libm::asinhf(x),
+                UnaryOp::Acosh => {
+                    if x < 1.0 {
+                        f32::NAN
+                    } else {
+                        libm::acoshf(x)
+                    }
+                }
+                UnaryOp::Atanh => x.atanh(),
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => x + y,
@@ -317,6 +391,23 @@ impl ElemOp {
                 UnaryOp::Silu => silu_f64(x),
                 UnaryOp::HardSwish => hardswish_f64(x),
                 UnaryOp::Relu6 => relu6_f64(x),
+                UnaryOp::Sin => x.sin(),
+                UnaryOp::Cos => x.cos(),
+                UnaryOp::Tan => x.tan(),
+                UnaryOp::Asin => x.asin(),
+                UnaryOp::Acos => x.acos(),
+                UnaryOp::Atan => x.atan(),
+                UnaryOp::Sinh => x.sinh(),
+                UnaryOp::Cosh => x.cosh(),
+                UnaryOp::Asinh => libm::asinh(x),
+                UnaryOp::Acosh => {
+                    if x < 1.0 {
+                        f64::NAN
+                    } else {
+                        libm::acosh(x)
+                    }
+                }
+                UnaryOp::Atanh => x.atanh(),
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => x + y,
@@ -348,7 +439,8 @@ impl ElemOp {
 
     /// The body of the op's CUDA device function `float lumen_op_{name}(float a, float b,
     /// float c)` (see [`ElemOp::cuda_fn`]): one C expression over `a`, `b`, `c`, with no
-    /// includes (NVRTC provides `expf`, `logf`, `sqrtf`, `tanhf`, `erff`, `fabsf`).
+    /// includes (NVRTC provides CUDA's math library: `expf`, `logf`, `sqrtf`, `tanhf`, `erff`,
+    /// `fabsf`, `sinf`, `atanf`, `asinhf`, ...).
     pub fn cuda_expr(self) -> &'static str {
         match self {
             ElemOp::Unary(op) => match op {
@@ -379,6 +471,17 @@ impl ElemOp {
                      * (a + 3.0f) / 6.0f))"
                 }
                 UnaryOp::Relu6 => "a < 0.0f ? 0.0f : (a > 6.0f ? 6.0f : a)",
+                UnaryOp::Sin => "sinf(a)",
+                UnaryOp::Cos => "cosf(a)",
+                UnaryOp::Tan => "tanf(a)",
+                UnaryOp::Asin => "asinf(a)",
+                UnaryOp::Acos => "acosf(a)",
+                UnaryOp::Atan => "atanf(a)",
+                UnaryOp::Sinh => "sinhf(a)",
+                UnaryOp::Cosh => "coshf(a)",
+                UnaryOp::Asinh => "asinhf(a)",
+                UnaryOp::Acosh => "acoshf(a)",
+                UnaryOp::Atanh => "atanhf(a)",
             },
             ElemOp::Binary(op) => match op {
                 BinaryOp::Add => "a + b",

@@ -2,7 +2,7 @@
 //! becomes DSL calls over the op table's primitives (a `LeakyRelu` is a `less_than` and a
 //! `select`), broadcast NumPy-style.
 
-use lumen_compiler::{DType, Tensor};
+use lumen_compiler::{DType, ElemOp, Tensor, UnaryOp};
 
 use crate::error::OnnxError;
 use crate::importer::{Handler, Importer, Value, attr, attr_f, attr_i, one};
@@ -66,6 +66,17 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Mod", modulo),
     ("Swish", swish),
     ("Shrink", shrink),
+    ("Sin", math),
+    ("Cos", math),
+    ("Tan", math),
+    ("Asin", math),
+    ("Acos", math),
+    ("Atan", math),
+    ("Sinh", math),
+    ("Cosh", math),
+    ("Asinh", math),
+    ("Acosh", math),
+    ("Atanh", math),
 ];
 
 /// `Add`, `Sub`, `Mul`, `Div`: broadcasting binary arithmetic. `x * HardSigmoid(x)` with
@@ -142,6 +153,16 @@ fn tanh(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 /// `Erf`.
 fn erf(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     one(im.f32_tensor(n, 0)?.erf())
+}
+
+/// `Sin`, `Cos`, `Tan`, `Asin`, `Acos`, `Atan`, `Sinh`, `Cosh`, `Asinh`, `Acosh`, `Atanh`: the op
+/// table's row of the same name (ONNX's name in lower case).
+fn math(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let name = n.op_type.to_ascii_lowercase();
+    let Some(op) = UnaryOp::ALL.into_iter().find(|op| ElemOp::Unary(*op).name() == name) else {
+        return Err(im.unsupported(n, "the op table has no row of this name"));
+    };
+    one(im.f32_tensor(n, 0)?.apply(op))
 }
 
 /// `Relu`.
