@@ -80,12 +80,9 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
         &bytes,
         &ImportOptions {
             shapes,
-            // Integer inputs a node needs at import time (a Reshape's shape) specialise the program.
-            values: given
-                .iter()
-                .filter(|(_, t)| t.dtype().is_index())
-                .map(|(k, t)| (k.clone(), t.clone()))
-                .collect(),
+            // Inputs a node needs at import time (a Reshape's shape, Resize's scales)
+            // specialise the program; the others stay program inputs.
+            values: given.clone(),
         },
     )?;
     if let (None, Some(first)) = (files.inputs, imported.inputs.first()) {

@@ -212,6 +212,26 @@ impl Importer {
                 .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
             "Greater" => bin(|a, b| f32::from(u8::from(a > b)), |a, b| i64::from(a > b))
                 .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            "GreaterOrEqual" => bin(|a, b| f32::from(u8::from(a >= b)), |a, b| i64::from(a >= b))
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            "LessOrEqual" => bin(|a, b| f32::from(u8::from(a <= b)), |a, b| i64::from(a <= b))
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            // Booleans are integer constants, 0 or 1 (ONNX's bool).
+            "And" => bin(
+                |a, b| f32::from(u8::from(a != 0.0 && b != 0.0)),
+                |a, b| i64::from(a != 0 && b != 0),
+            )
+            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            "Or" => bin(
+                |a, b| f32::from(u8::from(a != 0.0 || b != 0.0)),
+                |a, b| i64::from(a != 0 || b != 0),
+            )
+            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            "Xor" => bin(
+                |a, b| f32::from(u8::from((a != 0.0) != (b != 0.0))),
+                |a, b| i64::from((a != 0) != (b != 0)),
+            )
+            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
             "Max" | "Min" => {
                 let max = n.op_type == "Max";
                 let mut acc = need(0)?.clone();

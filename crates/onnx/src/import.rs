@@ -40,9 +40,10 @@ pub struct ImportOptions {
     /// Shapes of graph inputs by ONNX name, for the dimensions the model leaves symbolic
     /// (`--shape input_ids=1,16`). A given shape replaces the model's for that input.
     pub shapes: BTreeMap<String, Vec<usize>>,
-    /// Values of integer graph inputs by ONNX name, for nodes that need them at import time
-    /// (a Reshape's shape, a Slice's starts, a reduction's axes fed as graph inputs): such a
-    /// node reads the given value and the program is specialised to it
+    /// Values of graph inputs by ONNX name, for nodes that need them at import time (a
+    /// Reshape's shape, a Slice's starts, a reduction's axes, Resize's scales, Pad's value,
+    /// OneHot's depth, recurrent weights fed as graph inputs): such a node reads the given
+    /// value and the program is specialised to it
     /// ([`Imported::specialized`]). `lumen run` passes the `--inputs` tensors.
     pub values: Tensors,
 }
@@ -67,8 +68,8 @@ pub struct Imported {
     pub folded: usize,
     /// Who exported it (`pytorch 2.15.0`, `skl2onnx 1.20.0`), from the model's producer.
     pub producer: String,
-    /// Integer graph inputs whose given values ([`ImportOptions::values`]) nodes read at
-    /// import time: the program is only valid for those values.
+    /// Graph inputs whose given values ([`ImportOptions::values`]) nodes read at import time:
+    /// the program is only valid for those values.
     pub specialized: Vec<String>,
     /// Graph outputs left out of the program, with why: (ONNX name, reason). Only outputs
     /// that are not tensors (a ZipMap's sequence of maps) are; the others are imported.

@@ -308,27 +308,50 @@ impl Importer {
         match self.input(n, i) {
             None => Ok(None),
             Some(Value::Const(c)) => Ok(Some(c.to_i64())),
-            Some(Value::Tensor(_)) => {
-                let name = &n.input[i];
-                let given = self.known.get(name).and_then(HostTensor::index_values);
-                match given {
-                    Some(v) if self.inputs.iter().any(|g| &g.onnx_name == name) => {
-                        let mut seen = self.specialized.borrow_mut();
-                        if !seen.contains(name) {
-                            seen.push(name.clone());
-                        }
-                        Ok(Some(v))
-                    }
-                    _ => Err(self.unsupported(
-                        n,
-                        format!(
-                            "input {i} (`{name}`) must be known at import time: lumen compiles \
-                             static shapes (an initializer or constant, or a graph input whose \
-                             value is given, as `lumen run --inputs` does)"
-                        ),
-                    )),
-                }
-            }
+            Some(Value::Tensor(_)) => match self.given(n, i) {
+                Some(c) => Ok(Some(c.to_i64())),
+                None => Err(self.unsupported(
+                    n,
+                    format!(
+                        "input {i} (`{}`) must be known at import time: lumen compiles static \
+                         shapes (an initializer or constant, or a graph input whose value is \
+                         given, as `lumen run --inputs` does)",
+                        n.input[i]
+                    ),
+                )),
+            },
+        }
+    }
+
+    /// The value given for input `i` of `n` when that input is a graph input and the caller
+    /// passed its value ([`ImportOptions::values`](crate::ImportOptions::values)): the program is
+    /// specialised to it, and the input is recorded in `specialized`. Only for a value a node
+    /// needs at import time (a shape, scales, a pad value), never for data.
+    fn given(&self, n: &NodeProto, i: usize) -> Option<Const> {
+        let name = n.input.get(i)?;
+        if !self.inputs.iter().any(|g| &g.onnx_name == name) {
+            return None;
+        }
+        let tensor = self.known.get(name)?;
+        let c = match tensor.index_values() {
+            Some(v) => Const::i64(tensor.shape().to_vec(), v),
+            None => Const::f32(tensor.shape().to_vec(), tensor.data().to_vec()),
+        };
+        let mut seen = self.specialized.borrow_mut();
+        if !seen.contains(name) {
+            seen.push(name.clone());
+        }
+        Some(c)
+    }
+
+    /// Input `i` when a node needs its value at import time (Resize's scales, Pad's value,
+    /// OneHot's depth, recurrent weights): a constant, or a graph input whose value was given
+    /// (the program specialised to it, see [`Importer::ints`]); else `None`.
+    pub(crate) fn needed_input(&self, n: &NodeProto, i: usize) -> Option<Rc<Const>> {
+        match self.input(n, i) {
+            Some(Value::Const(c)) => Some(c),
+            Some(Value::Tensor(_)) => self.given(n, i).map(Rc::new),
+            None => None,
         }
     }
 

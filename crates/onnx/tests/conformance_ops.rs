@@ -4,7 +4,8 @@
 //! CumSum; negative Gather indices at run time; CastLike; bool graph inputs; Floor, Ceil,
 //! Round, Mod, Trilu, Tile, DepthToSpace, SpaceToDepth, EyeLike, OneHot, Hardmax, Shrink,
 //! Swish, ReduceProd, ReduceLogSum, the normalizations (RMS, Lp, instance, group,
-//! mean-variance, LRN) and Attention.
+//! mean-variance, LRN), Attention, the trigonometric rows, CenterCropPad, the loss operators
+//! and a float graph input specialised at import.
 
 use lumen_compiler::{CompileOptions, DType};
 use lumen_onnx::proto::{
@@ -216,7 +217,8 @@ fn integer_constants_stay_integers_after_a_float_reader() {
         let out = run(
             vec![
                 node("Range", &["zero", "seven", "one"], &["idx"], vec![]),
-                node(op, &["idx", "two"], &["c"], vec![]),
+                // Against a graph input, so the comparison is computed (reading idx as floats).
+                node(op, &["idx", "limit"], &["c"], vec![]),
                 node("Div", &["idx", "two"], &["q"], vec![]),
                 node("Gather", &["data", "idx"], &["g"], vec![int_attr("axis", 0)]),
             ],
@@ -226,7 +228,10 @@ fn integer_constants_stay_integers_after_a_float_reader() {
                 ints("one", &[], &[1]),
                 ints("two", &[1], &[2]),
             ],
-            vec![f32_in("data", &[7], &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0])],
+            vec![
+                f32_in("data", &[7], &[0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0]),
+                f32_in("limit", &[1], &[2.0]),
+            ],
             &["c", "q", "g"],
         );
         let le = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0];
@@ -611,4 +616,119 @@ fn lp_normalization_leaves_a_zero_vector_zero() {
         &["y"],
     );
     close(&out[0], &[2, 2], &[0.6, 0.0, 0.8, 0.0]);
+}
+
+#[test]
+fn trigonometric_and_hyperbolic_rows_match_f64() {
+    let x = [-0.9f32, -0.25, 0.0, 0.5, 0.75];
+    let big = [1.0f32, 1.5, 2.0, 3.0, 10.0];
+    type F = fn(f64) -> f64;
+    let rows: [(&str, F, &[f32]); 11] = [
+        ("Sin", f64::sin, &x),
+        ("Cos", f64::cos, &x),
+        ("Tan", f64::tan, &x),
+        ("Asin", f64::asin, &x),
+        ("Acos", f64::acos, &x),
+        ("Atan", f64::atan, &big),
+        ("Sinh", f64::sinh, &big),
+        ("Cosh", f64::cosh, &x),
+        ("Asinh", f64::asinh, &big),
+        ("Acosh", f64::acosh, &big),
+        ("Atanh", f64::atanh, &x),
+    ];
+    for (op, f, values) in rows {
+        let out = run(
+            vec![node(op, &["x"], &["y"], vec![])],
+            vec![],
+            vec![f32_in("x", &[5], values)],
+            &["y"],
+        );
+        let want: Vec<f32> = values.iter().map(|&v| f(f64::from(v)) as f32).collect();
+        close(&out[0], &[5], &want);
+    }
+}
+
+#[test]
+fn center_crop_pad_crops_and_pads_centred() {
+    // [2, 5] -> [4, 3]: axis 0 padded 1 before and 1 after, axis 1 cropped from 1.
+    let x: Vec<f32> = (0..10).map(|v| v as f32).collect();
+    let out = run_at(
+        18,
+        vec![node("CenterCropPad", &["x", "shape"], &["y"], vec![])],
+        vec![ints("shape", &[2], &[4, 3])],
+        vec![f32_in("x", &[2, 5], &x)],
+        &["y"],
+    );
+    let want = [0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 6.0, 7.0, 8.0, 0.0, 0.0, 0.0];
+    close(&out[0], &[4, 3], &want);
+}
+
+#[test]
+fn loss_operators_pick_weight_ignore_and_reduce() {
+    let logp = [-1.0f32, -2.0, -3.0, -0.5, -1.5, -2.5];
+    let nll = |target: &[i64], ignore: Option<i64>, reduction: &str, weighted: bool| {
+        let mut attrs = vec![string_attr("reduction", reduction)];
+        if let Some(i) = ignore {
+            attrs.push(int_attr("ignore_index", i));
+        }
+        let inputs: &[&str] = if weighted { &["x", "t", "w"] } else { &["x", "t"] };
+        let out = run(
+            vec![node("NegativeLogLikelihoodLoss", inputs, &["y"], attrs)],
+            vec![floats("w", &[3], &[0.2, 0.3, 0.5])],
+            vec![f32_in("x", &[2, 3], &logp), i64_in("t", &[2], target)],
+            &["y"],
+        );
+        out.into_iter().next().unwrap()
+    };
+    // Targets 2 and 1 weighted 0.5 and 0.3: 3 * 0.5, 1.5 * 0.3; the mean divides by 0.8.
+    close(&nll(&[2, 1], None, "none", true), &[2], &[1.5, 0.45]);
+    close(&nll(&[2, 1], None, "sum", true), &[], &[1.95]);
+    close(&nll(&[2, 1], None, "mean", true), &[], &[1.95 / 0.8]);
+    // The ignored target counts neither in the sum nor in the mean's weights.
+    close(&nll(&[2, 1], Some(1), "none", true), &[2], &[1.5, 0.0]);
+    close(&nll(&[2, 1], Some(1), "mean", true), &[], &[3.0]);
+    // An ignore_index outside the classes; no weights: the mean over the one kept.
+    close(&nll(&[2, -1], Some(-1), "mean", false), &[], &[3.0]);
+    // Softmax cross-entropy of scores [0, ln 3]: probabilities 1/4 and 3/4.
+    let out = run(
+        vec![node("SoftmaxCrossEntropyLoss", &["s", "t"], &["y", "lp"], vec![])],
+        vec![],
+        vec![f32_in("s", &[1, 2], &[0.0, 3f32.ln()]), i64_in("t", &[1], &[0])],
+        &["y", "lp"],
+    );
+    close(&out[0], &[], &[4f32.ln()]);
+    close(&out[1], &[1, 2], &[0.25f32.ln(), 0.75f32.ln()]);
+}
+
+#[test]
+fn a_float_input_a_node_needs_at_import_is_specialised_when_given() {
+    // Pad's constant_value fed as a graph input: refused without its value, read (and the
+    // program specialised to it) when given.
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: vec![node("Pad", &["x", "pads", "v"], &["y"], vec![])],
+            name: "g".into(),
+            initializer: vec![ints("pads", &[2], &[1, 0])],
+            input: vec![value("x", data_type::FLOAT, &[2]), value("v", data_type::FLOAT, &[])],
+            output: vec![value("y", data_type::FLOAT, &[3])],
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 18 }],
+        ..Default::default()
+    };
+    let bytes = m.encode_to_vec();
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("constant_value must be known at import time"), "{e}");
+    let mut values = Tensors::new();
+    values.insert("v".into(), HostTensor::new(Vec::<usize>::new(), vec![7.5]).unwrap());
+    let imported = import(&bytes, &ImportOptions { values, ..Default::default() }).unwrap();
+    assert_eq!(imported.specialized, ["v"]);
+    let mut given = Tensors::new();
+    given.insert("x".into(), HostTensor::new([2], vec![1.0, 2.0]).unwrap());
+    given.insert("v".into(), HostTensor::new(Vec::<usize>::new(), vec![7.5]).unwrap());
+    let bound = imported.bind_inputs(&given).unwrap();
+    let program = imported.graph.compile(&CompileOptions::default()).unwrap();
+    let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
+    let out = prepared.execute(&bound).unwrap();
+    close(&out[&imported.outputs[0].1], &[3], &[7.5, 1.0, 2.0]);
 }

@@ -2,6 +2,8 @@
 //! tensors (or `[batch, seq, hidden]` with `q_num_heads` and `kv_num_heads`), as matmuls, a
 //! softmax and selects; masks, the causal and sliding-window frontiers, the key/value cache
 //! and grouped-query heads follow ONNX's reference (`onnx.reference.ops.op_attention`).
+//! `RotaryEmbedding` (opset 23 on) rotates query/key pairs by position (RoFormer's rotary
+//! position embedding), as `onnx.reference.ops.op_rotary_embedding` does.
 
 use lumen_compiler::Tensor;
 
@@ -11,7 +13,8 @@ use crate::importer::{Handler, Importer, attr, attr_f, attr_i};
 use crate::proto::NodeProto;
 
 /// The attention operators this family imports, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] = &[("Attention", attention)];
+pub(super) const OPS: &[(&str, Handler)] =
+    &[("Attention", attention), ("RotaryEmbedding", rotary_embedding)];
 
 /// `[batch, seq, heads * head]` as `[batch, heads, seq, head]` (a view).
 fn split_heads(im: &Importer, n: &NodeProto, t: Tensor, heads: usize) -> Result<Tensor, OnnxError> {
@@ -214,4 +217,79 @@ fn attention(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError>
         _ => qk,
     };
     Ok(vec![y, present_k, present_v, qk_out])
+}
+
+/// `RotaryEmbedding`: `X` `[batch, heads, seq, head]` (or `[batch, seq, hidden]` with
+/// `num_heads`) rotated pairwise by the angles of `cos_cache`/`sin_cache`: `[positions,
+/// rot / 2]` rows picked by `position_ids [batch, seq]` when given, else `[batch, seq, rot /
+/// 2]` directly. The first `rotary_embedding_dim` (default: all) features of each head rotate,
+/// as two halves (`x1 cos - x2 sin`, `x1 sin + x2 cos`) or, `interleaved`, as even/odd pairs;
+/// the rest pass through.
+fn rotary_embedding(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    // As [batch, seq, heads, head].
+    let x = match shape.len() {
+        4 => x.permute(&[0, 2, 1, 3]),
+        3 => {
+            let heads = attr(n, "num_heads").map_or(0, |a| usize::try_from(a.i).unwrap_or(0));
+            if heads == 0 || shape[2] % heads != 0 {
+                return Err(im.malformed(
+                    n,
+                    format!("num_heads = {heads} for a hidden size of {}", shape[2]),
+                ));
+            }
+            x.reshape(vec![shape[0], shape[1], heads, shape[2] / heads])
+        }
+        _ => return Err(im.malformed(n, format!("X has shape {shape:?}: expected 3-D or 4-D"))),
+    };
+    let (b, s, h, d) = match x.shape().unwrap_or_default()[..] {
+        [b, s, h, d] => (b, s, h, d),
+        _ => return Err(im.malformed(n, format!("X has shape {shape:?}"))),
+    };
+    let rot = match attr_i(n, "rotary_embedding_dim", 0) {
+        0 => d,
+        r => usize::try_from(r).unwrap_or(usize::MAX),
+    };
+    if rot > d || rot % 2 != 0 {
+        return Err(im.malformed(n, format!("rotary_embedding_dim = {rot} for a head of {d}")));
+    }
+    let half = rot / 2;
+    let (cos, sin) = (im.f32_tensor(n, 1)?, im.f32_tensor(n, 2)?);
+    let pick = |cache: Tensor, im: &mut Importer| -> Result<Tensor, OnnxError> {
+        let rows = match im.input(n, 3) {
+            Some(_) => cache.gather(im.tensor(n, 3)?),
+            None => cache,
+        };
+        let got = rows.shape().unwrap_or_default();
+        if got.len() != 3 || got[..2] != [b, s] || got[2] < half {
+            return Err(im.malformed(
+                n,
+                format!("a cos/sin cache read as {got:?}: expected [{b}, {s}, >= {half}]"),
+            ));
+        }
+        Ok(rows.slice(-1, 0, half).unsqueeze(2))
+    };
+    let (cos, sin) = (pick(cos, im)?, pick(sin, im)?);
+    let turning = x.slice(-1, 0, rot);
+    let interleaved = attr_i(n, "interleaved", 0) != 0;
+    let (x1, x2) = if interleaved {
+        let pairs = turning.reshape(vec![b, s, h, half, 2]);
+        let part = |i: usize| pairs.slice(-1, i, i + 1).reshape(vec![b, s, h, half]);
+        (part(0), part(1))
+    } else {
+        (turning.slice(-1, 0, half), turning.slice(-1, half, rot))
+    };
+    let real = &cos * &x1 - &sin * &x2;
+    let imag = &sin * &x1 + &cos * &x2;
+    let turned = if interleaved {
+        im.cx.concat(&[real.unsqueeze(-1), imag.unsqueeze(-1)], -1).reshape(vec![b, s, h, rot])
+    } else {
+        im.cx.concat(&[real, imag], -1)
+    };
+    let y = if rot < d { im.cx.concat(&[turned, x.slice(-1, rot, d)], -1) } else { turned };
+    Ok(vec![match shape.len() {
+        4 => y.permute(&[0, 2, 1, 3]),
+        _ => y.reshape(shape),
+    }])
 }

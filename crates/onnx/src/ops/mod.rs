@@ -3,7 +3,7 @@
 //! lacks, and the list users read ([`operators`]) cannot disagree.
 //!
 //! A family is one file: [`elementwise`], [`movement`], [`reduce`], [`norm`], [`linalg`],
-//! [`conv`], [`pool`], [`resize`], [`recurrent`], [`attention`]. Each
+//! [`conv`], [`pool`], [`resize`], [`recurrent`], [`attention`], [`loss`]. Each
 //! exports its rows as `OPS`; a node whose inputs are all known at import time is folded before
 //! its row is consulted ([`crate::fold`]), so the operators that only ever compute shapes
 //! (`Shape`, `Size`, `ConstantOfShape`, ...) are listed in [`FOLDED_ONLY`] instead.
@@ -12,6 +12,7 @@ mod attention;
 mod conv;
 mod elementwise;
 mod linalg;
+mod loss;
 mod ml;
 mod movement;
 mod norm;
@@ -49,6 +50,8 @@ pub enum Family {
     Recurrent,
     /// `Attention`: matmuls, masks and a softmax per head.
     Attention,
+    /// `NegativeLogLikelihoodLoss`, `SoftmaxCrossEntropyLoss`.
+    Loss,
     /// The `ai.onnx.ml` operators of scikit-learn's pipelines.
     Ml,
     /// Operators evaluated at import time only (their inputs must be known then).
@@ -70,6 +73,7 @@ impl Family {
             Family::Resampling => "resampling",
             Family::Recurrent => "recurrent",
             Family::Attention => "attention",
+            Family::Loss => "loss",
             Family::Ml => "ai.onnx.ml",
             Family::ConstantFolding => "constant folding",
         }
@@ -81,7 +85,7 @@ impl Family {
 pub const FOLDED_ONLY: &[&str] = &["Constant", "ConstantOfShape", "Shape", "Size"];
 
 /// Every family's rows, in family order.
-fn families() -> [(Family, &'static [(&'static str, Handler)]); 10] {
+fn families() -> [(Family, &'static [(&'static str, Handler)]); 11] {
     [
         (Family::Elementwise, elementwise::OPS),
         (Family::Movement, movement::OPS),
@@ -93,6 +97,7 @@ fn families() -> [(Family, &'static [(&'static str, Handler)]); 10] {
         (Family::Resampling, resize::OPS),
         (Family::Recurrent, recurrent::OPS),
         (Family::Attention, attention::OPS),
+        (Family::Loss, loss::OPS),
     ]
 }
 

@@ -22,6 +22,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Split", split),
     ("Gather", gather),
     ("Pad", pad),
+    ("CenterCropPad", center_crop_pad),
     ("GatherElements", gather_elements),
     ("Trilu", trilu),
     ("Tile", tile),
@@ -183,7 +184,7 @@ fn pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         (pads.ok_or_else(|| im.malformed(n, "no pads"))?, attr_f(n, "value", 0.0))
     } else {
         let pads = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no pads input"))?;
-        let value = match im.const_input(n, 2) {
+        let value = match im.needed_input(n, 2) {
             Some(c) => c.to_f32().first().copied().unwrap_or(0.0),
             None if im.input(n, 2).is_some() => {
                 return Err(im.unsupported(n, "constant_value must be known at import time"));
@@ -354,13 +355,50 @@ fn eye_like(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
     one(if dtype == DType::F32 { t.contiguous() } else { t.cast(dtype) })
 }
 
+/// `CenterCropPad` (opset 18): each axis of `axes` (every axis by default) cropped or padded
+/// with zeros to the length `shape` gives, centred: a crop starts at `(len - want) / 2`, a pad
+/// puts `(want - len) / 2` zeros before and the rest after (ONNX's reference rounds both
+/// down). `shape` must be known at import.
+fn center_crop_pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    let want = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no shape input"))?;
+    let axes: Vec<usize> = match attr_ints(n, "axes") {
+        Some(a) => a
+            .iter()
+            .map(|&v| axis(v, rank).ok_or_else(|| im.malformed(n, format!("axes = {a:?}"))))
+            .collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    if want.len() != axes.len() || want.iter().any(|&w| w < 0) {
+        return Err(im.malformed(n, format!("shape = {want:?} for axes {axes:?}")));
+    }
+    let mut pads = vec![(0usize, 0usize); rank];
+    let mut y = x;
+    for (&a, &w) in axes.iter().zip(&want) {
+        let (len, w) = (shape[a], w as usize);
+        if len > w {
+            let start = (len - w) / 2;
+            y = y.slice(a as isize, start, start + w);
+        } else {
+            let before = (w - len) / 2;
+            pads[a] = (before, w - len - before);
+        }
+    }
+    if pads.iter().any(|&p| p != (0, 0)) {
+        y = y.pad(&pads, PadMode::Constant(0.0));
+    }
+    one(y)
+}
+
 /// `OneHot`: `on` where the index (from the end when negative) equals the position along
 /// the new axis `axis` of length `depth` (known at import), `off` elsewhere; `values` is
 /// `[off, on]`.
 fn one_hot(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let indices = im.f32_tensor(n, 0)?;
     let depth = im
-        .const_input(n, 1)
+        .needed_input(n, 1)
         .and_then(|c| c.to_f32().first().copied())
         .ok_or_else(|| im.unsupported(n, "depth must be known at import time"))?;
     let depth = depth as i64;

@@ -1,6 +1,7 @@
 //! Poolings: `MaxPool` and `AveragePool` (kernel, strides, dilations, explicit or automatic
 //! padding, `ceil_mode`, `count_include_pad`) as the DSL's window-and-reduce composites, and
-//! `GlobalAveragePool` / `GlobalMaxPool` as reductions over the spatial axes.
+//! `GlobalAveragePool` / `GlobalMaxPool` as reductions over the spatial axes; `LpPool` as an
+//! average pool of `|x|^p`.
 
 use lumen_compiler::Tensor;
 
@@ -15,6 +16,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("AveragePool", average_pool),
     ("GlobalAveragePool", global_average_pool),
     ("GlobalMaxPool", global_max_pool),
+    ("LpPool", lp_pool),
 ];
 
 /// The pooled input and its parameters: `(x, kernel, strides, dilations, pads, ceil_mode)`.
@@ -66,6 +68,32 @@ fn average_pool(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxErr
     let (x, kernel, strides, dilations, pads, ceil) = pooling(im, n)?;
     let include = attr_i(n, "count_include_pad", 0) != 0;
     one(x.avg_pool(&kernel, &strides, &dilations, &pads, ceil, include))
+}
+
+/// `LpPool`: `(sum over the window of |x|^p)^(1/p)`, padding counted as zeros: the average
+/// pool of `|x|^p` with the padding included, times the window's size. Not `ceil_mode` (its
+/// clipped end windows would need their own count).
+fn lp_pool(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (x, kernel, strides, dilations, pads, ceil) = pooling(im, n)?;
+    if ceil {
+        return Err(im.unsupported(n, "ceil_mode = 1"));
+    }
+    let p = attr_i(n, "p", 2);
+    if p < 1 {
+        return Err(im.malformed(n, format!("p = {p} (at least 1)")));
+    }
+    let size = kernel.iter().product::<usize>() as f32;
+    let powered = match p {
+        1 => x.maximum(-&x),
+        2 => &x * &x,
+        _ => x.maximum(-&x).pow(p as f32),
+    };
+    let sum = powered.avg_pool(&kernel, &strides, &dilations, &pads, false, true) * size;
+    one(match p {
+        1 => sum,
+        2 => sum.sqrt(),
+        _ => sum.pow(1.0 / p as f32),
+    })
 }
 
 /// The input as `[N, C, P]` (its spatial axes merged, a view when they are contiguous) and

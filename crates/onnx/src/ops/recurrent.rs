@@ -246,13 +246,16 @@ fn known(
     match im.input(n, i) {
         None => Ok(None),
         Some(Value::Const(c)) => Ok(Some(c)),
-        Some(Value::Tensor(_)) => Err(im.unsupported(
-            n,
-            format!(
-                "input {what} is computed by the program: lumen imports recurrent weights known \
-                 at import time (initializers or constants)"
-            ),
-        )),
+        Some(Value::Tensor(_)) => im.needed_input(n, i).map(Some).ok_or_else(|| {
+            im.unsupported(
+                n,
+                format!(
+                    "input {what} is computed by the program: lumen imports recurrent weights \
+                     known at import time (initializers, constants, or a graph input whose value \
+                     is given, as `lumen run --inputs` does)"
+                ),
+            )
+        }),
     }
 }
 

@@ -91,12 +91,12 @@ fn source(c: Coordinates, x: f64, a: &Axis) -> Option<f64> {
                 0.0
             }
         }
+        // The resized length is `len * scale` before rounding down (ONNX's reference; ORT and
+        // PyTorch use the rounded length, which differs only for a scale that does not give
+        // a whole length).
         Coordinates::AlignCorners => {
-            if a.output == 1 {
-                0.0
-            } else {
-                x * (len - 1.0) / (out - 1.0)
-            }
+            let resized = len * scale;
+            if a.output == 1 || resized == 1.0 { 0.0 } else { x * (len - 1.0) / (resized - 1.0) }
         }
         Coordinates::Asymmetric => x / scale,
         Coordinates::TfHalfPixelForNn => (x + 0.5) / scale,
@@ -321,7 +321,7 @@ fn resize(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     };
     let (scales_at, sizes_at, roi_at) = if old { (1, usize::MAX, usize::MAX) } else { (2, 3, 1) };
     let floats = |i: usize| -> Option<Vec<f32>> {
-        im.const_input(n, i).map(|c| c.to_f32()).filter(|v| !v.is_empty())
+        im.needed_input(n, i).map(|c| c.to_f32()).filter(|v| !v.is_empty())
     };
     let given_scales = floats(scales_at);
     let given_sizes =
@@ -379,7 +379,7 @@ fn upsample(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
     let scales = match attr_floats(n, "scales") {
         Some(s) => s,
         None => im
-            .const_input(n, 1)
+            .needed_input(n, 1)
             .map(|c| c.to_f32())
             .ok_or_else(|| im.unsupported(n, "scales must be known at import time"))?,
     };
