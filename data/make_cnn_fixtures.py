@@ -112,6 +112,25 @@ Fixtures (sizes of NAME.onnx; node counts by op_type as the script prints them):
      torch's SDPA decomposition then makes Where(mask, 0, -inf), scales q and k by 0.5 each
      (sqrt of 1/sqrt(16)), Softmax, and Where(IsNaN(p), 0, p). GELU is erf-exact (Div by
      sqrt 2, Erf, Add 1, Mul, Mul 0.5). position ids are a constant [1, 12] Gather.
+ llama_step_op17          ai.onnx 17               195.6 kB; input_ids int64
+                                                   [1,3], attention_mask int64 [1,8],
+                                                   position_ids int64 [1,3], past.{0,1}.{key,value}
+                                                   [1,2,5,8] -> logits [1,3,96],
+                                                   present.{0,1}.{key,value} [1,2,8,8]
+     Add x18, And x2, Cast x28, Concat x30, Constant x214, ConstantOfShape x6, Cos, Div x9,
+     Equal x5, Expand x5, Flatten, Gather x36, IsNaN x2, LessOrEqual, MatMul x19, Mul x39, Neg x4,
+     Pow x5, Range x3, ReduceMean x5, Reshape x21, Shape x40, Sigmoid x2, Sin, Slice x8,
+     Softmax x2, Sqrt x5, Transpose x10, Unsqueeze x81, Where x9
+     One decoder step with a KV cache, as an ONNX decoder export for generation is made:
+     transformers' LlamaForCausalLM (LlamaConfig vocab 96, hidden 32, 2 layers, 4 heads, 2
+     key/value heads, intermediate 64, max_position 64, rope_theta 10000, untied embeddings,
+     every parameter given noise N(0, 0.05)) wrapped so past keys/values go in as a
+     DynamicCache and the updated cache comes out; exported by torch.onnx's TorchScript exporter
+     with dynamic query, past and total lengths (traced with a past of 3 and 2 query tokens so
+     the general causal-mask path is recorded). The past is the model's own cache after a
+     5-token prefix, then 3 new tokens at positions 5-7: rotary tables by Sin/Cos of position
+     times inverse frequency, RMSNorm as Pow/ReduceMean/Sqrt/Div, grouped-query heads by
+     Expand, the cache by Concat, the mask by Range/LessOrEqual/And.
  sklearn_logreg_default   ai.onnx 9, ai.onnx.ml 1  3.9 kB; X [50,64] -> output_label int64 [50]
      LinearClassifier, Cast, Normalizer, ZipMap  (Cast in ai.onnx, the rest in ai.onnx.ml)
      LogisticRegression(max_iter=2000) (lbfgs, multinomial) fitted on sklearn's bundled digits
@@ -147,6 +166,7 @@ import collections
 import os
 import sys
 import time
+import warnings
 
 import numpy as np
 import onnx
@@ -629,6 +649,67 @@ def bert_hf():
 
 
 # ---------------------------------------------------------------------------------------------
+# A decoder step with a KV cache
+
+
+def llama_step():
+    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(70)
+    config = LlamaConfig(vocab_size=96, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=64,
+                         max_position_embeddings=64, rope_theta=10000.0,
+                         tie_word_embeddings=False)
+    model = LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # as if trained: no unit RMSNorm scales
+        for param in model.parameters():
+            param.add_(torch.randn(param.shape) * 0.05)
+    layers = config.num_hidden_layers
+
+    class Step(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, position_ids, *past):
+            cache = DynamicCache(config=self.m.config)
+            for i in range(layers):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.m(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=cache, use_cache=True)
+            present = []
+            for i in range(layers):
+                present += [cache.layers[i].keys, cache.layers[i].values]
+            return (out.logits, *present)
+
+    names = ["input_ids", "attention_mask", "position_ids"]
+    names += [f"past.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    outputs = ["logits"] + [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+    dynamic = {"input_ids": {1: "q"}, "attention_mask": {1: "total"}, "position_ids": {1: "q"},
+               "logits": {1: "q"}}
+    dynamic.update({n: {2: "past"} for n in names[3:]})
+    dynamic.update({n: {2: "total"} for n in outputs[1:]})
+    step = Step(model).eval()
+    heads, head = config.num_key_value_heads, config.hidden_size // config.num_attention_heads
+    trace = (torch.zeros(1, 2, dtype=torch.long), torch.ones(1, 5, dtype=torch.long),
+             torch.arange(3, 5)[None], *[torch.zeros(1, heads, 3, head)] * (2 * layers))
+    path = os.path.join(OUT, "llama_step_op17.onnx")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(step, trace, path, input_names=names, output_names=outputs,
+                          dynamic_axes=dynamic, opset_version=17, dynamo=False)
+        prefix = torch.randint(0, 96, (1, 5))
+        cache = model(input_ids=prefix, use_cache=True).past_key_values
+        past = []
+        for i in range(layers):
+            past += [cache.layers[i].keys.clone(), cache.layers[i].values.clone()]
+        ids = torch.randint(0, 96, (1, 3))
+        args = (ids, torch.ones(1, 8, dtype=torch.long), torch.arange(5, 8)[None], *past)
+        ref = {k: v.numpy() for k, v in zip(outputs, step(*args))}
+    save_case("llama_step_op17", {k: v.numpy() for k, v in zip(names, args)}, ref)
+
+
+# ---------------------------------------------------------------------------------------------
 # scikit-learn
 
 
@@ -684,6 +765,7 @@ FIXTURES = {
     "segment_tiny_op13": segment_tiny,
     "audio_lstm_op17": audio_lstm,
     "bert_hf_op17": bert_hf,
+    "llama_step_op17": llama_step,
     "sklearn_logreg_default": lambda: sklearn_logreg("sklearn_logreg_default", None),
     "sklearn_logreg_nozipmap": lambda: sklearn_logreg("sklearn_logreg_nozipmap",
                                                       {"zipmap": False}),

@@ -187,3 +187,12 @@ fn scikit_learn_pipelines_match_onnxruntime() {
 fn recurrent_audio_model_matches_onnxruntime() {
     check("audio_lstm_op17");
 }
+
+/// One decoder step of a transformers LlamaForCausalLM exported by torch.onnx with its KV cache
+/// as graph inputs and outputs (past keys/values of 5 positions in, 3 new tokens, the cache of
+/// 8 out): rotary tables by Sin and Cos, RMSNorm, grouped-query heads, the causal mask built
+/// from Range and LessOrEqual. The step-by-step ONNX route of text generation.
+#[test]
+fn llama_decoder_step_with_kv_cache_matches_onnxruntime() {
+    check("llama_step_op17");
+}
