@@ -494,7 +494,9 @@ fn gemm_epilogue(
 /// thread's scratch, a few KiB: in L1), so every tap then runs over a whole output row with
 /// no bounds to work out: each output row is the sum, tap by tap in order, of a row of the
 /// padded plane scaled by the tap (vectorized along the innermost axis; a 3- or 5-wide kernel
-/// row in one pass).
+/// row in one pass). With a stride `s` along the innermost axis, each padded row is stored as
+/// `s` phases (the elements at `q ≡ r mod s` together), so every tap still reads a contiguous
+/// run. The plane's loops are compiled for the widest vector unit ([`depthwise_plane_widest`]).
 fn depthwise(
     g: &ConvGeometry,
     epi: &Epilogue<'_>,
@@ -507,93 +509,189 @@ fn depthwise(
     let p = g.output_positions();
     let taps = g.taps();
     let mult = g.c_out / g.c_in.max(1);
-    let [o0, o1, o2] = g.output;
-    // The padded plane: along each axis, the elements the windows span.
-    let span = |a: usize| {
-        if g.output[a] == 0 {
-            0
-        } else {
-            (g.output[a] - 1) * g.stride[a] + (g.kernel[a] - 1) * g.dilation[a] + 1
-        }
-    };
-    let [e0, e1, e2] = [span(0), span(1), span(2)];
+    let e = padded_extent(g);
     let planes = g.batch * g.c_out;
     let parallel = planes * p * taps >= PAR_MIN_ELEMS;
     let _ = threads.for_parts::<()>(out, (planes, p), 1, parallel, |rows, part| {
-        let mut padded = vec![0.0f32; e0 * e1 * e2];
+        // Each phase row rounded up, so the phases of one row are equally long.
+        let mut padded = vec![0.0f32; e[0] * e[1] * phase_row(g, e[2])];
         for (plane, dst) in rows.zip(part.chunks_exact_mut(p.max(1))) {
             let (n, oc) = (plane / g.c_out, plane % g.c_out);
             let c = oc / mult.max(1);
             let xbase = st.offset + n * st.n + c * st.c;
-            // Input index along axis `a` of padded position `q`, if inside the input.
-            let src = |a: usize, q: usize| q.checked_sub(g.pad[a]).filter(|&i| i < g.input[a]);
-            for q0 in 0..e0 {
-                for q1 in 0..e1 {
-                    let row = &mut padded[(q0 * e1 + q1) * e2..(q0 * e1 + q1 + 1) * e2];
-                    let (Some(i0), Some(i1)) = (src(0, q0), src(1, q1)) else {
-                        row.fill(0.0);
-                        continue;
-                    };
-                    let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
-                    // Zeros, the input's run along the innermost axis, zeros.
-                    let lo = g.pad[2].min(e2);
-                    let hi = (g.pad[2] + g.input[2]).min(e2).max(lo);
-                    row[..lo].fill(0.0);
-                    row[hi..].fill(0.0);
-                    if st.sp[2] == 1 {
-                        row[lo..hi].copy_from_slice(&x[base..base + (hi - lo)]);
-                    } else {
-                        for (i2, v) in row[lo..hi].iter_mut().enumerate() {
-                            *v = x[base + i2 * st.sp[2]];
-                        }
-                    }
-                }
-            }
             let wk = &w[oc * taps..(oc + 1) * taps];
-            let (k2, d2, s2) = (g.kernel[2], g.dilation[2], g.stride[2]);
-            for a in 0..o0 {
-                for b in 0..o1 {
-                    let row = &mut dst[(a * o1 + b) * o2..(a * o1 + b + 1) * o2];
-                    row.fill(0.0);
-                    for t0 in 0..g.kernel[0] {
-                        for t1 in 0..g.kernel[1] {
-                            let q0 = a * g.stride[0] + t0 * g.dilation[0];
-                            let q1 = b * g.stride[1] + t1 * g.dilation[1];
-                            let src = &padded[(q0 * e1 + q1) * e2..(q0 * e1 + q1 + 1) * e2];
-                            let wt =
-                                &wk[(t0 * g.kernel[1] + t1) * k2..(t0 * g.kernel[1] + t1 + 1) * k2];
-                            accumulate_row(row, src, wt, d2, s2);
-                        }
-                    }
-                }
-            }
+            depthwise_plane_widest(g, x, xbase, st, wk, &mut padded, dst);
             epi.row(g, n, oc, 0, dst);
         }
         Ok(())
     });
 }
 
+/// Along each axis, the elements the windows span (the padded plane's extent).
+fn padded_extent(g: &ConvGeometry) -> [usize; MAX_SPATIAL] {
+    std::array::from_fn(|a| {
+        if g.output[a] == 0 {
+            0
+        } else {
+            (g.output[a] - 1) * g.stride[a] + (g.kernel[a] - 1) * g.dilation[a] + 1
+        }
+    })
+}
+
+/// The stored length of a padded innermost row of `e2` elements: `stride` phases of
+/// `ceil(e2 / stride)` each.
+fn phase_row(g: &ConvGeometry, e2: usize) -> usize {
+    let s = g.stride[2].max(1);
+    e2.div_ceil(s) * s
+}
+
+/// [`depthwise_plane`] inlined into a function compiled for AVX-512F, else AVX2 + FMA, else
+/// the baseline (as [`max_pool_plane_widest`]; the products and sums stay separate roundings,
+/// never fused, so the bits are the same on every instruction set).
+fn depthwise_plane_widest(
+    g: &ConvGeometry,
+    x: &[f32],
+    xbase: usize,
+    st: &Strides,
+    wk: &[f32],
+    padded: &mut [f32],
+    dst: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        fn avx512(
+            g: &ConvGeometry,
+            x: &[f32],
+            xbase: usize,
+            st: &Strides,
+            wk: &[f32],
+            padded: &mut [f32],
+            dst: &mut [f32],
+        ) {
+            depthwise_plane(g, x, xbase, st, wk, padded, dst);
+        }
+        #[target_feature(enable = "avx2,fma")]
+        fn avx2(
+            g: &ConvGeometry,
+            x: &[f32],
+            xbase: usize,
+            st: &Strides,
+            wk: &[f32],
+            padded: &mut [f32],
+            dst: &mut [f32],
+        ) {
+            depthwise_plane(g, x, xbase, st, wk, padded, dst);
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just now.
+            return unsafe { avx512(g, x, xbase, st, wk, padded, dst) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just now.
+            return unsafe { avx2(g, x, xbase, st, wk, padded, dst) };
+        }
+    }
+    depthwise_plane(g, x, xbase, st, wk, padded, dst);
+}
+
+/// One plane of [`depthwise`]: the padded (and phase-split) copy of its input channel, then
+/// every output row, into `dst` (`P` elements). `wk` holds the plane's taps.
+#[inline(always)]
+fn depthwise_plane(
+    g: &ConvGeometry,
+    x: &[f32],
+    xbase: usize,
+    st: &Strides,
+    wk: &[f32],
+    padded: &mut [f32],
+    dst: &mut [f32],
+) {
+    let [e0, e1, e2] = padded_extent(g);
+    let [o0, o1, o2] = g.output;
+    let s2 = g.stride[2].max(1);
+    let stored = phase_row(g, e2);
+    let phase_len = stored / s2;
+    // Input index along axis `a` of padded position `q`, if inside the input.
+    let src = |a: usize, q: usize| q.checked_sub(g.pad[a]).filter(|&i| i < g.input[a]);
+    for q0 in 0..e0 {
+        for q1 in 0..e1 {
+            let row = &mut padded[(q0 * e1 + q1) * stored..(q0 * e1 + q1 + 1) * stored];
+            row.fill(0.0);
+            let (Some(i0), Some(i1)) = (src(0, q0), src(1, q1)) else { continue };
+            let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
+            // The input's run along the innermost axis, between the zeros of the padding.
+            let lo = g.pad[2].min(e2);
+            let hi = (g.pad[2] + g.input[2]).min(e2).max(lo);
+            if s2 == 1 && st.sp[2] == 1 {
+                row[lo..hi].copy_from_slice(&x[base..base + (hi - lo)]);
+            } else {
+                // Phase r holds q = r, r + s2, ...: its first q at or past lo, then steps of s2
+                // (no division per element).
+                for r in 0..s2 {
+                    let first = lo + (r + s2 - lo % s2) % s2;
+                    let (mut q, mut k) = (first, r * phase_len + first / s2);
+                    while q < hi {
+                        row[k] = x[base + (q - lo) * st.sp[2]];
+                        q += s2;
+                        k += 1;
+                    }
+                }
+            }
+        }
+    }
+    let (k2, d2) = (g.kernel[2], g.dilation[2]);
+    for a in 0..o0 {
+        for b in 0..o1 {
+            let row = &mut dst[(a * o1 + b) * o2..(a * o1 + b + 1) * o2];
+            row.fill(0.0);
+            for t0 in 0..g.kernel[0] {
+                for t1 in 0..g.kernel[1] {
+                    let q0 = a * g.stride[0] + t0 * g.dilation[0];
+                    let q1 = b * g.stride[1] + t1 * g.dilation[1];
+                    let plane_row = &padded[(q0 * e1 + q1) * stored..(q0 * e1 + q1 + 1) * stored];
+                    let wt = &wk[(t0 * g.kernel[1] + t1) * k2..(t0 * g.kernel[1] + t1 + 1) * k2];
+                    accumulate_row(row, plane_row, wt, d2, s2, phase_len);
+                }
+            }
+        }
+    }
+}
+
 /// `row[j] += Σ_t wt[t] · src[j · stride + t · dilation]`, the taps added in order (each a
 /// product then a sum, as the per-tap loop would, so the bits do not depend on the path).
-/// Unit stride with 3 or 5 taps runs in one pass; anything else one pass per tap.
-fn accumulate_row(row: &mut [f32], src: &[f32], wt: &[f32], dilation: usize, stride: usize) {
+/// `src` is stored as `stride` phases of `phase_len` (element `q` at `(q % stride) *
+/// phase_len + q / stride`), so each tap reads a contiguous run. 3 or 5 taps run in one pass;
+/// anything else one pass per tap.
+#[inline(always)]
+fn accumulate_row(
+    row: &mut [f32],
+    src: &[f32],
+    wt: &[f32],
+    dilation: usize,
+    stride: usize,
+    phase_len: usize,
+) {
     let n = row.len();
     if n == 0 {
         return;
     }
-    let need = (n - 1) * stride + (wt.len().max(1) - 1) * dilation + 1;
-    let src = &src[..need.min(src.len())];
-    if stride == 1 && wt.len() == 3 {
-        let (a, b, c) =
-            (&src[..n], &src[dilation..dilation + n], &src[2 * dilation..2 * dilation + n]);
+    // Tap t's run: element j is src[j * stride + t * dilation].
+    let run = |t: usize| {
+        let q = t * dilation;
+        let at = (q % stride) * phase_len + q / stride;
+        &src[at..at + n]
+    };
+    if wt.len() == 3 {
+        let (a, b, c) = (run(0), run(1), run(2));
         for j in 0..n {
             row[j] = row[j] + wt[0] * a[j] + wt[1] * b[j] + wt[2] * c[j];
         }
         return;
     }
-    if stride == 1 && wt.len() == 5 {
-        let at = |t: usize| &src[t * dilation..t * dilation + n];
-        let (a, b, c, d, e) = (at(0), at(1), at(2), at(3), at(4));
+    if wt.len() == 5 {
+        let (a, b, c, d, e) = (run(0), run(1), run(2), run(3), run(4));
         for j in 0..n {
             row[j] =
                 row[j] + wt[0] * a[j] + wt[1] * b[j] + wt[2] * c[j] + wt[3] * d[j] + wt[4] * e[j];
@@ -601,14 +699,8 @@ fn accumulate_row(row: &mut [f32], src: &[f32], wt: &[f32], dilation: usize, str
         return;
     }
     for (t, &wv) in wt.iter().enumerate() {
-        if stride == 1 {
-            for (r, &v) in row.iter_mut().zip(&src[t * dilation..t * dilation + n]) {
-                *r += wv * v;
-            }
-        } else {
-            for (j, r) in row.iter_mut().enumerate() {
-                *r += wv * src[j * stride + t * dilation];
-            }
+        for (r, &v) in row.iter_mut().zip(run(t)) {
+            *r += wv * v;
         }
     }
 }
