@@ -69,7 +69,13 @@ impl Importer {
                 };
                 Ok(Some(vec![value]))
             }
-            "Identity" | "Dropout" => Ok(Some(vec![need(0)?.clone()])),
+            "Identity" => Ok(Some(vec![need(0)?.clone()])),
+            // Inference: the optional mask is all true.
+            "Dropout" => {
+                let x = need(0)?.clone();
+                let mask = Const::i64(x.shape.clone(), vec![1; x.len()]);
+                Ok(Some(if n.output.len() > 1 { vec![x, mask] } else { vec![x] }))
+            }
             "Size" => {
                 let count: usize = first_shape()?.iter().product();
                 Ok(Some(vec![Const::i64(vec![], vec![count as i64])]))

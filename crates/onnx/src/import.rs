@@ -187,6 +187,8 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         known: options.values.clone(),
         specialized: std::cell::RefCell::default(),
         readers: HashMap::new(),
+        producers: HashMap::new(),
+        materialized: HashMap::new(),
         convs: HashMap::new(),
         hard_sigmoids: HashMap::new(),
         skipped: HashMap::new(),
@@ -587,6 +589,9 @@ impl Importer {
             _ => None,
         });
         let mut out = crate::ops::compute(self, n)?;
+        for (k, o) in n.output.iter().enumerate() {
+            self.producers.insert(o.clone(), (n.clone(), k));
+        }
         // ONNX keeps integers integers: arithmetic lumen computed in f32 (exact below 2^24)
         // is cast back, truncating as integer division does.
         if let Some(int) = int_type {

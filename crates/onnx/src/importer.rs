@@ -101,6 +101,11 @@ pub(crate) struct Importer {
     /// How many nodes (and graph outputs) read each value: a convolution whose output only a
     /// `BatchNormalization` reads can take the normalization into its weights.
     pub(crate) readers: HashMap<String, usize>,
+    /// The node that computed each program value (and which of its outputs it is): how a
+    /// value needed at import time is evaluated from the given graph inputs it derives from.
+    pub(crate) producers: HashMap<String, (NodeProto, usize)>,
+    /// Constants a computed node read, as the program tensors made of them (once per name).
+    pub(crate) materialized: HashMap<String, Tensor>,
     /// Convolutions with constant weights, by output value name: what a following
     /// `BatchNormalization` needs to fold itself in ([`ConvRecord`]).
     pub(crate) convs: HashMap<String, ConvRecord>,
@@ -272,9 +277,13 @@ impl Importer {
             Value::Tensor(t) => return Ok(t),
             Value::Const(c) => c,
         };
+        if let Some(t) = self.materialized.get(&name) {
+            return Ok(t.clone());
+        }
         let t = self.weight_of(n, &name, &c)?;
-        // Materialized once: later readers share the weight.
-        self.values.insert(name, Value::Tensor(t.clone()));
+        // Materialized once: later readers share the weight, and the value stays a constant
+        // for the nodes that fold or need it at import.
+        self.materialized.insert(name, t.clone());
         Ok(t)
     }
 
@@ -323,25 +332,49 @@ impl Importer {
         }
     }
 
-    /// The value given for input `i` of `n` when that input is a graph input and the caller
-    /// passed its value ([`ImportOptions::values`](crate::ImportOptions::values)): the program is
-    /// specialised to it, and the input is recorded in `specialized`. Only for a value a node
-    /// needs at import time (a shape, scales, a pad value), never for data.
+    /// The value of input `i` of `n` evaluated from given graph inputs
+    /// ([`ImportOptions::values`](crate::ImportOptions::values)): a graph input's given value,
+    /// or a computed value whose producing nodes, back to constants and given inputs, the
+    /// folder evaluates (a Range's bounds computed from a given size). The program is
+    /// specialised to the graph inputs read, each recorded in `specialized`. Only for a value a
+    /// node needs at import time (a shape, scales, a pad value), never for data.
     fn given(&self, n: &NodeProto, i: usize) -> Option<Const> {
-        let name = n.input.get(i)?;
-        if !self.inputs.iter().any(|g| &g.onnx_name == name) {
+        self.evaluate(n.input.get(i)?, 32)
+    }
+
+    /// Value `name` evaluated as [`Importer::given`] says, through at most `depth` producers.
+    fn evaluate(&self, name: &str, depth: usize) -> Option<Const> {
+        match self.values.get(name)? {
+            Value::Const(c) => return Some((**c).clone()),
+            Value::Tensor(_) => {}
+        }
+        if self.inputs.iter().any(|g| g.onnx_name == name) {
+            let tensor = self.known.get(name)?;
+            let c = match tensor.index_values() {
+                Some(v) => Const::i64(tensor.shape().to_vec(), v),
+                None => Const::f32(tensor.shape().to_vec(), tensor.data().to_vec()),
+            };
+            let mut seen = self.specialized.borrow_mut();
+            if !seen.iter().any(|s| s == name) {
+                seen.push(name.to_string());
+            }
+            return Some(c);
+        }
+        let (node, k) = self.producers.get(name)?;
+        if depth == 0 {
             return None;
         }
-        let tensor = self.known.get(name)?;
-        let c = match tensor.index_values() {
-            Some(v) => Const::i64(tensor.shape().to_vec(), v),
-            None => Const::f32(tensor.shape().to_vec(), tensor.data().to_vec()),
-        };
-        let mut seen = self.specialized.borrow_mut();
-        if !seen.contains(name) {
-            seen.push(name.clone());
+        // Shape and Size read only shapes: their computed input stays as it is.
+        let shapes_only = matches!(node.op_type.as_str(), "Shape" | "Size");
+        let mut inputs = Vec::with_capacity(node.input.len());
+        for input in &node.input {
+            inputs.push(match input.as_str() {
+                "" => None,
+                _ if shapes_only => self.values.get(input).cloned(),
+                _ => Some(Value::Const(Rc::new(self.evaluate(input, depth - 1)?))),
+            });
         }
-        Some(c)
+        self.fold(node, &inputs).ok().flatten()?.into_iter().nth(*k)
     }
 
     /// Input `i` when a node needs its value at import time (Resize's scales, Pad's value,

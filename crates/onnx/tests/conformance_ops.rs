@@ -732,3 +732,49 @@ fn a_float_input_a_node_needs_at_import_is_specialised_when_given() {
     let out = prepared.execute(&bound).unwrap();
     close(&out[&imported.outputs[0].1], &[3], &[7.5, 1.0, 2.0]);
 }
+
+#[test]
+fn a_needed_value_computed_from_a_given_input_is_evaluated_at_import() {
+    // Range's limit is Cast(size) + one, size a graph input; `one` was read by a computed node
+    // first (the Mul) and stays a constant for the Range.
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: vec![
+                node("Mul", &["data", "one"], &["scaled"], vec![]),
+                node("Cast", &["size"], &["size_f"], vec![int_attr("to", 1)]),
+                node("Add", &["size_f", "one"], &["limit"], vec![]),
+                node("Range", &["zero", "limit", "one"], &["r"], vec![]),
+            ],
+            name: "g".into(),
+            initializer: vec![floats("one", &[], &[1.0]), floats("zero", &[], &[0.0])],
+            input: vec![
+                value("data", data_type::FLOAT, &[2]),
+                value("size", data_type::INT64, &[]),
+            ],
+            output: vec![
+                value("scaled", data_type::FLOAT, &[2]),
+                value("r", data_type::FLOAT, &[4]),
+            ],
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 17 }],
+        ..Default::default()
+    };
+    let bytes = m.encode_to_vec();
+    let e = import(&bytes, &ImportOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("Range") && e.contains("known at import time"), "{e}");
+    let size = HostTensor::from_i64(Vec::<usize>::new(), vec![3]).unwrap();
+    let mut values = Tensors::new();
+    values.insert("size".into(), size.clone());
+    let imported = import(&bytes, &ImportOptions { values, ..Default::default() }).unwrap();
+    assert_eq!(imported.specialized, ["size"]);
+    let mut given = Tensors::new();
+    given.insert("data".into(), HostTensor::new([2], vec![2.0, -3.0]).unwrap());
+    given.insert("size".into(), size);
+    let bound = imported.bind_inputs(&given).unwrap();
+    let program = imported.graph.compile(&CompileOptions::default()).unwrap();
+    let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
+    let out = prepared.execute(&bound).unwrap();
+    close(&out[&imported.outputs[0].1], &[2], &[2.0, -3.0]);
+    close(&out[&imported.outputs[1].1], &[4], &[0.0, 1.0, 2.0, 3.0]);
+}

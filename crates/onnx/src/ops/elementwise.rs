@@ -4,6 +4,7 @@
 
 use lumen_compiler::{DType, ElemOp, Tensor, UnaryOp};
 
+use crate::constant::Const;
 use crate::error::OnnxError;
 use crate::importer::{Handler, Importer, Value, attr, attr_f, attr_i, one};
 use crate::proto::{NodeProto, data_type};
@@ -26,7 +27,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Neg", neg),
     ("Abs", abs),
     ("Identity", identity),
-    ("Dropout", identity),
+    ("Dropout", dropout),
     ("LeakyRelu", leaky_relu),
     ("Gelu", gelu),
     ("Where", where_),
@@ -39,6 +40,9 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Clip", clip),
     ("Cast", cast),
     ("Range", range),
+    ("HannWindow", window),
+    ("HammingWindow", window),
+    ("BlackmanWindow", window),
     ("HardSigmoid", hard_sigmoid),
     ("HardSwish", hard_swish),
     ("PRelu", prelu),
@@ -189,6 +193,47 @@ fn abs(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 /// `Identity` and inference `Dropout`: the input itself.
 fn identity(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     one(im.tensor(n, 0)?)
+}
+
+/// Inference `Dropout`: the input itself, and the optional mask all true (f32 1.0, lumen's
+/// bool). Training mode is refused before the handler (the importer checks `training_mode`).
+fn dropout(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    if n.output.get(1).is_none_or(|o| o.is_empty()) {
+        return one(x);
+    }
+    let shape = x.shape().unwrap_or_default();
+    let ones = Const::f32(shape.clone(), vec![1.0; shape.iter().product()]);
+    let mask = im.const_weight(n, "mask", ones)?;
+    Ok(vec![x, mask])
+}
+
+/// `HannWindow`, `HammingWindow`, `BlackmanWindow` (opset 17): the window of `size` points
+/// (known at import), periodic (`N = size`, the default) or symmetric (`N = size - 1`), as
+/// ONNX defines them: Hann `0.5 - 0.5 cos(2 pi n / N)`, Hamming `25/46 - 21/46 cos(2 pi n /
+/// N)`, Blackman `0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)`, computed in f64.
+fn window(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let size = match im.ints(n, 0)?.as_deref() {
+        Some(&[v]) if v >= 0 => v as usize,
+        other => return Err(im.malformed(n, format!("size = {other:?} (one count, at least 0)"))),
+    };
+    if attr_i(n, "output_datatype", data_type::FLOAT as i64) != data_type::FLOAT as i64 {
+        return Err(im.unsupported(n, "output_datatype other than float"));
+    }
+    let period = if attr_i(n, "periodic", 1) != 0 { size } else { size.saturating_sub(1) } as f64;
+    let tau = std::f64::consts::TAU;
+    let values: Vec<f32> = (0..size)
+        .map(|i| {
+            let x = tau * i as f64 / period;
+            let w = match n.op_type.as_str() {
+                "HannWindow" => 0.5 - 0.5 * x.cos(),
+                "HammingWindow" => 25.0 / 46.0 - 21.0 / 46.0 * x.cos(),
+                _ => 0.42 - 0.5 * x.cos() + 0.08 * (2.0 * x).cos(),
+            };
+            w as f32
+        })
+        .collect();
+    one(im.const_weight(n, "window", Const::f32(vec![size], values))?)
 }
 
 /// `LeakyRelu`: `x < 0 ? alpha x : x`.
@@ -346,12 +391,23 @@ fn cast_to(im: &mut Importer, n: &NodeProto, to: i32) -> Result<Vec<Tensor>, Onn
     }
 }
 
-/// `Range` whose bounds are not known at import: refused (static shapes).
+/// `Range` whose bounds are graph inputs: evaluated from their given values (the program
+/// specialised to them), else refused (static shapes).
 fn range(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
-    Err(im.unsupported(
-        n,
-        "start, limit and delta must be known at import time (lumen compiles static shapes)",
-    ))
+    // Bounds given as graph inputs (a constant Range never reaches here: it is folded).
+    let given: Option<Vec<Option<Value>>> =
+        (0..3).map(|i| im.needed_input(n, i).map(|c| Some(Value::Const(c)))).collect();
+    let folded = match given {
+        Some(inputs) => im.fold(n, &inputs)?,
+        None => None,
+    };
+    match folded.and_then(|mut v| v.drain(..).next()) {
+        Some(c) => one(im.const_weight(n, "range", c)?),
+        None => Err(im.unsupported(
+            n,
+            "start, limit and delta must be known at import time (lumen compiles static shapes)",
+        )),
+    }
 }
 
 /// `HardSigmoid`: `max(0, min(1, alpha x + beta))` (alpha 0.2, beta 0.5 by default). One with

@@ -5,7 +5,9 @@ use lumen_compiler::{DType, PadMode, Tensor};
 
 use crate::constant::Const;
 use crate::error::OnnxError;
-use crate::importer::{Handler, Importer, Value, attr_f, attr_i, attr_ints, attr_s, axis, one};
+use crate::importer::{
+    Handler, Importer, Value, attr, attr_f, attr_i, attr_ints, attr_s, axis, one,
+};
 use crate::proto::NodeProto;
 use crate::proto::data_type;
 
@@ -30,6 +32,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("SpaceToDepth", space_to_depth),
     ("EyeLike", eye_like),
     ("OneHot", one_hot),
+    ("Compress", compress),
 ];
 
 /// `Transpose`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Expand`, `Slice`: views, no copy.
@@ -390,6 +393,41 @@ fn center_crop_pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onnx
         y = y.pad(&pads, PadMode::Constant(0.0));
     }
     one(y)
+}
+
+/// `Compress`: the slices along `axis` (of the flattened input when there is no axis) whose
+/// `condition` is true. The output's length depends on the condition's values, so they must be
+/// known at import (a constant, or a graph input whose value is given).
+fn compress(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let Some(condition) = im.needed_input(n, 1) else {
+        return Err(im.unsupported(
+            n,
+            "condition must be known at import time (the output's length depends on it)",
+        ));
+    };
+    let kept: Vec<i64> = condition
+        .to_i64()
+        .iter()
+        .enumerate()
+        .filter(|&(_, &c)| c != 0)
+        .map(|(i, _)| i as i64)
+        .collect();
+    let (x, a) = match attr(n, "axis") {
+        Some(v) => {
+            let a =
+                axis(v.i, shape.len()).ok_or_else(|| im.malformed(n, format!("axis = {}", v.i)))?;
+            (x, a)
+        }
+        None => (x.reshape(vec![shape.iter().product::<usize>()]), 0),
+    };
+    let len = x.shape().unwrap_or_default()[a];
+    if kept.last().is_some_and(|&i| i as usize >= len) {
+        return Err(im.malformed(n, format!("condition selects past the axis' {len} slices")));
+    }
+    let indices = im.const_weight(n, "kept", Const::i64(vec![kept.len()], kept))?;
+    one(x.take(a as isize, &indices, 0.0))
 }
 
 /// `OneHot`: `on` where the index (from the end when negative) equals the position along

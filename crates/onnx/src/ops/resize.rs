@@ -308,8 +308,9 @@ fn resize(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         cubic_a: f64::from(attr_f(n, "cubic_coeff_a", -0.75)),
         exclude_outside: attr_i(n, "exclude_outside", 0) != 0,
     };
-    if attr_s(n, "keep_aspect_ratio_policy").is_some_and(|p| p != "stretch") {
-        return Err(im.unsupported(n, "keep_aspect_ratio_policy other than stretch"));
+    let policy = attr_s(n, "keep_aspect_ratio_policy").unwrap_or_else(|| "stretch".into());
+    if !matches!(policy.as_str(), "stretch" | "not_larger" | "not_smaller") {
+        return Err(im.malformed(n, format!("keep_aspect_ratio_policy = {policy:?}")));
     }
     // The axes the scales, sizes and roi list (opset 18 on), every axis before.
     let axes: Vec<usize> = match attr_ints(n, "axes") {
@@ -335,10 +336,22 @@ fn resize(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         };
         return Err(im.unsupported(n, what));
     }
+    // With sizes, `not_larger` / `not_smaller` keep the aspect ratio: one scale for every axis
+    // (the smallest / largest of size / input), each length rounded half up from it.
+    let common = match (&given_sizes, policy.as_str()) {
+        (Some(sizes), "not_larger" | "not_smaller") if sizes.len() == axes.len() => {
+            let ratios = axes.iter().zip(sizes).map(|(&ax, &o)| o as f64 / shape[ax].max(1) as f64);
+            let pick = if policy == "not_larger" { f64::min } else { f64::max };
+            ratios.reduce(pick)
+        }
+        _ => None,
+    };
     let mut resized = Vec::new();
     for (k, &ax) in axes.iter().enumerate() {
         let input = shape[ax];
-        let (output, scale) = if let Some(sizes) = &given_sizes {
+        let (output, scale) = if let Some(c) = common {
+            ((c * input as f64 + 0.5) as usize, c as f32)
+        } else if let Some(sizes) = &given_sizes {
             let bad = || im.malformed(n, format!("sizes = {sizes:?} for axes {axes:?}"));
             let out = sizes.get(k).copied().ok_or_else(bad)?;
             let out = usize::try_from(out).map_err(|_| bad())?;
