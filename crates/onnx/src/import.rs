@@ -373,8 +373,15 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             // An output known at import time is a weight the program copies out.
             Value::Const(c) => {
                 let here = NodeProto { name: "graph outputs".into(), ..Default::default() };
+                let int = !c.is_float();
                 let w = im.materialize(&here, format!("{}.value", out.name), Value::Const(c))?;
-                (w, true)
+                // Import-time integers are i64; an output the graph declares int32 is cast.
+                let declared = out.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
+                if int && declared.is_some_and(|t| t.elem_type == data_type::INT32) {
+                    (w.cast(DType::I32), false)
+                } else {
+                    (w, true)
+                }
             }
             Value::Tensor(t) => {
                 let leaf = hlir.graph.node_weight(t.node()).is_some_and(|n| n.op.is_leaf());

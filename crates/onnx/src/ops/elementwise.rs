@@ -402,7 +402,14 @@ fn range(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         None => None,
     };
     match folded.and_then(|mut v| v.drain(..).next()) {
-        Some(c) => one(im.const_weight(n, "range", c)?),
+        Some(c) => {
+            let int = !c.is_float();
+            let t = im.const_weight(n, "range", c)?;
+            // Given values are read as i64; the output keeps the bounds' integer type.
+            let i32_bounds =
+                matches!(im.input(n, 0), Some(Value::Tensor(b)) if b.dtype() == Some(DType::I32));
+            one(if int && i32_bounds { t.cast(DType::I32) } else { t })
+        }
         None => Err(im.unsupported(
             n,
             "start, limit and delta must be known at import time (lumen compiles static shapes)",
