@@ -778,3 +778,52 @@ fn a_needed_value_computed_from_a_given_input_is_evaluated_at_import() {
     close(&out[&imported.outputs[0].1], &[2], &[2.0, -3.0]);
     close(&out[&imported.outputs[1].1], &[4], &[0.0, 1.0, 2.0, 3.0]);
 }
+
+#[test]
+fn linear_attention_and_causal_conv_with_state_by_hand() {
+    // One head of size 1, two steps, scale 1: the linear rule sums k v into the state; the
+    // delta rule first corrects v to beta (v - k S).
+    let la = |rule: &str, with_beta: bool| {
+        let mut inputs = vec!["q", "k", "v"];
+        if with_beta {
+            inputs.extend(["", "", "beta"]);
+        }
+        let attrs = vec![
+            int_attr("q_num_heads", 1),
+            int_attr("kv_num_heads", 1),
+            float_attr("scale", 1.0),
+            string_attr("update_rule", rule),
+        ];
+        let mut given = vec![
+            f32_in("q", &[1, 2, 1], &[1.0, 2.0]),
+            f32_in("k", &[1, 2, 1], &[3.0, 4.0]),
+            f32_in("v", &[1, 2, 1], &[5.0, 6.0]),
+        ];
+        if with_beta {
+            given.push(f32_in("beta", &[1, 2, 1], &[0.5, 0.5]));
+        }
+        run_at(
+            27,
+            vec![node("LinearAttention", &inputs, &["y", "s"], attrs)],
+            vec![],
+            given,
+            &["y", "s"],
+        )
+    };
+    let out = la("linear", false);
+    close(&out[0], &[1, 2, 1], &[15.0, 78.0]);
+    close(&out[1], &[1, 1, 1, 1], &[39.0]);
+    let out = la("delta", true);
+    close(&out[0], &[1, 2, 1], &[7.5, -81.0]);
+    close(&out[1], &[1, 1, 1, 1], &[-40.5]);
+    // Kernel [1, 2] over [past 5 | 1, 2, 3], bias 0.5; the state is the last position.
+    let out = run_at(
+        27,
+        vec![node("CausalConvWithState", &["x", "w", "b", "past"], &["y", "state"], vec![])],
+        vec![floats("w", &[1, 1, 2], &[1.0, 2.0]), floats("b", &[1], &[0.5])],
+        vec![f32_in("x", &[1, 1, 3], &[1.0, 2.0, 3.0]), f32_in("past", &[1, 1, 1], &[5.0])],
+        &["y", "state"],
+    );
+    close(&out[0], &[1, 1, 3], &[7.5, 5.5, 8.5]);
+    close(&out[1], &[1, 1, 1], &[3.0]);
+}

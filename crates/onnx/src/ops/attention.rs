@@ -3,18 +3,24 @@
 //! softmax and selects; masks, the causal and sliding-window frontiers, the key/value cache
 //! and grouped-query heads follow ONNX's reference (`onnx.reference.ops.op_attention`).
 //! `RotaryEmbedding` (opset 23 on) rotates query/key pairs by position (RoFormer's rotary
-//! position embedding), as `onnx.reference.ops.op_rotary_embedding` does.
+//! position embedding), as `onnx.reference.ops.op_rotary_embedding` does. The recurrent
+//! blocks of linear-attention and state-space decoders (opset 27): `LinearAttention`, unrolled
+//! over the static sequence, and `CausalConvWithState`, a depthwise causal convolution.
 
-use lumen_compiler::Tensor;
+use lumen_compiler::{ConvSpec, Tensor};
 
 use crate::constant::Const;
 use crate::error::OnnxError;
-use crate::importer::{Handler, Importer, attr, attr_f, attr_i};
+use crate::importer::{Handler, Importer, attr, attr_f, attr_i, attr_s};
 use crate::proto::NodeProto;
 
 /// The attention operators this family imports, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] =
-    &[("Attention", attention), ("RotaryEmbedding", rotary_embedding)];
+pub(super) const OPS: &[(&str, Handler)] = &[
+    ("Attention", attention),
+    ("RotaryEmbedding", rotary_embedding),
+    ("LinearAttention", linear_attention),
+    ("CausalConvWithState", causal_conv_with_state),
+];
 
 /// `[batch, seq, heads * head]` as `[batch, heads, seq, head]` (a view).
 fn split_heads(im: &Importer, n: &NodeProto, t: Tensor, heads: usize) -> Result<Tensor, OnnxError> {
@@ -292,4 +298,178 @@ fn rotary_embedding(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onn
         4 => y.permute(&[0, 2, 1, 3]),
         _ => y.reshape(shape),
     }])
+}
+
+/// `LinearAttention` (opset 27): per step `t`, the state `S [B, Hkv, dk, dv]` (from
+/// `past_state`, else zeros) is decayed by `exp(decay_t)` (`gated`, `gated_delta`), the value
+/// corrected to `beta_t (v_t - k_t S)` (`delta`, `gated_delta`), `S += k_t^T v_t`, and the output
+/// read as `scale q_t S` with each key/value head's state shared by its group of query heads.
+/// Unrolled over the static sequence (every step its matmuls, as the recurrent operators);
+/// outputs `[B, T, Hq dv]` and the last state. `chunk_size` is a hint without effect here.
+fn linear_attention(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (q, k, v) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?, im.f32_tensor(n, 2)?);
+    let rule = attr_s(n, "update_rule").unwrap_or_else(|| "gated_delta".into());
+    let (gating, delta) = match rule.as_str() {
+        "linear" => (false, false),
+        "gated" => (true, false),
+        "delta" => (false, true),
+        "gated_delta" => (true, true),
+        other => return Err(im.unsupported(n, format!("update_rule = {other:?}"))),
+    };
+    let heads = |name: &str| attr(n, name).map_or(0, |a| usize::try_from(a.i).unwrap_or(0));
+    let (qh, kvh) = (heads("q_num_heads"), heads("kv_num_heads"));
+    if qh == 0 || kvh == 0 || qh % kvh != 0 {
+        return Err(im.malformed(
+            n,
+            format!("q_num_heads = {qh}, kv_num_heads = {kvh}: a positive multiple of it"),
+        ));
+    }
+    let (qs, ks, vs) = (
+        q.shape().unwrap_or_default(),
+        k.shape().unwrap_or_default(),
+        v.shape().unwrap_or_default(),
+    );
+    let three = |s: &[usize]| s.len() == 3 && s[..2] == qs[..2.min(qs.len())];
+    if qs.len() != 3 || !three(&ks) || !three(&vs) || qs[2] % qh != 0 || vs[2] % kvh != 0 {
+        return Err(im.malformed(
+            n,
+            format!("query {qs:?}, key {ks:?}, value {vs:?}: expected [B, T, heads * head]"),
+        ));
+    }
+    let (b, t, dk, dv, group) = (qs[0], qs[1], qs[2] / qh, vs[2] / kvh, qh / kvh);
+    if ks[2] != kvh * dk {
+        return Err(im.malformed(n, format!("key {ks:?}: expected [{b}, {t}, {}]", kvh * dk)));
+    }
+    // Query heads grouped under their key/value head: [B, Hkv, group, T, dk].
+    let q5 = q.reshape(vec![b, t, kvh, group, dk]).permute(&[0, 2, 3, 1, 4]);
+    let k4 = k.reshape(vec![b, t, kvh, dk]).permute(&[0, 2, 1, 3]);
+    let v4 = v.reshape(vec![b, t, kvh, dv]).permute(&[0, 2, 1, 3]);
+    let optional = |im: &mut Importer, i: usize| -> Result<Option<Tensor>, OnnxError> {
+        match im.input(n, i) {
+            Some(_) => Ok(Some(im.f32_tensor(n, i)?)),
+            None => Ok(None),
+        }
+    };
+    let (past, decay, beta) = (optional(im, 3)?, optional(im, 4)?, optional(im, 5)?);
+    if gating != decay.is_some() || delta != beta.is_some() {
+        return Err(im.malformed(
+            n,
+            format!(
+                "update_rule {rule:?} with decay {} and beta {}",
+                decay.is_some(),
+                beta.is_some()
+            ),
+        ));
+    }
+    // decay: [B, T, Hkv] (per head) or [B, T, Hkv dk] (per key feature), as [B, Hkv, T, 1|dk].
+    let decay = match decay {
+        Some(g) => {
+            let last = g.shape().unwrap_or_default().get(2).copied().unwrap_or(0);
+            let per = if last == kvh {
+                1
+            } else if last == kvh * dk {
+                dk
+            } else {
+                0
+            };
+            if per == 0 {
+                return Err(
+                    im.malformed(n, format!("decay's last axis {last}: {kvh} or {}", kvh * dk))
+                );
+            }
+            Some(g.reshape(vec![b, t, kvh, per]).permute(&[0, 2, 1, 3]))
+        }
+        None => None,
+    };
+    // beta: [B, T, Hkv or 1] as [B, Hkv|1, T, 1].
+    let beta = match beta {
+        Some(x) => {
+            let last = x.shape().unwrap_or_default().get(2).copied().unwrap_or(0);
+            if last != kvh && last != 1 {
+                return Err(im.malformed(n, format!("beta's last axis {last}: {kvh} or 1")));
+            }
+            Some(x.reshape(vec![b, t, last, 1]).permute(&[0, 2, 1, 3]))
+        }
+        None => None,
+    };
+    let mut state = match past {
+        Some(p) => {
+            if p.shape().unwrap_or_default() != [b, kvh, dk, dv] {
+                return Err(
+                    im.malformed(n, format!("past_state: expected [{b}, {kvh}, {dk}, {dv}]"))
+                );
+            }
+            p
+        }
+        None => {
+            let zeros = Const::f32(vec![b, kvh, dk, dv], vec![0.0; b * kvh * dk * dv]);
+            im.const_weight(n, "state", zeros)?
+        }
+    };
+    let scale = match attr_f(n, "scale", 0.0) {
+        0.0 => 1.0 / (dk as f32).sqrt(),
+        s => s,
+    };
+    let mut steps = Vec::with_capacity(t);
+    for i in 0..t {
+        let at = |x: &Tensor, axis: isize| x.slice(axis, i, i + 1);
+        let (k_t, mut v_t) = (at(&k4, 2), at(&v4, 2));
+        if let Some(g) = &decay {
+            // [B, Hkv, 1, 1|dk] -> [B, Hkv, 1|dk, 1]: over the key features, broadcast over dv.
+            state = &state * at(g, 2).transpose(-1, -2).exp();
+        }
+        if let Some(beta) = &beta {
+            v_t = at(beta, 2) * (&v_t - k_t.matmul(&state));
+        }
+        state = &state + k_t.transpose(-1, -2) * &v_t;
+        let q_t = at(&q5, 3).reshape(vec![b, kvh, group, dk]);
+        steps.push((q_t.matmul(&state) * scale).unsqueeze(3));
+    }
+    let out = im.cx.concat(&steps, 3).permute(&[0, 3, 1, 2, 4]).reshape(vec![b, t, qh * dv]);
+    Ok(vec![out, state])
+}
+
+/// `CausalConvWithState` (opset 27): a depthwise convolution `[C, 1, k]` over the length of
+/// `input [B, C, L]` left-padded by `past_state [B, C, k - 1]` (zeros when absent), plus the
+/// bias, then SiLU when `activation` is `silu` or `swish`; the second output is the padded
+/// input's last `k - 1` positions (the state for the next call).
+fn causal_conv_with_state(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let (x, w) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?);
+    let (xs, ws) = (x.shape().unwrap_or_default(), w.shape().unwrap_or_default());
+    if xs.len() != 3 || ws.len() != 3 || ws[0] != xs[1] || ws[1] != 1 || ws[2] == 0 {
+        return Err(im.malformed(
+            n,
+            format!("input {xs:?}, weight {ws:?}: expected [B, C, L] and [C, 1, k]"),
+        ));
+    }
+    let (b, c, k) = (xs[0], xs[1], ws[2]);
+    let activation = attr_s(n, "activation").unwrap_or_else(|| "none".into());
+    let silu = match activation.as_str() {
+        "none" => false,
+        "silu" | "swish" => true,
+        other => return Err(im.unsupported(n, format!("activation = {other:?}"))),
+    };
+    let bias = match im.input(n, 2) {
+        Some(_) => Some(im.f32_tensor(n, 2)?),
+        None => None,
+    };
+    let past = match im.input(n, 3) {
+        Some(_) => {
+            let p = im.f32_tensor(n, 3)?;
+            if p.shape().unwrap_or_default() != [b, c, k - 1] {
+                return Err(im.malformed(n, format!("past_state: expected [{b}, {c}, {}]", k - 1)));
+            }
+            p
+        }
+        None => {
+            let zeros = Const::f32(vec![b, c, k - 1], vec![0.0; b * c * (k - 1)]);
+            im.const_weight(n, "state", zeros)?
+        }
+    };
+    let padded = if k > 1 { im.cx.concat(&[past, x], 2) } else { x };
+    let spec = ConvSpec { groups: c, ..ConvSpec::unit(1) };
+    let y = padded.conv(&w, bias.as_ref(), &spec);
+    let y = if silu { y.silu() } else { y };
+    let len = padded.shape().unwrap_or_default()[2];
+    Ok(vec![y, padded.slice(2, len - (k - 1), len)])
 }
