@@ -8,7 +8,7 @@ use lumen_compiler::view::View;
 
 use crate::constant::{Const, Data};
 use crate::error::OnnxError;
-use crate::importer::{Importer, Value, attr, attr_i, axis, node_name, read_tensor};
+use crate::importer::{Importer, Value, attr, attr_i, attr_ints, axis, node_name, read_tensor};
 use crate::proto::{NodeProto, data_type};
 
 impl Importer {
@@ -70,6 +70,34 @@ impl Importer {
                 Ok(Some(vec![value]))
             }
             "Identity" => Ok(Some(vec![need(0)?.clone()])),
+            // Sizes from the `split` input (opset 13 on) or attribute, else equal parts (the
+            // last one shorter, as `num_outputs` asks from opset 18).
+            "Split" => {
+                let x = need(0)?;
+                let a = axis(attr_i(n, "axis", 0), x.shape.len())
+                    .ok_or_else(|| self.malformed(n, "axis out of range"))?;
+                let len = x.shape[a];
+                let parts = n.output.len().max(1);
+                let sizes: Vec<usize> =
+                    match c(1).map(Const::to_i64).or_else(|| attr_ints(n, "split")) {
+                        Some(s) => s.iter().map(|&v| v.max(0) as usize).collect(),
+                        None => {
+                            let each = len.div_ceil(parts);
+                            (0..parts).map(|i| each.min(len.saturating_sub(i * each))).collect()
+                        }
+                    };
+                if sizes.len() != parts || sizes.iter().sum::<usize>() != len {
+                    return Err(self.malformed(n, format!("split {sizes:?} of an axis of {len}")));
+                }
+                let whole = View::contiguous(&x.shape);
+                let mut start = 0;
+                let mut out = Vec::with_capacity(parts);
+                for size in sizes {
+                    out.push(x.through(&whole.slice(a, start, start + size)));
+                    start += size;
+                }
+                Ok(Some(out))
+            }
             // Inference: the optional mask is all true.
             "Dropout" => {
                 let x = need(0)?.clone();

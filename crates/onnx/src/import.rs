@@ -464,6 +464,12 @@ impl Importer {
                 format!("{which} has {} outputs, the node {}", branch.output.len(), n.output.len()),
             ));
         }
+        // The node's outputs are the branch's: evaluated at import through the same producers.
+        for (inner, outer) in branch.output.iter().zip(&n.output) {
+            if let Some(p) = self.producers.get(&inner.name).cloned() {
+                self.producers.insert(outer.clone(), p);
+            }
+        }
         branch
             .output
             .iter()

@@ -827,3 +827,24 @@ fn linear_attention_and_causal_conv_with_state_by_hand() {
     close(&out[0], &[1, 1, 3], &[7.5, 5.5, 8.5]);
     close(&out[1], &[1, 1, 1], &[3.0]);
 }
+
+#[test]
+fn affine_grid_of_the_identity_is_the_pixel_centres() {
+    let theta = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0];
+    for (corners, c) in [(0, 0.5f32), (1, 1.0)] {
+        let out = run_at(
+            20,
+            vec![node(
+                "AffineGrid",
+                &["theta", "size"],
+                &["g"],
+                vec![int_attr("align_corners", corners)],
+            )],
+            vec![ints("size", &[4], &[1, 1, 2, 2])],
+            vec![f32_in("theta", &[1, 2, 3], &theta)],
+            &["g"],
+        );
+        // (x, y) per position, x along the last axis.
+        close(&out[0], &[1, 2, 2, 2], &[-c, -c, c, -c, -c, c, c, c]);
+    }
+}

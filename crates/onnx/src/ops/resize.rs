@@ -1,6 +1,6 @@
 //! Resampling: `Resize` (opset 10 on: nearest with every coordinate transformation and
 //! rounding mode, linear and cubic; scales or sizes; axes, roi and extrapolation) and the older
-//! `Upsample`.
+//! `Upsample`, and `AffineGrid`, the sampling grid of an affine transform.
 //!
 //! Each resized axis is computed at import as a table of taps: for every output position, the
 //! input positions it reads and their weights, by ONNX's formulas (the coordinate
@@ -20,7 +20,8 @@ use crate::importer::{
 use crate::proto::NodeProto;
 
 /// The resampling operators, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] = &[("Resize", resize), ("Upsample", upsample)];
+pub(super) const OPS: &[(&str, Handler)] =
+    &[("Resize", resize), ("Upsample", upsample), ("AffineGrid", affine_grid)];
 
 /// How a position is interpolated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,4 +424,57 @@ fn upsample(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
         })
         .collect();
     one(resample(im, n, x, &r, &axes, 0.0)?)
+}
+
+/// `AffineGrid` (opset 20): `theta [N, 2, 3]` (or `[N, 3, 4]`) applied to the normalized
+/// coordinates of every position of an image of `size` `[N, C, H, W]` (or `[N, C, D, H, W]`,
+/// known at import): `[x, y, (z,) 1]` with `x` along the last axis, each from -1 to 1 (the
+/// pixel centres, or the corners with `align_corners`). The coordinate grid is a constant; the
+/// program is one batched matmul, giving `[N, H, W, 2]` (or `[N, D, H, W, 3]`).
+fn affine_grid(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let theta = im.f32_tensor(n, 0)?;
+    let size = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no size input"))?;
+    let spatial: Vec<usize> = match size.as_slice() {
+        [_, _, rest @ ..] if (2..=3).contains(&rest.len()) && rest.iter().all(|&d| d > 0) => {
+            rest.iter().map(|&d| d as usize).collect()
+        }
+        _ => {
+            return Err(im.malformed(n, format!("size = {size:?}: [N, C, H, W] or [N, C, D, H, W]")));
+        }
+    };
+    let rank = spatial.len();
+    let batch = usize::try_from(size[0]).unwrap_or(0);
+    if theta.shape().unwrap_or_default() != [batch, rank, rank + 1] {
+        return Err(im.malformed(
+            n,
+            format!("theta of shape {:?}: expected [{batch}, {rank}, {}]", theta.shape(), rank + 1),
+        ));
+    }
+    let corners = attr_i(n, "align_corners", 0) != 0;
+    let coordinate = |i: usize, len: usize| -> f32 {
+        let step = if corners { 2.0 / (len as f64 - 1.0) } else { 2.0 / len as f64 };
+        let start = if corners { -1.0 } else { -1.0 + step / 2.0 };
+        // A single position with align_corners sits at -1 (the reference's arange).
+        if corners && len == 1 { -1.0 } else { (start + i as f64 * step) as f32 }
+    };
+    let positions: usize = spatial.iter().product();
+    let mut grid = Vec::with_capacity(positions * (rank + 1));
+    for p in 0..positions {
+        // Row-major index of p; the homogeneous point lists the last axis first.
+        let mut rest = p;
+        let mut index = vec![0usize; rank];
+        for a in (0..rank).rev() {
+            index[a] = rest % spatial[a];
+            rest /= spatial[a];
+        }
+        for a in (0..rank).rev() {
+            grid.push(coordinate(index[a], spatial[a]));
+        }
+        grid.push(1.0);
+    }
+    let grid = im.const_weight(n, "grid", Const::f32(vec![positions, rank + 1], grid))?;
+    let mut shape = vec![batch];
+    shape.extend(&spatial);
+    shape.push(rank);
+    one(grid.matmul(theta.transpose(-1, -2)).reshape(shape))
 }
