@@ -848,3 +848,28 @@ fn affine_grid_of_the_identity_is_the_pixel_centres() {
         close(&out[0], &[1, 2, 2, 2], &[-c, -c, c, -c, -c, c, c, c]);
     }
 }
+
+#[test]
+fn grid_sample_reads_between_pixels_and_outside() {
+    let sample = |mode: &str, padding: &str, at: [f32; 2]| {
+        let attrs = vec![string_attr("mode", mode), string_attr("padding_mode", padding)];
+        let out = run_at(
+            20,
+            vec![node("GridSample", &["x", "grid"], &["y"], attrs)],
+            vec![],
+            vec![
+                f32_in("x", &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]),
+                f32_in("grid", &[1, 1, 1, 2], &at),
+            ],
+            &["y"],
+        );
+        out[0].data()[0]
+    };
+    // The centre: the mean of the four pixels; nearest rounds 0.5 to the even 0.
+    assert_eq!(sample("linear", "zeros", [0.0, 0.0]), 2.5);
+    assert_eq!(sample("nearest", "zeros", [0.0, 0.0]), 1.0);
+    // Far outside: zeros, the clamped corner, the reflected corner.
+    assert_eq!(sample("linear", "zeros", [2.0, 2.0]), 0.0);
+    assert_eq!(sample("linear", "border", [2.0, 2.0]), 4.0);
+    assert_eq!(sample("nearest", "reflection", [-2.0, -2.0]), 4.0);
+}

@@ -579,16 +579,19 @@ fn rounding(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
             let t = trunc(&x);
             &t + t.less_than(&x)
         }
-        _ => {
-            // floor(x), plus one above a half, plus one at a half when floor(x) is odd.
-            let f = floor(&x);
-            let d = &x - &f;
-            let half = &f * 0.5;
-            let odd = (&half - floor(&half)) * 2.0;
-            let up = x.graph().constant(0.5).less_than(&d) + d.equal(0.5) * odd;
-            f + up
-        }
+        _ => round_half_even(&x),
     })
+}
+
+/// `x` rounded to the nearest integer, halves to the even one (ONNX's `Round`, NumPy's
+/// `rint`): floor(x), plus one above a half, plus one at a half when floor(x) is odd.
+pub(crate) fn round_half_even(x: &Tensor) -> Tensor {
+    let f = floor(x);
+    let d = x - &f;
+    let half = &f * 0.5;
+    let odd = (&half - floor(&half)) * 2.0;
+    let up = x.graph().constant(0.5).less_than(&d) + d.equal(0.5) * odd;
+    f + up
 }
 
 /// `Mod`: `fmod = 1` is C's fmod (`x - y trunc(x / y)`, the dividend's sign); `fmod = 0`

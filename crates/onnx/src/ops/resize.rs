@@ -1,6 +1,7 @@
 //! Resampling: `Resize` (opset 10 on: nearest with every coordinate transformation and
 //! rounding mode, linear and cubic; scales or sizes; axes, roi and extrapolation) and the older
-//! `Upsample`, and `AffineGrid`, the sampling grid of an affine transform.
+//! `Upsample`; `AffineGrid`, the sampling grid of an affine transform, and `GridSample`, which
+//! reads an image at the grid's run-time coordinates (taps gathered by computed indices).
 //!
 //! Each resized axis is computed at import as a table of taps: for every output position, the
 //! input positions it reads and their weights, by ONNX's formulas (the coordinate
@@ -20,8 +21,12 @@ use crate::importer::{
 use crate::proto::NodeProto;
 
 /// The resampling operators, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] =
-    &[("Resize", resize), ("Upsample", upsample), ("AffineGrid", affine_grid)];
+pub(super) const OPS: &[(&str, Handler)] = &[
+    ("Resize", resize),
+    ("Upsample", upsample),
+    ("AffineGrid", affine_grid),
+    ("GridSample", grid_sample),
+];
 
 /// How a position is interpolated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,7 +444,9 @@ fn affine_grid(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxErro
             rest.iter().map(|&d| d as usize).collect()
         }
         _ => {
-            return Err(im.malformed(n, format!("size = {size:?}: [N, C, H, W] or [N, C, D, H, W]")));
+            return Err(
+                im.malformed(n, format!("size = {size:?}: [N, C, H, W] or [N, C, D, H, W]"))
+            );
         }
     };
     let rank = spatial.len();
@@ -477,4 +484,169 @@ fn affine_grid(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxErro
     shape.extend(&spatial);
     shape.push(rank);
     one(grid.matmul(theta.transpose(-1, -2)).reshape(shape))
+}
+
+/// How `GridSample` reads a tap outside the image (`padding_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outside {
+    Zeros,
+    Border,
+    Reflection,
+}
+
+/// `x` reflected into `[lo, hi]` by its nearer border as many times as it takes (ONNX's
+/// reference, PyTorch's `reflect_coordinates`); unchanged inside.
+fn reflect(x: &Tensor, lo: f32, hi: f32) -> Tensor {
+    use super::elementwise::floor;
+    let range = hi - lo;
+    let below = x.less_than(lo);
+    let above = x.graph().constant(hi).less_than(x);
+    let dx = below.select(lo - x, x - hi);
+    let turns = floor(&(&dx / range));
+    let r = &dx - &turns * range;
+    let odd = &turns - floor(&(&turns * 0.5)) * 2.0;
+    let from_lo = r.graph().constant(lo) + &r;
+    let from_hi = r.graph().constant(hi) - &r;
+    let inside_below = odd.select(&from_hi, &from_lo);
+    let inside_above = odd.select(&from_lo, &from_hi);
+    below.select(inside_below, above.select(inside_above, x))
+}
+
+/// `GridSample` (opset 16 on, N-D from 20): `X [N, C, *S]` read at the coordinates of `grid [N,
+/// *O, r]` (normalized to [-1, 1], the last axis first), giving `[N, C, *O]`: `nearest` (halves
+/// to even), `linear` or `cubic` (Keys, a = -0.75) along each axis, taps outside the image
+/// `zeros`, clamped to the `border` or reflected (`reflection`), with or without
+/// `align_corners`, as ONNX's reference. The coordinates are run-time values: every tap
+/// combination is one gather of computed flat indices, weighted and summed.
+fn grid_sample(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    use super::elementwise::{floor, round_half_even, trunc};
+    use lumen_compiler::DType;
+    let (x, grid) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?);
+    let (xs, gs) = (x.shape().unwrap_or_default(), grid.shape().unwrap_or_default());
+    let r = xs.len().saturating_sub(2);
+    if r == 0 || gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r {
+        return Err(im.malformed(
+            n,
+            format!("X {xs:?} and grid {gs:?}: expected [N, C, *S] and [N, *O, {r}]"),
+        ));
+    }
+    let mode = attr_s(n, "mode").unwrap_or_else(|| "linear".into());
+    let taps = match mode.as_str() {
+        "nearest" => 1,
+        "linear" | "bilinear" => 2,
+        "cubic" | "bicubic" => 4,
+        other => return Err(im.unsupported(n, format!("mode = {other:?}"))),
+    };
+    let outside = match attr_s(n, "padding_mode").unwrap_or_else(|| "zeros".into()).as_str() {
+        "zeros" => Outside::Zeros,
+        "border" => Outside::Border,
+        "reflection" => Outside::Reflection,
+        other => return Err(im.unsupported(n, format!("padding_mode = {other:?}"))),
+    };
+    let corners = attr_i(n, "align_corners", 0) != 0;
+    let (batch, channels) = (xs[0], xs[1]);
+    let q: usize = gs[1..=r].iter().product();
+    let p: usize = xs[2..].iter().product();
+    let flat_grid = grid.reshape(vec![batch, q, r]);
+    // Per spatial axis: its taps as (index as f32, weight, inside the image).
+    let mut axes: Vec<Vec<(Tensor, Option<Tensor>, Option<Tensor>)>> = Vec::with_capacity(r);
+    for a in 0..r {
+        let len = xs[2 + a] as f32;
+        let coord = flat_grid.slice(-1, r - 1 - a, r - a).reshape(vec![batch, q]);
+        let mut c = if corners {
+            (coord + 1.0) * (0.5 * (len - 1.0))
+        } else {
+            ((coord + 1.0) * len - 1.0) * 0.5
+        };
+        if taps == 1 {
+            c = round_half_even(&c);
+        }
+        let (lo, hi) = if corners { (0.0, len - 1.0) } else { (-0.5, len - 0.5) };
+        c = match outside {
+            Outside::Zeros => c,
+            Outside::Border => c.maximum(0.0).minimum(len - 1.0),
+            Outside::Reflection => reflect(&c, lo, hi),
+        };
+        let base = if taps == 1 { trunc(&c) } else { floor(&c) };
+        let t = &c - &base;
+        let weights: Vec<Option<Tensor>> = match taps {
+            1 => vec![None],
+            2 => vec![Some(1.0 - &t), Some(t.clone())],
+            _ => {
+                let a = -0.75f32;
+                let far = |d: Tensor| ((&d * a - 5.0 * a) * &d + 8.0 * a) * &d - 4.0 * a;
+                let near = |d: Tensor| ((&d * (a + 2.0)) - (a + 3.0)) * &d * &d + 1.0;
+                vec![
+                    Some(far(&t + 1.0)),
+                    Some(near(t.clone())),
+                    Some(near(1.0 - &t)),
+                    Some(far(2.0 - &t)),
+                ]
+            }
+        };
+        let first = if taps == 4 { -1.0 } else { 0.0 };
+        let mut per_axis = Vec::with_capacity(taps);
+        for (k, w) in weights.into_iter().enumerate() {
+            let i = &base + (first + k as f32);
+            let (index, inside) = match outside {
+                Outside::Zeros => {
+                    let inside =
+                        i.less_than(0.0).select(0.0, 1.0) * i.less_than(len).select(1.0, 0.0);
+                    (i.maximum(0.0).minimum(len - 1.0), Some(inside))
+                }
+                Outside::Border => (i.maximum(0.0).minimum(len - 1.0), None),
+                Outside::Reflection => {
+                    (trunc(&reflect(&i, lo, hi)).maximum(0.0).minimum(len - 1.0), None)
+                }
+            };
+            per_axis.push((index, w, inside));
+        }
+        axes.push(per_axis);
+    }
+    let data = x.reshape(vec![batch, channels, p]);
+    let mut sum: Option<Tensor> = None;
+    let combos: usize = axes.iter().map(Vec::len).product();
+    for combo in 0..combos {
+        let (mut flat, mut weight, mut inside): (Option<Tensor>, Option<Tensor>, Option<Tensor>) =
+            (None, None, None);
+        let mut rest = combo;
+        let mut stride = p;
+        for (a, per_axis) in axes.iter().enumerate() {
+            let (index, w, ins) = &per_axis[rest % per_axis.len()];
+            rest /= per_axis.len();
+            stride /= xs[2 + a];
+            let term = index * stride as f32;
+            flat = Some(match flat {
+                None => term,
+                Some(f) => f + term,
+            });
+            for (acc, v) in [(&mut weight, w), (&mut inside, ins)] {
+                if let Some(v) = v {
+                    *acc = Some(match acc.take() {
+                        None => v.clone(),
+                        Some(prev) => prev * v,
+                    });
+                }
+            }
+        }
+        let Some(flat) = flat else { continue };
+        let indices = flat.unsqueeze(1).expand(vec![batch, channels, q]).cast(DType::I64);
+        let mut picked = data.gather_elements(2, &indices);
+        if let Some(inside) = inside {
+            picked = inside.unsqueeze(1).select(&picked, 0.0);
+        }
+        if let Some(w) = weight {
+            picked = picked * w.unsqueeze(1);
+        }
+        sum = Some(match sum {
+            None => picked,
+            Some(s) => s + picked,
+        });
+    }
+    let mut shape = vec![batch, channels];
+    shape.extend(&gs[1..=r]);
+    match sum {
+        Some(s) => one(s.reshape(shape)),
+        None => Err(im.malformed(n, "no taps")),
+    }
 }
