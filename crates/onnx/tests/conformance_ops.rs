@@ -873,3 +873,68 @@ fn grid_sample_reads_between_pixels_and_outside() {
     assert_eq!(sample("linear", "border", [2.0, 2.0]), 4.0);
     assert_eq!(sample("nearest", "reflection", [-2.0, -2.0]), 4.0);
 }
+
+#[test]
+fn cumprod_det_reverse_sequence_and_binarizer_by_hand() {
+    for (exclusive, reverse, want) in [
+        (0, 0, [1.0, 2.0, 6.0, 24.0]),
+        (1, 0, [1.0, 1.0, 2.0, 6.0]),
+        (0, 1, [24.0, 24.0, 12.0, 4.0]),
+        (1, 1, [24.0, 12.0, 4.0, 1.0]),
+    ] {
+        let attrs = vec![int_attr("exclusive", exclusive), int_attr("reverse", reverse)];
+        let out = run_at(
+            26,
+            vec![node("CumProd", &["x", "axis"], &["y"], attrs)],
+            vec![ints("axis", &[], &[0])],
+            vec![f32_in("x", &[4], &[1.0, 2.0, 3.0, 4.0])],
+            &["y"],
+        );
+        close(&out[0], &[4], &want);
+    }
+    let m =
+        [2.0, 1.0, 0.0, 1.0, 3.0, 1.0, 0.0, 1.0, 4.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 10.0];
+    let out = run(
+        vec![node("Det", &["x"], &["d"], vec![])],
+        vec![],
+        vec![f32_in("x", &[2, 3, 3], &m)],
+        &["d"],
+    );
+    // 2 (12 - 1) - 1 (4 - 0) = 18; the second: 1 (50 - 48) - 2 (40 - 42) + 3 (32 - 35) = -3.
+    close(&out[0], &[2], &[18.0, -3.0]);
+    // Time 4 x batch 2, lengths 2 and 3: each row's first steps reversed.
+    let x: Vec<f32> = (0..8).map(|i| ((i / 2) * 10 + i % 2) as f32).collect();
+    let out = run(
+        vec![node("ReverseSequence", &["x", "lens"], &["y"], vec![])],
+        vec![ints("lens", &[2], &[2, 3])],
+        vec![f32_in("x", &[4, 2], &x)],
+        &["y"],
+    );
+    close(&out[0], &[4, 2], &[10.0, 21.0, 0.0, 11.0, 20.0, 1.0, 30.0, 31.0]);
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                domain: "ai.onnx.ml".into(),
+                ..node("Binarizer", &["x"], &["y"], vec![float_attr("threshold", 0.5)])
+            }],
+            name: "g".into(),
+            input: vec![value("x", data_type::FLOAT, &[3])],
+            output: vec![value("y", data_type::FLOAT, &[3])],
+            ..Default::default()
+        }),
+        opset_import: vec![
+            OperatorSetIdProto { domain: "ai.onnx.ml".into(), version: 1 },
+            OperatorSetIdProto { domain: String::new(), version: 17 },
+        ],
+        ..Default::default()
+    };
+    let imported = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap();
+    let mut given = Tensors::new();
+    given.insert("x".into(), HostTensor::new([3], vec![0.2, 0.5, 0.9]).unwrap());
+    let bound = imported.bind_inputs(&given).unwrap();
+    let program = imported.graph.compile(&CompileOptions::default()).unwrap();
+    let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
+    let out = prepared.execute(&bound).unwrap();
+    close(&out[&imported.outputs[0].1], &[3], &[0.0, 0.0, 1.0]);
+}

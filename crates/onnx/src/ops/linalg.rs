@@ -7,7 +7,7 @@ use crate::importer::{Handler, Importer, attr_f, attr_i, one};
 use crate::proto::NodeProto;
 
 /// The linalg operators this family imports, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] = &[("MatMul", matmul), ("Gemm", gemm)];
+pub(super) const OPS: &[(&str, Handler)] = &[("MatMul", matmul), ("Gemm", gemm), ("Det", det)];
 
 /// `MatMul`: NumPy semantics, 1-D operands promoted and the added axis removed.
 fn matmul(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
@@ -52,4 +52,32 @@ fn gemm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         y = if beta == 1.0 { y + c } else { y + c * beta };
     }
     one(y)
+}
+
+/// `Det`: the determinant of each `[M, M]` matrix of `[..., M, M]`, for M up to 3 by the
+/// cofactor expansion along the first row (larger matrices would need a pivoted elimination,
+/// which lumen does not build).
+fn det(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    if rank < 2 || shape[rank - 1] != shape[rank - 2] {
+        return Err(im.malformed(n, format!("input of shape {shape:?}: expected [..., M, M]")));
+    }
+    let m = shape[rank - 1];
+    let e = |i: usize, j: usize| x.slice(-2, i, i + 1).slice(-1, j, j + 1);
+    let minor = |a: (usize, usize), b: (usize, usize), c: (usize, usize), d: (usize, usize)| {
+        e(a.0, a.1) * e(b.0, b.1) - e(c.0, c.1) * e(d.0, d.1)
+    };
+    let d = match m {
+        1 => e(0, 0),
+        2 => minor((0, 0), (1, 1), (0, 1), (1, 0)),
+        3 => {
+            e(0, 0) * minor((1, 1), (2, 2), (1, 2), (2, 1))
+                - e(0, 1) * minor((1, 0), (2, 2), (1, 2), (2, 0))
+                + e(0, 2) * minor((1, 0), (2, 1), (1, 1), (2, 0))
+        }
+        _ => return Err(im.unsupported(n, format!("{m}x{m} matrices (lumen computes up to 3x3)"))),
+    };
+    one(d.reshape(shape[..rank - 2].to_vec()))
 }

@@ -9,7 +9,9 @@ use lumen_compiler::{DType, Tensor};
 
 use crate::constant::Const;
 use crate::error::OnnxError;
-use crate::importer::{Handler, Importer, attr, attr_floats, attr_i, attr_ints, attr_s, one};
+use crate::importer::{
+    Handler, Importer, attr, attr_f, attr_floats, attr_i, attr_ints, attr_s, one,
+};
 use crate::proto::NodeProto;
 
 /// The `ai.onnx.ml` operators, by `op_type`.
@@ -17,6 +19,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("LinearClassifier", linear_classifier),
     ("LinearRegressor", linear_regressor),
     ("Scaler", scaler),
+    ("Binarizer", binarizer),
     ("Normalizer", normalizer),
     ("ArrayFeatureExtractor", array_feature_extractor),
 ];
@@ -102,6 +105,13 @@ fn linear_regressor(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onn
     let targets = attr_i(n, "targets", 1).max(1) as usize;
     let y = linear_scores(im, n, targets)?;
     one(post_transform(im, n, y)?)
+}
+
+/// `Binarizer`: 1 where `x > threshold` (0 by default), else 0.
+fn binarizer(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let threshold = attr_f(n, "threshold", 0.0);
+    one(x.graph().constant(threshold).less_than(&x))
 }
 
 /// `Scaler`: `(x - offset) * scale`, one value for every feature or one for all.

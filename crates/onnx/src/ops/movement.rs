@@ -33,6 +33,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("EyeLike", eye_like),
     ("OneHot", one_hot),
     ("Compress", compress),
+    ("ReverseSequence", reverse_sequence),
 ];
 
 /// `Transpose`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Expand`, `Slice`: views, no copy.
@@ -428,6 +429,40 @@ fn compress(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
     }
     let indices = im.const_weight(n, "kept", Const::i64(vec![kept.len()], kept))?;
     one(x.take(a as isize, &indices, 0.0))
+}
+
+/// `ReverseSequence`: along `time_axis` (0 by default), the first `sequence_lens[b]` elements
+/// of each batch row `b` (along `batch_axis`, 1 by default) reversed, the rest as they are.
+/// `sequence_lens` must be known at import: the picks are a constant table of indices.
+fn reverse_sequence(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    let (t_axis, b_axis) = (attr_i(n, "time_axis", 0), attr_i(n, "batch_axis", 1));
+    let (Some(ta), Some(ba)) = (axis(t_axis, rank), axis(b_axis, rank)) else {
+        return Err(im.malformed(n, format!("time_axis {t_axis}, batch_axis {b_axis}")));
+    };
+    if ta == ba || !((ta == 0 && ba == 1) || (ta == 1 && ba == 0)) {
+        return Err(im.malformed(n, "time_axis and batch_axis must be 0 and 1"));
+    }
+    let lens = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no sequence_lens"))?;
+    let (t, b) = (shape[ta], shape[ba]);
+    if lens.len() != b || lens.iter().any(|&l| l < 0 || l as usize > t) {
+        return Err(im.malformed(n, format!("sequence_lens {lens:?} for {b} rows of {t} steps")));
+    }
+    // The source step of every (time, batch) position, laid out as the first two axes are.
+    let mut table = vec![0i64; t * b];
+    for (bi, &len) in lens.iter().enumerate() {
+        for ti in 0..t {
+            let from = if (ti as i64) < len { len - 1 - ti as i64 } else { ti as i64 };
+            let at = if ta == 0 { ti * b + bi } else { bi * t + ti };
+            table[at] = from;
+        }
+    }
+    let mut lead = vec![shape[0], shape[1]];
+    lead.resize(rank, 1);
+    let table = im.const_weight(n, "steps", Const::i64(lead, table))?;
+    one(x.gather_elements(ta as isize, table.expand(shape)))
 }
 
 /// `OneHot`: `on` where the index (from the end when negative) equals the position along

@@ -21,6 +21,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("ArgMax", arg),
     ("ArgMin", arg),
     ("CumSum", cumsum),
+    ("CumProd", cumprod),
     ("TopK", top_k),
     ("LogSoftmax", softmax),
     ("ReduceLogSum", reduce),
@@ -164,6 +165,47 @@ fn cumsum(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     } else {
         x.transpose(a as isize, last).matmul(&t).transpose(a as isize, last)
     };
+    one(match dtype {
+        Some(d @ (lumen_compiler::DType::I32 | lumen_compiler::DType::I64)) => y.cast(d),
+        _ => y,
+    })
+}
+
+/// `CumProd` (opset 26): the running product along `axis` (input 1, known at import),
+/// `exclusive` (shifted by one, starting at 1) and `reverse`. A log-depth scan (Hillis and
+/// Steele): step `k` multiplies each element by the one `2^k` before it (1 past the start), so
+/// an axis of length L takes ceil(log2 L) multiplies of the whole tensor.
+fn cumprod(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let raw = im.tensor(n, 0)?;
+    let dtype = raw.dtype();
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    let rank = shape.len();
+    let a = im
+        .ints(n, 1)?
+        .and_then(|v| v.first().copied())
+        .ok_or_else(|| im.malformed(n, "no axis input"))?;
+    let a = axis(a, rank).ok_or_else(|| im.malformed(n, format!("axis {a} out of range")))?;
+    let (exclusive, reverse) = (attr_i(n, "exclusive", 0) != 0, attr_i(n, "reverse", 0) != 0);
+    let len = shape[a];
+    // `x` shifted `by` places along the axis (toward the end, or the start when reversed),
+    // the vacated places 1.
+    let shifted = |t: &Tensor, by: usize| -> Tensor {
+        let mut pads = vec![(0usize, 0usize); rank - a];
+        pads[0] = if reverse { (0, by) } else { (by, 0) };
+        let padded = t.pad(&pads, lumen_compiler::PadMode::Constant(1.0));
+        if reverse {
+            padded.slice(a as isize, by, by + len)
+        } else {
+            padded.slice(a as isize, 0, len)
+        }
+    };
+    let mut y = if exclusive && len > 0 { shifted(&x, 1) } else { x };
+    let mut by = 1;
+    while by < len {
+        y = &y * shifted(&y, by);
+        by *= 2;
+    }
     one(match dtype {
         Some(d @ (lumen_compiler::DType::I32 | lumen_compiler::DType::I64)) => y.cast(d),
         _ => y,
