@@ -938,3 +938,16 @@ fn cumprod_det_reverse_sequence_and_binarizer_by_hand() {
     let out = prepared.execute(&bound).unwrap();
     close(&out[&imported.outputs[0].1], &[3], &[0.0, 0.0, 1.0]);
 }
+
+#[test]
+fn col2im_sums_overlapping_blocks() {
+    // 1-D: block 2 at stride 1 over an image of 4: offsets 0 and 1 overlap in the middle.
+    let out = run_at(
+        18,
+        vec![node("Col2Im", &["x", "image", "block"], &["y"], vec![])],
+        vec![ints("image", &[1], &[4]), ints("block", &[1], &[2])],
+        vec![f32_in("x", &[1, 2, 3], &[1.0, 2.0, 3.0, 10.0, 20.0, 30.0])],
+        &["y"],
+    );
+    close(&out[0], &[1, 1, 4], &[1.0, 12.0, 23.0, 30.0]);
+}

@@ -15,7 +15,8 @@ use crate::importer::{ConvRecord, Handler, Importer, attr_i, attr_ints, attr_s, 
 use crate::proto::NodeProto;
 
 /// The convolution operators, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] = &[("Conv", conv), ("ConvTranspose", conv_transpose)];
+pub(super) const OPS: &[(&str, Handler)] =
+    &[("Conv", conv), ("ConvTranspose", conv_transpose), ("Col2Im", col2im)];
 
 /// A per-axis attribute of `spatial` entries, each at least `min` (`strides`, `dilations`,
 /// `kernel_shape`), or `default` when absent.
@@ -235,4 +236,90 @@ fn conv_transpose(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxE
     let spec =
         ConvTransposeSpec { strides, dilations, pads, output_padding, groups: groups as usize };
     one(x.conv_transpose(&w, b.as_ref(), &spec))
+}
+
+/// `Col2Im` (opset 18): the columns `[N, C * prod(block), L]` of an im2col summed back into
+/// images `[N, C, *image_shape]` (`image_shape` and `block_shape` known at import; `strides`,
+/// `dilations`, `pads`). For each block offset, its column is spread to the positions it came
+/// from (a zero-padded dilation by the stride, shifted by the offset) and added; the padding
+/// is cropped at the end.
+fn col2im(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let image = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no image_shape"))?;
+    let block = im.ints(n, 2)?.ok_or_else(|| im.malformed(n, "no block_shape"))?;
+    let r = image.len();
+    if r == 0 || block.len() != r || image.iter().chain(&block).any(|&v| v < 1) {
+        return Err(im.malformed(n, format!("image_shape {image:?}, block_shape {block:?}")));
+    }
+    let (image, block): (Vec<usize>, Vec<usize>) =
+        (image.iter().map(|&v| v as usize).collect(), block.iter().map(|&v| v as usize).collect());
+    let strides = spatial_list(im, n, "strides", r, 1, 1)?;
+    let dilations = spatial_list(im, n, "dilations", r, 1, 1)?;
+    let pads = match attr_ints(n, "pads") {
+        None => vec![(0, 0); r],
+        Some(p) if p.len() == 2 * r && p.iter().all(|&v| v >= 0) => {
+            (0..r).map(|i| (p[i] as usize, p[r + i] as usize)).collect()
+        }
+        Some(p) => return Err(im.malformed(n, format!("pads = {p:?}"))),
+    };
+    let padded: Vec<usize> = (0..r).map(|a| image[a] + pads[a].0 + pads[a].1).collect();
+    let mut positions = Vec::with_capacity(r);
+    for a in 0..r {
+        let span = (block[a] - 1) * dilations[a] + 1;
+        if span > padded[a] {
+            return Err(
+                im.malformed(n, format!("a block of {span} past the padded image's {}", padded[a]))
+            );
+        }
+        positions.push((padded[a] - span) / strides[a] + 1);
+    }
+    let shape = x.shape().unwrap_or_default();
+    let per_block: usize = block.iter().product();
+    let l: usize = positions.iter().product();
+    if shape.len() != 3 || shape[1] % per_block != 0 || shape[2] != l {
+        return Err(im.malformed(n, format!("input {shape:?}: expected [N, C x {per_block}, {l}]")));
+    }
+    let (batch, channels) = (shape[0], shape[1] / per_block);
+    let columns = x.reshape(vec![batch, channels, per_block, l]);
+    let mut sum: Option<Tensor> = None;
+    for k in 0..per_block {
+        // The block offset along each axis (row-major over block_shape).
+        let mut offset = vec![0usize; r];
+        let mut rest = k;
+        for a in (0..r).rev() {
+            offset[a] = rest % block[a];
+            rest /= block[a];
+        }
+        let mut lengths = vec![batch, channels];
+        lengths.extend(&positions);
+        let mut y = columns.slice(2, k, k + 1).reshape(lengths);
+        // Each position l to l * stride: a unit axis after it padded to the stride, merged.
+        let mut spread = vec![batch, channels];
+        let mut dilate = Vec::with_capacity(2 * r);
+        for a in 0..r {
+            spread.extend([positions[a], 1]);
+            dilate.extend([(0, 0), (0, strides[a] - 1)]);
+        }
+        y = y.reshape(spread).pad(&dilate, lumen_compiler::PadMode::Constant(0.0));
+        let mut merged = vec![batch, channels];
+        merged.extend((0..r).map(|a| positions[a] * strides[a]));
+        y = y.reshape(merged);
+        let mut place = Vec::with_capacity(r);
+        for a in 0..r {
+            let used = (positions[a] - 1) * strides[a] + 1;
+            y = y.slice((2 + a) as isize, 0, used);
+            let before = offset[a] * dilations[a];
+            place.push((before, padded[a] - before - used));
+        }
+        y = y.pad(&place, lumen_compiler::PadMode::Constant(0.0));
+        sum = Some(match sum {
+            None => y,
+            Some(s) => s + y,
+        });
+    }
+    let mut y = sum.ok_or_else(|| im.malformed(n, "an empty block"))?;
+    for a in 0..r {
+        y = y.slice((2 + a) as isize, pads[a].0, pads[a].0 + image[a]);
+    }
+    one(y)
 }
