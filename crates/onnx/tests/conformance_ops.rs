@@ -951,3 +951,44 @@ fn col2im_sums_overlapping_blocks() {
     );
     close(&out[0], &[1, 1, 4], &[1.0, 12.0, 23.0, 30.0]);
 }
+
+#[test]
+fn scan_is_unrolled_over_the_sequence() {
+    // A running sum: state + x_t, each step's state also a scan output; then in reverse.
+    let body = GraphProto {
+        node: vec![
+            node("Add", &["s_in", "x_t"], &["s_out"], vec![]),
+            node("Identity", &["s_out"], &["y_t"], vec![]),
+        ],
+        name: "body".into(),
+        input: vec![value("s_in", data_type::FLOAT, &[1]), value("x_t", data_type::FLOAT, &[1])],
+        output: vec![value("s_out", data_type::FLOAT, &[1]), value("y_t", data_type::FLOAT, &[1])],
+        ..Default::default()
+    };
+    for (reverse, want) in [(0, [1.0, 3.0, 6.0]), (1, [3.0, 5.0, 6.0])] {
+        let attrs = vec![
+            AttributeProto {
+                name: "body".into(),
+                g: Some(body.clone()),
+                r#type: 5,
+                ..Default::default()
+            },
+            int_attr("num_scan_inputs", 1),
+            AttributeProto {
+                name: "scan_input_directions".into(),
+                ints: vec![reverse],
+                r#type: 7,
+                ..Default::default()
+            },
+        ];
+        let out = run_at(
+            17,
+            vec![node("Scan", &["init", "xs"], &["last", "ys"], attrs)],
+            vec![floats("init", &[1], &[0.0])],
+            vec![f32_in("xs", &[3, 1], &[1.0, 2.0, 3.0])],
+            &["last", "ys"],
+        );
+        close(&out[0], &[1], &[6.0]);
+        close(&out[1], &[3, 1], &want);
+    }
+}

@@ -20,6 +20,9 @@
 //! The weights `W`, `R`, `B` and `P` must be known at import (initializers or constants): the
 //! projection and recurrent matrices are rebuilt from them, transposed and laid out as above.
 //! `sequence_lens` may only say that every sequence has the full length.
+//!
+//! `Scan` (opset 9 on) is unrolled the same way: its body imported once per step of the static
+//! sequence, under names of its own.
 
 use std::rc::Rc;
 
@@ -27,11 +30,14 @@ use lumen_compiler::Tensor;
 
 use crate::constant::Const;
 use crate::error::OnnxError;
-use crate::importer::{Handler, Importer, Value, attr, attr_i, attr_s};
+use crate::importer::{
+    Handler, Importer, Value, attr, attr_i, attr_ints, attr_s, node_name, read_tensor,
+};
 use crate::proto::NodeProto;
 
 /// The recurrent operators, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] = &[("GRU", gru), ("LSTM", lstm), ("RNN", rnn)];
+pub(super) const OPS: &[(&str, Handler)] =
+    &[("GRU", gru), ("LSTM", lstm), ("RNN", rnn), ("Scan", scan)];
 
 /// Which recurrent cell a node computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -668,4 +674,146 @@ fn recurrent(im: &mut Importer, n: &NodeProto, cell: Cell) -> Result<Vec<Tensor>
         out.push(as_state(&c));
     }
     Ok(out)
+}
+
+/// `Scan` (opset 9 on): the body graph run once per step of the static sequence, unrolled at
+/// import. Its inputs are the `N` states (the node's first inputs, then the body's previous
+/// state outputs) and one slice of each of the `num_scan_inputs` scan inputs along
+/// `scan_input_axes` (from the end where `scan_input_directions` is 1); its outputs the next
+/// states and one element of each scan output, stacked along `scan_output_axes` (in reverse
+/// where `scan_output_directions` is 1). Each step's body values get names of their own; the
+/// body reads outer values by name. Outputs: the final states, then the stacked scan outputs.
+fn scan(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    if im.opset < 9 {
+        return Err(im.unsupported(n, "Scan before opset 9 (its batch axis and sequence_lens)"));
+    }
+    let body =
+        attr(n, "body").and_then(|a| a.g.clone()).ok_or_else(|| im.malformed(n, "no body"))?;
+    let total = n.input.len();
+    let m = usize::try_from(attr_i(n, "num_scan_inputs", 0)).unwrap_or(0);
+    if m == 0 || m > total || body.input.len() != total || body.output.len() < total - m {
+        return Err(im.malformed(
+            n,
+            format!(
+                "{total} inputs, num_scan_inputs {m}, a body of {} inputs and {} outputs",
+                body.input.len(),
+                body.output.len()
+            ),
+        ));
+    }
+    let states_n = total - m;
+    let k = body.output.len() - states_n;
+    let list = |name: &str, len: usize| attr_ints(n, name).unwrap_or_else(|| vec![0; len]);
+    let (in_axes, in_dirs) = (list("scan_input_axes", m), list("scan_input_directions", m));
+    let (out_axes, out_dirs) = (list("scan_output_axes", k), list("scan_output_directions", k));
+    if in_axes.len() != m || in_dirs.len() != m || out_axes.len() != k || out_dirs.len() != k {
+        return Err(im.malformed(n, "an axis or direction list of the wrong length"));
+    }
+    let value = |im: &Importer, i: usize| {
+        im.input(n, i).ok_or_else(|| im.malformed(n, format!("input {i} is missing")))
+    };
+    // (name, value) of each state, and each scan input with its axis.
+    let mut states: Vec<(String, Value)> = Vec::with_capacity(states_n);
+    for i in 0..states_n {
+        states.push((n.input[i].clone(), value(im, i)?));
+    }
+    let mut scans = Vec::with_capacity(m);
+    let mut steps = None;
+    for s in 0..m {
+        let v = value(im, states_n + s)?;
+        let shape = im.shape_of(&v);
+        let a = crate::importer::axis(in_axes[s], shape.len())
+            .ok_or_else(|| im.malformed(n, format!("scan_input_axes {in_axes:?}")))?;
+        if *steps.get_or_insert(shape[a]) != shape[a] {
+            return Err(im.malformed(n, "scan inputs of different lengths"));
+        }
+        scans.push((v, shape, a));
+    }
+    let steps = steps.unwrap_or(0);
+    if steps == 0 {
+        return Err(im.unsupported(n, "an empty sequence"));
+    }
+    // Every name the body defines: renamed per step; any other is an outer value.
+    let mut local = std::collections::HashSet::new();
+    local.extend(body.input.iter().map(|v| v.name.clone()));
+    local.extend(body.initializer.iter().map(|t| t.name.clone()));
+    local.extend(body.node.iter().flat_map(|b| b.output.iter().cloned()));
+    let prefix = node_name(n);
+    let mut collected: Vec<Vec<(String, Value)>> = vec![Vec::new(); k];
+    for step in 0..steps {
+        let tag = |name: &str| {
+            if !name.is_empty() && local.contains(name) {
+                format!("{prefix}/scan{step}/{name}")
+            } else {
+                name.to_string()
+            }
+        };
+        for init in &body.initializer {
+            let c = read_tensor(init, &init.name)?;
+            im.values.insert(tag(&init.name), Value::Const(Rc::new(c)));
+        }
+        for (j, input) in body.input.iter().enumerate() {
+            let v = if j < states_n {
+                states[j].1.clone()
+            } else {
+                let (v, shape, a) = &scans[j - states_n];
+                let at = if in_dirs[j - states_n] != 0 { steps - 1 - step } else { step };
+                let mut squeezed = shape.clone();
+                squeezed.remove(*a);
+                match v {
+                    Value::Tensor(t) => {
+                        Value::Tensor(t.slice(*a as isize, at, at + 1).reshape(squeezed))
+                    }
+                    Value::Const(c) => {
+                        let view =
+                            lumen_compiler::view::View::contiguous(shape).slice(*a, at, at + 1);
+                        Value::Const(Rc::new(c.through(&view).reshaped(squeezed)))
+                    }
+                }
+            };
+            im.values.insert(tag(&input.name), v);
+        }
+        let nodes: Vec<NodeProto> = body
+            .node
+            .iter()
+            .map(|b| {
+                let mut c = b.clone();
+                c.input = b.input.iter().map(|i| tag(i)).collect();
+                c.output = b.output.iter().map(|o| tag(o)).collect();
+                c.name = format!("{prefix}/scan{step}/{}", node_name(b));
+                c
+            })
+            .collect();
+        im.run_nodes(&nodes)?;
+        let mut outs = Vec::with_capacity(body.output.len());
+        for o in &body.output {
+            let name = tag(&o.name);
+            let v = im.values.get(&name).cloned().ok_or_else(|| {
+                im.malformed(n, format!("the body does not define its output `{}`", o.name))
+            })?;
+            outs.push((name, v));
+        }
+        for (j, out) in outs.drain(states_n..).enumerate() {
+            collected[j].push(out);
+        }
+        states = outs;
+    }
+    let mut result = Vec::with_capacity(states_n + k);
+    for (name, v) in states {
+        result.push(im.materialize(n, name, v)?);
+    }
+    for (j, mut elements) in collected.into_iter().enumerate() {
+        if out_dirs[j] != 0 {
+            elements.reverse();
+        }
+        let rank = im.shape_of(&elements[0].1).len() + 1;
+        let a = crate::importer::axis(out_axes[j], rank)
+            .ok_or_else(|| im.malformed(n, format!("scan_output_axes {out_axes:?}")))?;
+        let mut parts = Vec::with_capacity(elements.len());
+        for (name, v) in elements {
+            parts.push(im.materialize(n, name, v)?.unsqueeze(a as isize));
+        }
+        result.push(im.cx.concat(&parts, a as isize));
+    }
+    Ok(result)
 }
