@@ -33,7 +33,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, SourceLocation};
 use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorName, TensorType, infer_type};
 use crate::llir::Epilogue;
-use crate::ops::{BinaryOp, ElemOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, ElemOp, ReduceOp, ScatterReduction, UnaryOp};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -701,6 +701,39 @@ impl Tensor {
         let indices: &Tensor = std::borrow::Borrow::borrow(&indices);
         let (axis, poisoned) = self.axis_at("gather_elements", axis, 0, location);
         self.op_at(HlirOp::GatherElements { axis }, &[indices], location, poisoned)
+    }
+
+    /// A copy of `self` (the data: f32, i32 or i64, any shape, row-major) with elements along
+    /// `axis` (negative counts from the last) replaced by `updates`, or combined with them by
+    /// `reduction` ([`HlirOp::ScatterElements`], ONNX's `ScatterElements`, PyTorch's
+    /// `scatter`/`scatter_reduce`).
+    ///
+    /// Shapes: `indices` is i32/i64 of the data's rank and no longer than the data on any axis
+    /// but `axis`; `updates` has the indices' shape and the data's dtype; the result has the
+    /// data's shape and dtype. For every position `i` of `updates`, in row-major order,
+    /// `out[i with axis replaced by indices[i]] = updates[i]` (or `reduction` of the element
+    /// there and `updates[i]`, in the data's type: f32 rounding at each step, integers
+    /// wrapping). A negative index counts from the axis' end. With
+    /// [`ScatterReduction::None`] and two updates on one element, the last in row-major order
+    /// wins, as on ONNX Runtime's CPU (the CUDA runtime keeps an unspecified one of them).
+    ///
+    /// Errors: a bad axis, dtype or shape is a [`CompileError`] at compile time; an index
+    /// outside `-len..len` of the axis is a runtime error naming the indices tensor and the
+    /// index (nothing is written out of bounds).
+    #[track_caller]
+    pub fn scatter_elements(
+        &self,
+        axis: isize,
+        indices: impl std::borrow::Borrow<Tensor>,
+        updates: impl std::borrow::Borrow<Tensor>,
+        reduction: ScatterReduction,
+    ) -> Tensor {
+        let location = SourceLocation::caller();
+        let indices: &Tensor = std::borrow::Borrow::borrow(&indices);
+        let updates: &Tensor = std::borrow::Borrow::borrow(&updates);
+        let (axis, poisoned) = self.axis_at("scatter_elements", axis, 0, location);
+        let op = HlirOp::ScatterElements { axis, reduction };
+        self.op_at(op, &[indices, updates], location, poisoned)
     }
 
     /// Embedding lookup: `self` is a table `[V, D]`, `ids` an i32/i64 tensor of any shape;

@@ -35,8 +35,8 @@ fn role_name(role: BufferRole) -> &'static str {
 /// `axis=2 len=128 extent=16` for a reduction, `rows=32 dim=64 vocab=1000` for a gather,
 /// `axis=1 len=512` for a concat, `n=1 c=3 oc=8 g=1 in=32x32 k=3x3 out=32x32 s=1x1 d=1x1
 /// p=1x1 epilogue=bias+relu` for a convolution (a max pool the same geometry without the
-/// epilogue), `axis=2 len=96 extent=4 fill=0.0` for a take,
-/// or nothing for upload and readback.
+/// epilogue), `axis=2 len=96 extent=4 fill=0.0` for a take, `axis=1 reduction=add len=12
+/// extent=3 updates=4` for a scatter, or nothing for upload and readback.
 pub fn op_params(op: &LlirOp) -> String {
     match *op {
         LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
@@ -61,6 +61,9 @@ pub fn op_params(op: &LlirOp) -> String {
         }
         LlirOp::GatherElements { axis, len, extent } => {
             format!("axis={axis} len={len} extent={extent}")
+        }
+        LlirOp::ScatterElements { axis, reduction, len, extent, updates } => {
+            format!("axis={axis} reduction={reduction} len={len} extent={extent} updates={updates}")
         }
         LlirOp::Arg { axis, last, len, extent, .. } => {
             format!("axis={axis} len={len} extent={extent}{}", if last { " last" } else { "" })
@@ -343,6 +346,13 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                     put("axis", json!(axis));
                     put("len", json!(len));
                     put("extent", json!(extent));
+                }
+                LlirOp::ScatterElements { axis, reduction, len, extent, updates } => {
+                    put("axis", json!(axis));
+                    put("reduction", json!(reduction.name()));
+                    put("len", json!(len));
+                    put("extent", json!(extent));
+                    put("updates", json!(updates));
                 }
                 LlirOp::Arg { axis, last, len, extent, .. } => {
                     put("axis", json!(axis));

@@ -22,7 +22,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::llir::Epilogue;
 pub use crate::names::{is_reserved_name, tensor_name_problem};
-use crate::ops::{ElemOp, ReduceOp};
+use crate::ops::{ElemOp, ReduceOp, ScatterReduction};
 use crate::view::{View, broadcast_shapes, window_count};
 
 /// A tensor shape in elements, row-major.
@@ -270,6 +270,23 @@ pub enum HlirOp {
         /// The axis picked along.
         axis: usize,
     },
+    /// A copy of `data` with elements along `axis` replaced by (or combined with) updates:
+    /// operands `data` (f32, i32 or i64, any rank), `indices` (i32/i64, `data`'s rank, no
+    /// longer than `data` on any axis but `axis`) and `updates` (`data`'s dtype, the indices'
+    /// shape); the output has `data`'s shape and dtype. For every position `i` of `updates`
+    /// in row-major order, `out[i with axis replaced by indices[i]] = updates[i]`, or combined
+    /// with what is there by `reduction` ([`ScatterReduction`], in the data's type). A
+    /// negative index counts from the axis' end; an index still outside the axis is a runtime
+    /// error naming the indices tensor and the index. With no reduction and two updates on one
+    /// element, the last in row-major order wins (what ONNX Runtime does on the CPU; the CUDA
+    /// runtime keeps an unspecified one). ONNX's `ScatterElements`, PyTorch's `scatter` /
+    /// `scatter_reduce`. The output is a fresh buffer, never `data`'s bytes.
+    ScatterElements {
+        /// The axis the indices address.
+        axis: usize,
+        /// How an update combines with the element it lands on.
+        reduction: ScatterReduction,
+    },
     /// The operands (at least one; equal shapes but along `axis`) joined along `axis`.
     Concat {
         /// The joined axis.
@@ -305,6 +322,7 @@ impl HlirOp {
             HlirOp::Arg { max: false, .. } => "argmin",
             HlirOp::TopK { .. } => "topk",
             HlirOp::GatherElements { .. } => "gather_elements",
+            HlirOp::ScatterElements { .. } => "scatter_elements",
             HlirOp::Concat { .. } => "concat",
             HlirOp::Move(m) => m.name(),
             HlirOp::Output { .. } => "output",
@@ -337,6 +355,7 @@ impl HlirOp {
                 | HlirOp::Arg { .. }
                 | HlirOp::TopK { .. }
                 | HlirOp::GatherElements { .. }
+                | HlirOp::ScatterElements { .. }
                 | HlirOp::Concat { .. }
         )
     }
@@ -347,6 +366,7 @@ impl HlirOp {
             HlirOp::Input { .. } | HlirOp::Weight { .. } | HlirOp::Constant { .. } => 0,
             HlirOp::Map(op) => op.arity(),
             HlirOp::Matmul { epilogue } if epilogue.has_bias() => 3,
+            HlirOp::ScatterElements { .. } => 3,
             HlirOp::Matmul { .. }
             | HlirOp::Gather
             | HlirOp::Take { .. }
@@ -390,6 +410,9 @@ impl HlirOp {
                 format!("topk:{axis}:{k}:{}", if *largest { "largest" } else { "smallest" })
             }
             HlirOp::GatherElements { axis } => format!("gather_elements:{axis}"),
+            HlirOp::ScatterElements { axis, reduction } => {
+                format!("scatter_elements:{axis}:{reduction}")
+            }
             HlirOp::Arg { max, axis, last } => {
                 format!(
                     "arg{}:{axis}{}",
@@ -951,6 +974,61 @@ pub(crate) fn infer_type(
                 ));
             }
             TensorType::f32(indices.shape.clone())
+        }
+        (HlirOp::ScatterElements { axis, .. }, [data, indices, updates]) => {
+            if !matches!(data.dtype, DType::F32 | DType::I32 | DType::I64) {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 0,
+                    expected: "f32, i32 or i64",
+                    got: data.dtype,
+                    location,
+                });
+            }
+            if !indices.dtype.is_index() {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 1,
+                    expected: "i32 or i64",
+                    got: indices.dtype,
+                    location,
+                });
+            }
+            if updates.dtype != data.dtype {
+                return Err(CompileError::DType {
+                    op,
+                    operand: 2,
+                    expected: data.dtype.name(),
+                    got: updates.dtype,
+                    location,
+                });
+            }
+            let rank = data.shape.len();
+            if *axis >= rank {
+                return Err(axis_error(*axis, rank));
+            }
+            let fits = indices.shape.len() == rank
+                && indices
+                    .shape
+                    .iter()
+                    .zip(&data.shape)
+                    .enumerate()
+                    .all(|(a, (i, d))| a == *axis || i <= d);
+            if !fits {
+                return Err(mismatch(
+                    &data.shape,
+                    &indices.shape,
+                    format!("the indices must have the data's rank and no longer axes but {axis}"),
+                ));
+            }
+            if updates.shape != indices.shape {
+                return Err(mismatch(
+                    &indices.shape,
+                    &updates.shape,
+                    "the updates must have the indices' shape".into(),
+                ));
+            }
+            (*data).clone()
         }
         (HlirOp::Concat { axis }, [first, rest @ ..]) => {
             f32_only(0, first)?;

@@ -238,6 +238,27 @@ pub fn eval_hlir(
                 }
                 out
             }
+            HlirOp::ScatterElements { axis, reduction } => {
+                let (idx, upd) = (v(1), v(2));
+                let dtype = types[n.index()].dtype;
+                crate::ops::scatter_elements_f64(
+                    v(0).clone(),
+                    &shape(0),
+                    &shape(1),
+                    *axis,
+                    *reduction,
+                    dtype,
+                    |i| idx[i],
+                    |i| upd[i],
+                )
+                .map_err(|e| {
+                    bad(format!(
+                        "scatter_elements index {} outside the axis of {}",
+                        e.index,
+                        shape(0)[*axis]
+                    ))
+                })?
+            }
             HlirOp::Concat { axis } => {
                 let mut out = vec![0.0; len];
                 let whole = View::contiguous(&out_shape);

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::conv::{ConvEpilogue, ConvGeometry};
 use crate::dtype::{DType, Scalar};
-use crate::ops::{ElemOp, ReduceOp, UnaryOp};
+use crate::ops::{ElemOp, ReduceOp, ScatterReduction, UnaryOp};
 use crate::view::View;
 
 /// Index of a node in [`Llir::nodes`] (its canonical number).
@@ -232,6 +232,24 @@ pub enum LlirOp {
         /// `data`'s length along `axis`.
         extent: usize,
     },
+    /// A copy of `data` with elements along `axis` replaced by (or combined with) `updates`
+    /// at `indices` ([`crate::HlirOp::ScatterElements`]): reads `data` (f32, i32 or i64),
+    /// `indices` (i32/i64) and `updates` (the data's dtype, the indices' shape), each through
+    /// its view; writes `len` elements of the data's dtype, a fresh buffer (never in place).
+    /// `extent` is `data`'s length along `axis` (an index outside `-extent..extent` is a
+    /// runtime error), `updates` the number of updates.
+    ScatterElements {
+        /// The axis the indices address.
+        axis: usize,
+        /// How an update combines with the element it lands on.
+        reduction: ScatterReduction,
+        /// Output elements (the data's).
+        len: usize,
+        /// `data`'s length along `axis`.
+        extent: usize,
+        /// Updates (and indices).
+        updates: usize,
+    },
     /// Operands joined along `axis` into one contiguous output of `len` elements.
     Concat {
         /// The joined axis.
@@ -261,6 +279,7 @@ impl LlirOp {
             LlirOp::Arg { max: false, .. } => "argmin",
             LlirOp::TopK { .. } => "topk",
             LlirOp::GatherElements { .. } => "gather_elements",
+            LlirOp::ScatterElements { .. } => "scatter_elements",
             LlirOp::Concat { .. } => "concat",
             LlirOp::Readback => "readback",
         }
@@ -275,8 +294,8 @@ impl LlirOp {
     /// whose epilogue does `e` per element ([`Epilogue::flops_per_element`]); `len x`
     /// [`ElemOp::flops_per_element`] for a map; `len x extent` for a reduction;
     /// [`ConvGeometry::flops`] for a convolution; one per window tap of every output for a max
-    /// pool; none for gather, take, concat, upload and
-    /// readback (copies).
+    /// pool; one per update for a scatter with a reduction; none for gather, take, concat, a
+    /// plain scatter, upload and readback (copies).
     ///
     /// Saturates at `u64::MAX` rather than wrapping: a `[2^21, 2^21] x [2^21, 2^21]` matmul
     /// is 2^64 FLOP, one past what a `u64` holds, and is reported as `u64::MAX`.
@@ -299,6 +318,9 @@ impl LlirOp {
             LlirOp::Arg { len, extent, .. } | LlirOp::TopK { len, extent, .. } => {
                 wide(len).saturating_mul(wide(extent))
             }
+            // One combine per update; a plain scatter only copies.
+            LlirOp::ScatterElements { reduction: ScatterReduction::None, .. } => 0,
+            LlirOp::ScatterElements { updates, .. } => wide(updates),
             LlirOp::Gather { .. }
             | LlirOp::Take { .. }
             | LlirOp::GatherElements { .. }

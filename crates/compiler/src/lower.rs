@@ -301,6 +301,12 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                     reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
                 LlirOp::GatherElements { axis: *axis, len, extent }
             }
+            HlirOp::ScatterElements { axis, reduction } => {
+                let extent =
+                    reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);
+                let updates = reads.get(2).map_or(0, |r| r.view.elements());
+                LlirOp::ScatterElements { axis: *axis, reduction: *reduction, len, extent, updates }
+            }
             HlirOp::Arg { max, axis, last } => {
                 let extent =
                     reads.first().and_then(|r| r.view.shape.get(*axis)).copied().unwrap_or(0);

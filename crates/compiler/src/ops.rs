@@ -18,6 +18,8 @@ use std::str::FromStr;
 
 use serde::Serialize;
 
+use crate::dtype::DType;
+
 /// `sqrt(2 / pi)`, the constant of the tanh form of GELU.
 const SQRT_2_OVER_PI_F64: f64 = 0.797_884_560_802_865_4;
 
@@ -686,6 +688,216 @@ impl FromStr for ReduceOp {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         ReduceOp::ALL.into_iter().find(|op| op.name() == s).ok_or_else(|| UnknownOp(s.to_string()))
     }
+}
+
+/// How [`crate::HlirOp::ScatterElements`] combines an update with the element it lands on
+/// (ONNX's `reduction` attribute): every fact about it in one place, as [`ReduceOp`]'s.
+///
+/// The combine is done in the data's own type ([`ScatterReduction::combine`]): f32 rounds
+/// after every step, integers wrap (two's complement, as C++ on ONNX Runtime's CPU does in
+/// practice). Several updates on one element combine in row-major order of the updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScatterReduction {
+    /// The update replaces the element; of several updates on one element the last in
+    /// row-major order wins (on the CUDA runtime: an unspecified one).
+    None,
+    /// `old + update` (IEEE 754; integers wrap).
+    Add,
+    /// `old * update` (IEEE 754; integers wrap).
+    Mul,
+    /// The larger; NaN (the canonical quiet NaN) if either is NaN; of -0 and +0 the element
+    /// already there stays.
+    Max,
+    /// The smaller; NaN (the canonical quiet NaN) if either is NaN; of -0 and +0 the element
+    /// already there stays.
+    Min,
+}
+
+impl ScatterReduction {
+    /// Every reduction, in declaration order (its index is [`ScatterReduction::code`]).
+    pub const ALL: [ScatterReduction; 5] = [
+        ScatterReduction::None,
+        ScatterReduction::Add,
+        ScatterReduction::Mul,
+        ScatterReduction::Max,
+        ScatterReduction::Min,
+    ];
+
+    /// The name in dumps and ONNX's attribute: `none`, `add`, `mul`, `max`, `min`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterReduction::None => "none",
+            ScatterReduction::Add => "add",
+            ScatterReduction::Mul => "mul",
+            ScatterReduction::Max => "max",
+            ScatterReduction::Min => "min",
+        }
+    }
+
+    /// The number the CUDA kernels take it as (a by-value argument, so one kernel serves
+    /// every reduction): its index in [`ScatterReduction::ALL`].
+    pub fn code(self) -> u64 {
+        match self {
+            ScatterReduction::None => 0,
+            ScatterReduction::Add => 1,
+            ScatterReduction::Mul => 2,
+            ScatterReduction::Max => 3,
+            ScatterReduction::Min => 4,
+        }
+    }
+
+    /// The reduction of [`ScatterReduction::code`] `code`, if any.
+    pub fn from_code(code: u64) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.code() == code)
+    }
+
+    /// `update` combined into `old` (f32).
+    #[inline]
+    pub fn combine_f32(self, old: f32, update: f32) -> f32 {
+        match self {
+            ScatterReduction::None => update,
+            ScatterReduction::Add => old + update,
+            ScatterReduction::Mul => old * update,
+            ScatterReduction::Max | ScatterReduction::Min if old.is_nan() || update.is_nan() => {
+                f32::NAN
+            }
+            ScatterReduction::Max => {
+                if update > old {
+                    update
+                } else {
+                    old
+                }
+            }
+            ScatterReduction::Min => {
+                if update < old {
+                    update
+                } else {
+                    old
+                }
+            }
+        }
+    }
+
+    /// `update` combined into `old` (i64, wrapping).
+    #[inline]
+    pub fn combine_i64(self, old: i64, update: i64) -> i64 {
+        match self {
+            ScatterReduction::None => update,
+            ScatterReduction::Add => old.wrapping_add(update),
+            ScatterReduction::Mul => old.wrapping_mul(update),
+            ScatterReduction::Max => old.max(update),
+            ScatterReduction::Min => old.min(update),
+        }
+    }
+
+    /// `update` combined into `old` (i32, wrapping).
+    #[inline]
+    pub fn combine_i32(self, old: i32, update: i32) -> i32 {
+        match self {
+            ScatterReduction::None => update,
+            ScatterReduction::Add => old.wrapping_add(update),
+            ScatterReduction::Mul => old.wrapping_mul(update),
+            ScatterReduction::Max => old.max(update),
+            ScatterReduction::Min => old.min(update),
+        }
+    }
+
+    /// `update` combined into `old`, both values of `dtype` held as f64 (what the f64
+    /// interpreters carry): the step in `dtype` itself ([`ScatterReduction::combine_f32`],
+    /// [`ScatterReduction::combine_i32`], [`ScatterReduction::combine_i64`]), so every engine
+    /// gets the same bits.
+    pub fn combine(self, dtype: DType, old: f64, update: f64) -> f64 {
+        match dtype {
+            DType::I64 => self.combine_i64(old as i64, update as i64) as f64,
+            DType::I32 => f64::from(self.combine_i32(old as i32, update as i32)),
+            _ => f64::from(self.combine_f32(old as f32, update as f32)),
+        }
+    }
+
+    /// The combine step as a CUDA C expression over the element there `a` and the update
+    /// `b`, both of the C type of `dtype` (`float`, `int`, `long long`): integers wrap through
+    /// their unsigned type (C's signed overflow is undefined), a float NaN is the canonical
+    /// `0x7fc00000` as [`ScatterReduction::combine_f32`] writes it.
+    pub fn cuda_combine(self, dtype: DType) -> String {
+        let (int, unsigned) = match dtype {
+            DType::I64 => (true, "unsigned long long"),
+            DType::I32 => (true, "unsigned int"),
+            _ => (false, ""),
+        };
+        let nan = "(a != a || b != b) ? __int_as_float(0x7fc00000) : ";
+        match (self, int) {
+            (ScatterReduction::None, _) => "b".to_string(),
+            (ScatterReduction::Add, false) => "a + b".to_string(),
+            (ScatterReduction::Mul, false) => "a * b".to_string(),
+            (ScatterReduction::Add, true) => format!("({unsigned})a + ({unsigned})b"),
+            (ScatterReduction::Mul, true) => format!("({unsigned})a * ({unsigned})b"),
+            (ScatterReduction::Max, false) => format!("{nan}(b > a ? b : a)"),
+            (ScatterReduction::Min, false) => format!("{nan}(b < a ? b : a)"),
+            (ScatterReduction::Max, true) => "b > a ? b : a".to_string(),
+            (ScatterReduction::Min, true) => "b < a ? b : a".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ScatterReduction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ScatterReduction {
+    type Err = UnknownOp;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| UnknownOp(s.to_string()))
+    }
+}
+
+/// An index of [`scatter_elements_f64`] outside its axis: the update's row-major position
+/// and the index as given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BadScatterIndex {
+    /// Row-major position in the indices (and updates).
+    pub position: usize,
+    /// The index as given (before a negative one is counted from the end).
+    pub index: f64,
+}
+
+/// [`crate::HlirOp::ScatterElements`] in f64, written once for both interpreters: `data`
+/// (row-major, of `data_shape`, elements of `dtype` held as f64) copied, then for every
+/// position `i` of `shape` (the indices' and the updates' shape) in row-major order, the
+/// element at `i` with `axis` replaced by `index(i)` (negative: counted from the axis' end)
+/// combined with `update(i)` by `reduction` in `dtype` ([`ScatterReduction::combine`]).
+///
+/// # Errors
+/// The first index outside the axis, in row-major order ([`BadScatterIndex`]).
+#[allow(clippy::too_many_arguments)]
+pub fn scatter_elements_f64(
+    mut data: Vec<f64>,
+    data_shape: &[usize],
+    shape: &[usize],
+    axis: usize,
+    reduction: ScatterReduction,
+    dtype: DType,
+    index: impl Fn(usize) -> f64,
+    update: impl Fn(usize) -> f64,
+) -> Result<Vec<f64>, BadScatterIndex> {
+    let strides = crate::view::row_major_strides(data_shape);
+    let extent = data_shape.get(axis).copied().unwrap_or(0) as f64;
+    let count: usize = shape.iter().product();
+    for flat in 0..count {
+        let mut pos = crate::view::unravel(flat, shape);
+        let raw = index(flat);
+        let id = if raw < 0.0 { raw + extent } else { raw };
+        if !(0.0..extent).contains(&id) {
+            return Err(BadScatterIndex { position: flat, index: raw });
+        }
+        pos[axis] = id as usize;
+        let at: usize = pos.iter().zip(&strides).map(|(p, s)| p * s).sum();
+        data[at] = reduction.combine(dtype, data[at], update(flat));
+    }
+    Ok(data)
 }
 
 /// The position of the largest (`max`) or smallest of `values` ([`crate::HlirOp::Arg`]): the

@@ -24,7 +24,8 @@ use std::time::Instant;
 
 use lumen_compiler::view::coalesce;
 use lumen_compiler::{
-    BufferRole, CompiledProgram, DType, ElemOp, LlirBuffer, LlirOp, ReduceOp, View,
+    BufferRole, CompiledProgram, DType, ElemOp, LlirBuffer, LlirOp, ReduceOp, ScatterReduction,
+    View,
 };
 
 use crate::error::TensorKind;
@@ -311,6 +312,17 @@ enum Step {
         indices_name: String,
         out: Range<usize>,
     },
+    ScatterElements {
+        data: Arg,
+        indices: Arg,
+        updates: Arg,
+        dtype: DType,
+        wide: bool,
+        axis: usize,
+        reduction: ScatterReduction,
+        indices_name: String,
+        out: Range<usize>,
+    },
     Readback {
         outputs: Vec<(String, Vec<usize>, DType, Range<usize>)>,
     },
@@ -538,6 +550,26 @@ impl CpuProgram {
                         out: out()?,
                     }
                 }
+                LlirOp::ScatterElements { axis, reduction, .. } => {
+                    let [data, indices, updates] = node.reads.as_slice() else {
+                        return Err(RuntimeError::invalid(
+                            &program.label,
+                            "scatter_elements operands",
+                        ));
+                    };
+                    let indices_buf = &llir.buffers[indices.buffer];
+                    Step::ScatterElements {
+                        data: arg(data),
+                        indices: arg(indices),
+                        updates: arg(updates),
+                        dtype: llir.buffers[data.buffer].dtype,
+                        wide: indices_buf.dtype == DType::I64,
+                        axis,
+                        reduction,
+                        indices_name: indices_buf.id.clone(),
+                        out: out()?,
+                    }
+                }
                 LlirOp::Arg { max, axis, last, .. } => {
                     let [x] = node.reads.as_slice() else {
                         return Err(RuntimeError::invalid(&program.label, "arg operands"));
@@ -747,6 +779,32 @@ impl CpuProgram {
                     *axis,
                     indices_name,
                     dst,
+                )?;
+            }
+            Step::ScatterElements {
+                data,
+                indices,
+                updates,
+                dtype,
+                wide,
+                axis,
+                reduction,
+                indices_name,
+                out: o,
+            } => {
+                let reads = [&data.0, &indices.0, &updates.0];
+                let (dst, bufs) = split(slab, ext, o, &reads, &self.label)?;
+                kernels::scatter_elements(
+                    (bufs[0], &data.1),
+                    (bufs[1], &indices.1),
+                    (bufs[2], &updates.1),
+                    *dtype,
+                    *wide,
+                    *axis,
+                    *reduction,
+                    indices_name,
+                    dst,
+                    threads,
                 )?;
             }
             Step::Arg { x, max, axis, last, out: o } => {

@@ -71,18 +71,24 @@ pub enum RuntimeError {
         /// The given dtype.
         got: lumen_compiler::DType,
     },
-    /// A gather id outside the table's rows, found at run time: nothing is read out of bounds.
+    /// A gather id (or a take's, gather_elements' or scatter_elements' index) outside the
+    /// table's rows or the indexed axis, found at run time: nothing is read or written out of
+    /// bounds.
     #[error(
-        "gather: id {index} at position {position} of `{tensor}` is out of range for a table of {rows} rows"
+        "{op}: id {index} at position {position} of `{tensor}` is out of range for {}",
+        bound_text(op, *rows)
     )]
     IndexOutOfRange {
+        /// The op whose index it is: `gather` (for gather, take and gather_elements, as their
+        /// messages have always said) or `scatter_elements`.
+        op: &'static str,
         /// The ids buffer's name.
         tensor: String,
         /// The id.
         index: i64,
         /// Its row-major position in the ids tensor as declared (not in a view of it).
         position: usize,
-        /// Rows of the table.
+        /// Rows of the table (the indexed axis' length).
         rows: usize,
     },
     /// The compiled program is inconsistent with itself or its plan (operand counts, sizes,
@@ -142,6 +148,16 @@ pub enum RuntimeError {
         /// The name given.
         name: String,
     },
+}
+
+/// What an out-of-range index is checked against, in [`RuntimeError::IndexOutOfRange`]'s
+/// message: a gather's table, or a scatter's axis.
+fn bound_text(op: &str, rows: usize) -> String {
+    if op == "gather" {
+        format!("a table of {rows} rows")
+    } else {
+        format!("an axis of length {rows}")
+    }
 }
 
 impl RuntimeError {

@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use lumen_compiler::DType;
 use lumen_compiler::view::{walk, walk_rows};
-use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, UnaryOp, View};
+use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, ScatterReduction, UnaryOp, View};
 
 use crate::RuntimeError;
 pub use crate::gemm::{Activation, epilogue_parts};
@@ -926,6 +926,7 @@ pub fn gather(
             None => {
                 // The id's place in the ids buffer (the user's tensor), not in this view of it.
                 result = Err(RuntimeError::IndexOutOfRange {
+                    op: "gather",
                     tensor: ids_name.to_string(),
                     index: id,
                     position: e,
@@ -980,6 +981,7 @@ pub fn take(
             Ok(r) if r < extent => Some(r),
             Ok(_) => {
                 return Err(RuntimeError::IndexOutOfRange {
+                    op: "gather",
                     tensor: indices_name.to_string(),
                     index: id,
                     position: e,
@@ -1198,6 +1200,7 @@ pub fn gather_elements(
         let id = if id < 0 { id + extent } else { id };
         if !(0..extent).contains(&id) {
             result = Err(RuntimeError::IndexOutOfRange {
+                op: "gather",
                 tensor: indices_name.to_string(),
                 index: id_at(idx, e, wide),
                 position: e,
@@ -1207,6 +1210,117 @@ pub fn gather_elements(
         }
         out[at] = data[b + id as usize * dv.strides[axis]];
         at += 1;
+    });
+    result
+}
+
+/// ScatterElements ([`lumen_compiler::HlirOp::ScatterElements`]): `data` (slab words of
+/// `dtype` elements: an f32 or an i32 per word, an i64 as two, read through its view) copied
+/// into `out` (contiguous, the data's shape), then for every position `i` of `updates` (words
+/// of `dtype` through their view) in row-major order, the output element at `i` with `axis`
+/// replaced by `indices[i]` (slab words through their view, `wide`: i64; a negative index
+/// counts from the axis' end) combined with `updates[i]` by `reduction` in `dtype`
+/// ([`ScatterReduction::combine_f32`], `combine_i32`, `combine_i64`). The copy is split over
+/// `threads` when large; the scatter walks on one thread, in order, so of several plain
+/// updates on one element the last wins, and reductions combine in row-major order.
+///
+/// # Errors
+/// [`RuntimeError::IndexOutOfRange`] (op `scatter_elements`) naming `indices_name` for the
+/// first index outside the axis, in row-major order (nothing is written for it);
+/// [`RuntimeError::Kernel`] for a `u8` type, views that leave their buffers or do not fit,
+/// or an output of another size.
+#[allow(clippy::too_many_arguments)]
+pub fn scatter_elements(
+    (data, dv): Input<'_>,
+    (idx, iv): Input<'_>,
+    (upd, uv): Input<'_>,
+    dtype: DType,
+    wide: bool,
+    axis: usize,
+    reduction: ScatterReduction,
+    indices_name: &str,
+    out: &mut [f32],
+    threads: &Threads,
+) -> Result<(), RuntimeError> {
+    const K: &str = "scatter_elements";
+    let w = match dtype {
+        DType::F32 | DType::I32 => 1,
+        DType::I64 => 2,
+        DType::U8 => return Err(RuntimeError::kernel(K, "u8 is not a tensor type")),
+    };
+    check_view(K, "data", dv, data.len() / w, None)?;
+    let words = if wide { idx.len() / 2 } else { idx.len() };
+    check_view(K, "indices", iv, words, Some(dv.rank()))?;
+    check_view(K, "updates", uv, upd.len() / w, Some(dv.rank()))?;
+    if axis >= dv.rank() {
+        return Err(RuntimeError::kernel(K, "axis out of range"));
+    }
+    let fits = uv.shape == iv.shape
+        && iv.shape.iter().zip(&dv.shape).enumerate().all(|(a, (i, d))| a == axis || i <= d);
+    if !fits {
+        return Err(RuntimeError::kernel(
+            K,
+            format!(
+                "indices {:?} and updates {:?} do not fit data {:?}",
+                iv.shape, uv.shape, dv.shape
+            ),
+        ));
+    }
+    let len = dv.elements();
+    check_len(K, "out", out.len(), len.checked_mul(w))?;
+    // The copy: one slice when the data is read in order (split over the team when large),
+    // else element by element through the view.
+    if dv.is_contiguous() && len > 0 {
+        let src = &data[dv.offset * w..(dv.offset + len) * w];
+        let parallel = src.len() >= PAR_MIN_ELEMS;
+        threads.for_parts(out, (src.len(), 1), PAR_MIN_PART_ELEMS, parallel, |rows, part| {
+            part.copy_from_slice(&src[rows]);
+            Ok::<(), RuntimeError>(())
+        })?;
+    } else {
+        let mut at = 0usize;
+        walk(&dv.shape, [dv], |[e]| {
+            out[at..at + w].copy_from_slice(&data[e * w..e * w + w]);
+            at += w;
+        });
+    }
+    // The output's offset of each update's position but its axis, walked beside the indices
+    // and the updates; the index times the axis' stride is added.
+    let strides = lumen_compiler::view::row_major_strides(&dv.shape);
+    let step = strides[axis];
+    let mut base = View { shape: iv.shape.clone(), strides, offset: 0 };
+    base.strides[axis] = 0;
+    let extent = dv.shape[axis] as i64;
+    let mut result = Ok(());
+    walk(&iv.shape, [iv, uv, &base], |[e, u, b]| {
+        if result.is_err() {
+            return;
+        }
+        let raw = id_at(idx, e, wide);
+        let id = if raw < 0 { raw + extent } else { raw };
+        if !(0..extent).contains(&id) {
+            result = Err(RuntimeError::IndexOutOfRange {
+                op: K,
+                tensor: indices_name.to_string(),
+                index: raw,
+                position: e,
+                rows: extent as usize,
+            });
+            return;
+        }
+        let t = b + id as usize * step;
+        match dtype {
+            DType::I64 => {
+                let v = reduction.combine_i64(id_at(out, t, true), id_at(upd, u, true)) as u64;
+                out[2 * t] = f32::from_bits(v as u32);
+                out[2 * t + 1] = f32::from_bits((v >> 32) as u32);
+            }
+            DType::I32 => {
+                let (old, new) = (out[t].to_bits() as i32, upd[u].to_bits() as i32);
+                out[t] = f32::from_bits(reduction.combine_i32(old, new) as u32);
+            }
+            _ => out[t] = reduction.combine_f32(out[t], upd[u]),
+        }
     });
     result
 }

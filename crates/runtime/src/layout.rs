@@ -640,6 +640,34 @@ fn check_operands(
             }
             output(Some(len))?;
         }
+        LlirOp::ScatterElements { axis, len, extent, updates, .. } => {
+            arity(3)?;
+            let (data, idx, upd) = (&node.reads[0], &node.reads[1], &node.reads[2]);
+            let dtype = buf(data.buffer).dtype;
+            let (dv, iv) = (&data.view, &idx.view);
+            let fits = matches!(dtype, DType::F32 | DType::I32 | DType::I64)
+                && buf(upd.buffer).dtype == dtype
+                && buf(idx.buffer).dtype.is_index()
+                && dv.shape.get(axis) == Some(&extent)
+                && dv.elements() == len
+                && iv.rank() == dv.rank()
+                && iv.elements() == updates
+                && upd.view.shape == iv.shape
+                && iv
+                    .shape
+                    .iter()
+                    .zip(&dv.shape)
+                    .enumerate()
+                    .all(|(a, (i, d))| a == axis || i <= d);
+            if !fits {
+                return Err(fail(format!(
+                    "reads data {:?} ({dtype}), indices {:?} and updates {:?}, the op needs f32, i32 or i64 data of {len} elements with axis {axis} of length {extent}, and {updates} integer indices and updates of the data's type in one shape of its rank",
+                    dv.shape, iv.shape, upd.view.shape
+                )));
+            }
+            // A fresh output of the data's type: the op copies, never writes in place.
+            output_of(Some(len), dtype)?;
+        }
         LlirOp::Arg { axis, len, extent, .. } => {
             arity(1)?;
             f32_reads()?;

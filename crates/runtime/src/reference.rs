@@ -41,7 +41,8 @@ fn act_f64(act: crate::kernels::Activation, x: f64) -> f64 {
 ///
 /// # Errors
 /// `Missing`, `Unexpected`, `ShapeMismatch`, `DTypeMismatch` for tensors that do not match the
-/// program; [`RuntimeError::IndexOutOfRange`] for a gather id outside its table;
+/// program; [`RuntimeError::IndexOutOfRange`] for a gather id outside its table (or a take's,
+/// gather_elements' or scatter_elements' index outside its axis);
 /// [`RuntimeError::InvalidProgram`] (label `reference`) when two buffers share an id (checked
 /// first), or a node reads a buffer no earlier node wrote, names an absent buffer, reads
 /// through a view that leaves its buffer or does not fit the op (or sizes whose product
@@ -172,6 +173,7 @@ pub fn execute_f64(
                             .and_then(|o| llir.buffers.get(o.buffer))
                             .map_or_else(String::new, |b| b.id.clone());
                         return Err(RuntimeError::IndexOutOfRange {
+                            op: "gather",
                             tensor,
                             index: id as i64,
                             position: ids.1.index(p),
@@ -244,6 +246,7 @@ pub fn execute_f64(
                                 .and_then(|o| llir.buffers.get(o.buffer))
                                 .map_or_else(String::new, |b| b.id.clone());
                             return Err(RuntimeError::IndexOutOfRange {
+                                op: "gather",
                                 tensor,
                                 index: id as i64,
                                 position: idx.1.index(j),
@@ -307,6 +310,7 @@ pub fn execute_f64(
                             .and_then(|o| llir.buffers.get(o.buffer))
                             .map_or_else(String::new, |b| b.id.clone());
                         return Err(RuntimeError::IndexOutOfRange {
+                            op: "gather",
                             tensor,
                             index: raw as i64,
                             position: idx.1.index(flat),
@@ -318,6 +322,51 @@ pub fn execute_f64(
                     out.push(at(data, logical));
                 }
                 Some(out)
+            }
+            LlirOp::ScatterElements { axis, reduction, len, extent, updates } => {
+                let (data, idx, upd) = (read(0)?, read(1)?, read(2)?);
+                let rank = data.1.rank();
+                let fits = data.1.shape.get(axis) == Some(&extent)
+                    && data.1.elements() == len
+                    && idx.1.rank() == rank
+                    && idx.1.elements() == updates
+                    && upd.1.shape == idx.1.shape;
+                if !fits {
+                    return Err(bad(format!("node {n}: scatter_elements views do not fit")));
+                }
+                let dtype = node
+                    .reads
+                    .first()
+                    .and_then(|o| llir.buffers.get(o.buffer))
+                    .map_or(lumen_compiler::DType::F32, |b| b.dtype);
+                let copy = (0..len).map(|i| at(data, i)).collect();
+                let scattered = lumen_compiler::ops::scatter_elements_f64(
+                    copy,
+                    &data.1.shape,
+                    &idx.1.shape,
+                    axis,
+                    reduction,
+                    dtype,
+                    |i| at(idx, i),
+                    |i| at(upd, i),
+                );
+                match scattered {
+                    Ok(out) => Some(out),
+                    Err(e) => {
+                        let tensor = node
+                            .reads
+                            .get(1)
+                            .and_then(|o| llir.buffers.get(o.buffer))
+                            .map_or_else(String::new, |b| b.id.clone());
+                        return Err(RuntimeError::IndexOutOfRange {
+                            op: "scatter_elements",
+                            tensor,
+                            index: e.index as i64,
+                            position: idx.1.index(e.position),
+                            rows: extent,
+                        });
+                    }
+                }
             }
             LlirOp::Arg { max, axis, last, len, extent } => {
                 let x = read(0)?;

@@ -4,21 +4,25 @@
 //! when libnvrtc is on the loader path, must compile every generated kernel (each op of the
 //! op table at each rank, copies, both reductions in both forms, gathers, a convolution per
 //! epilogue, takes, casts between every pair of f32/i32/i64, argmax/argmin, top-k,
-//! gather_elements) to PTX and CUBIN
+//! gather_elements, scatter_elements) to PTX and CUBIN
 //! for sm_90 and say how many; every program the GPU tests run must have a CUDA form
 //! (host-only); and the CUDA launch plans, emulated on the host
 //! (`lumen_runtime::cuda::emulate`), must match the CPU runtime on the shipped transformer
 //! block and digits ViT, matmuls in every form, 128 random programs over every op,
 //! convolutions of every kind and epilogue, takes (with their error record), and casts and
 //! argmax/argmin bit for bit (integer outputs read back with their type), top-k and
-//! gather_elements bit for bit (with the gather_elements error record).
+//! gather_elements bit for bit (with the gather_elements error record), and scatter_elements
+//! bit for bit (every reduction, f32/i32/i64 data, duplicates in the CPU's order, with its
+//! error record).
 //! On a GPU: the digits MLP against the CPU runtime, linear-relu at edge shapes and every
 //! epilogue against the f64 reference, the tall product's exact golden, the slab-poisoning
 //! differential tests (first op set, and random programs over every op), the transformer block
 //! and the ViT against the CPU (argmax identical, max |cuda - cpu| <= 1e-3), convolutions and
 //! takes against the CPU (planned, no-reuse and NaN-poisoned), casts and argmax/argmin against
 //! the CPU bit for bit (the same three ways), top-k and gather_elements against the CPU bit for
-//! bit (the same three ways), the device-reported gather, take and gather_elements errors, and
+//! bit (the same three ways), scatter_elements against the CPU bit for bit where the threads'
+//! order cannot matter (within rounding for an inexact float sum of duplicates), the
+//! device-reported gather, take, gather_elements and scatter_elements errors, and
 //! (ignored, run by scripts/gpu-check.sh) the fused-vs-unfused bench.
 //! Each GPU test prints `skipped: <reason>` and returns when there is no device (fails instead
 //! under `LUMEN_REQUIRE_CUDA=1`, as scripts/gpu-check.sh runs them).
@@ -32,6 +36,7 @@ use std::path::PathBuf;
 
 use common::*;
 use cuda_shared::integers::{self, assert_bit_identical};
+use cuda_shared::scatter;
 use cuda_shared::selection;
 use cuda_shared::spatial::{self, BAD_TAKE};
 use cuda_shared::*;
@@ -157,8 +162,8 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
     let count = |prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
     println!(
         "NVRTC compiled {} kernels for sm_90 ({} map, {} copy, {} reduce, {} gather, {} \
-         gather_report, {} conv, {} take, {} cast, {} arg, {} topk, {} gather_elements; {} bytes \
-         of PTX, {:.1} s)",
+         gather_report, {} conv, {} take, {} cast, {} arg, {} topk, {} gather_elements, {} \
+         scatter_elements; {} bytes of PTX, {:.1} s)",
         names.len(),
         count("lumen_map_"),
         count("lumen_copy_"),
@@ -171,6 +176,7 @@ fn nvrtc_compiles_every_kernel_for_sm_90() {
         count("lumen_arg"),
         count("lumen_topk_"),
         count("lumen_gather_elements_"),
+        count("lumen_scatter_elements_"),
         text.len(),
         t.elapsed().as_secs_f64()
     );
@@ -300,6 +306,13 @@ fn every_program_the_gpu_tests_run_is_in_the_cuda_op_set() {
         .iter()
         .chain([&selection::bad_gather_elements(false), &selection::bad_gather_elements(true)])
     {
+        supported(program);
+    }
+    for (program, _, _) in scatter::scatter_programs().iter().chain([
+        &scatter::scatter_duplicates(),
+        &scatter::bad_scatter_elements(false),
+        &scatter::bad_scatter_elements(true),
+    ]) {
         supported(program);
     }
 }
@@ -885,6 +898,96 @@ fn emulated_gather_elements_error_record_reports_like_the_cpu() {
     }
 }
 
+#[test]
+fn emulated_cuda_plans_match_the_cpu_on_scatter_elements_bit_for_bit() {
+    use lumen_compiler::DType;
+    let mut specs = std::collections::BTreeSet::new();
+    let mut elements = 0;
+    let mut cases = scatter::scatter_programs();
+    cases.push(scatter::scatter_duplicates());
+    for (program, weights, inputs) in &cases {
+        specs.extend(kernel_specs(program));
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        let emulated = cuda::emulate::emulate(program, weights, inputs)
+            .unwrap_or_else(|e| panic!("{}: {e}", program.label));
+        elements += assert_bit_identical(&program.label, &emulated, &cpu);
+        if program.label.starts_with("scatter-duplicates") {
+            // By hand: row 0 of d [[0.1, -0, 1], [-1, 0.3, 0]] gets 0.7 and 1e8 at 0 (the
+            // last wins), +0 then -0 at 1; row 1 gets -0 and 0.2 at 0, 1/3 and 3 at 2.
+            assert_eq!(emulated["dup_none"].data(), [1e8, -0.0, 1.0, 0.2, 0.3, 3.0]);
+            assert!(emulated["dup_none"].data()[1].is_sign_negative());
+            assert!(emulated["dup_max"].data()[1].is_sign_negative(), "-0 stays");
+        } else {
+            // d [3, 5] along axis 1 at [[4, -5 (= 0)], [2, 1], [-1 (= 4), 3]] by u's first
+            // two columns [[-1.5, -1.25], [-0.25, 0], [1, 1.25]].
+            let y = emulated["plain_axis1"].data();
+            let d = selection::data_values();
+            let want = [
+                -1.25, d[1], d[2], d[3], -1.5, d[5], 0.0, -0.25, d[8], d[9], d[10], d[11], d[12],
+                1.25, 1.0,
+            ];
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(y), bits(&want));
+            // w[0][0] = MAX gets 1, 3 and 5 (index -3 is 0): MAX + 9 wraps to MIN + 8.
+            assert_eq!(emulated["i64_add"].index_values().unwrap()[0], i64::MIN + 8);
+        }
+    }
+    // Every data type with both index types; the copy is the same-type cast kernel.
+    for dtype in [DType::F32, DType::I32, DType::I64] {
+        let wides: Vec<bool> = specs
+            .iter()
+            .filter_map(|s| match *s {
+                cuda::KernelSpec::ScatterElements { dtype: d, wide, .. } if d == dtype => {
+                    Some(wide)
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(!wides.is_empty(), "no {dtype} scatter ran");
+        assert!(
+            specs.iter().any(|s| matches!(*s, cuda::KernelSpec::Cast { from, to, .. } if from == dtype && to == dtype)),
+            "no {dtype} copy"
+        );
+    }
+    for wide in [false, true] {
+        assert!(
+            specs.iter().any(
+                |s| matches!(*s, cuda::KernelSpec::ScatterElements { wide: w, .. } if w == wide)
+            ),
+            "no scatter with wide = {wide}"
+        );
+    }
+    println!(
+        "{} scatter programs: emulated cuda plans match the cpu bit for bit ({elements} \
+         elements, {} kernels)",
+        cases.len(),
+        specs.len()
+    );
+}
+
+#[test]
+fn emulated_scatter_elements_error_record_reports_like_the_cpu() {
+    for negative in [false, true] {
+        let (program, weights, inputs) = scatter::bad_scatter_elements(negative);
+        let want = scatter::bad_scatter_elements_message(negative);
+        let mut cpu = CpuRuntime::default().prepare(&program, &weights).expect("prepare");
+        assert_eq!(cpu.execute(&inputs).unwrap_err().to_string(), want, "cpu");
+        let err = cuda::emulate::emulate(&program, &weights, &inputs).unwrap_err().to_string();
+        assert_eq!(err, want, "emulated");
+        // The gather_elements and the scatter each have their own error record.
+        let ks: Vec<cuda::support::KernelLaunch> = cuda::support::launches(&program)
+            .unwrap()
+            .iter()
+            .flat_map(|l| l.kernels().to_vec())
+            .collect();
+        let record = |family: &str| {
+            ks.iter().find(|k| k.spec.family() == family).map(|k| k.ptrs[3]).expect(family)
+        };
+        assert_eq!(cuda::support::error_records(&program), 2);
+        assert_ne!(record("gather_elements"), record("scatter_elements"));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // GPU tests.
 
@@ -1388,6 +1491,60 @@ fn a_gather_elements_index_out_of_range_is_reported_by_the_device() {
         let mut prepared = rt.prepare_cuda(&program, &weights).expect("prepare");
         let err = prepared.execute(&inputs).unwrap_err().to_string();
         assert_eq!(err, selection::bad_gather_elements_message(negative));
+        // The record is reset on every execute: good indices run after a bad one.
+        let mut good = inputs.clone();
+        good.insert("idx".into(), HostTensor::from_i64([3, 2], vec![0, 1, -6, 5, 2, 3]).unwrap());
+        let out = prepared.execute(&good).expect("good indices after a bad execute");
+        let cpu = run(&program, CpuOptions::default(), &weights, &good);
+        assert_bit_identical("good indices", &out, &cpu);
+    }
+}
+
+#[test]
+fn scatter_elements_match_the_cpu_bit_for_bit_planned_and_poisoned() {
+    // Plain scatters to distinct elements, max/min/integer and exact float reductions with
+    // several updates per element (order-independent bits), views, rank 3.
+    let Some(planned_rt) = gpu(fp32()) else { return };
+    let poisoned = gpu(CudaOptions { memory_debug: true, ..fp32() }).expect("device");
+    let no_reuse = gpu(CudaOptions { placement: Placement::NoReuse, ..fp32() }).expect("device");
+    let cases = scatter::scatter_programs();
+    let mut elements = 0;
+    for (program, weights, inputs) in &cases {
+        let cpu = run(program, CpuOptions::default(), weights, inputs);
+        for (mode, rt) in
+            [("planned", &planned_rt), ("no-reuse", &no_reuse), ("nan-poisoned", &poisoned)]
+        {
+            let out = run_cuda(rt, program, weights, inputs);
+            elements += assert_bit_identical(&format!("{} {mode}", program.label), &out, &cpu);
+        }
+    }
+    // The order-dependent ones: an inexact float sum within rounding, plain duplicates one of
+    // their updates.
+    let (program, weights, inputs) = scatter::scatter_duplicates();
+    let out = run_cuda(&planned_rt, &program, &weights, &inputs);
+    let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+    for name in ["dup_add", "dup_mul", "dup_max", "dup_min"] {
+        let pick = |t: &Tensors| -> Tensors { [(name.to_string(), t[name].clone())].into() };
+        close_to_cpu(&format!("scatter-duplicates {name}"), &pick(&out), &pick(&cpu));
+    }
+    let plain = out["dup_none"].data();
+    assert!([0.7f32, 1e8].contains(&plain[0]) && [0.2f32, -0.0].contains(&plain[3]), "{plain:?}");
+    assert!([1.0f32 / 3.0, 3.0].contains(&plain[5]), "{plain:?}");
+    println!(
+        "{} scatter programs: cuda matches the cpu bit for bit, planned, no-reuse and \
+         NaN-poisoned ({elements} elements)",
+        cases.len()
+    );
+}
+
+#[test]
+fn a_scatter_elements_index_out_of_range_is_reported_by_the_device() {
+    let Some(rt) = gpu(fp32()) else { return };
+    for negative in [false, true] {
+        let (program, weights, inputs) = scatter::bad_scatter_elements(negative);
+        let mut prepared = rt.prepare_cuda(&program, &weights).expect("prepare");
+        let err = prepared.execute(&inputs).unwrap_err().to_string();
+        assert_eq!(err, scatter::bad_scatter_elements_message(negative));
         // The record is reset on every execute: good indices run after a bad one.
         let mut good = inputs.clone();
         good.insert("idx".into(), HostTensor::from_i64([3, 2], vec![0, 1, -6, 5, 2, 3]).unwrap());

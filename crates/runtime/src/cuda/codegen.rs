@@ -79,11 +79,26 @@
 //!   read through: its element is NaN and `atomicMin` puts the output position into the
 //!   error record like a gather's; the `gather_report` kernel over the indices' view then
 //!   stores the index and its element offset.
+//! - `scatter_elements`: the second of a scatter's launches (the first copies the data into
+//!   the output with the same-type `cast` kernel, the typed copy), one thread per update:
+//!   updates, indices and the output through three views over the updates' shape (the
+//!   output's with the addressed axis' stride 0: the kernel adds the index times it); a
+//!   negative index counts from the axis' end, one still outside the axis is never written
+//!   through and goes into the error record like a gather_elements' (reported by
+//!   `gather_report` over the indices' view). One kernel per (data type: f32, i32, i64; index
+//!   type; rank), the reduction a by-value argument ([`ScatterReduction::code`]). With no
+//!   reduction the update is a plain store: of several updates on one element an unspecified
+//!   one wins (the CPU keeps the last in row-major order). A reduction is an `atomicCAS` loop
+//!   on the element's 32 or 64 bits applying the op table's step
+//!   ([`ScatterReduction::cuda_combine`], in the prelude's `lumen_scatter_*` functions, added
+//!   to a module only with a scatter kernel), so several updates on one element all land, in
+//!   an unspecified order: exact for max, min and integer sums and products (wrapping), within
+//!   rounding of the CPU's row-major order for float sums and products.
 
 use std::fmt::Write as _;
 
 use lumen_compiler::conv::{ConvEpilogue, ConvGeometry, MAX_SPATIAL};
-use lumen_compiler::{DType, ElemOp, ReduceOp, UnaryOp, View};
+use lumen_compiler::{DType, ElemOp, ReduceOp, ScatterReduction, UnaryOp, View};
 
 /// Most axes a kernel view has after [`collapse`].
 pub const MAX_RANK: usize = 6;
@@ -211,6 +226,19 @@ pub enum KernelSpec {
         /// Rank of the views over the output's shape (after [`collapse`]).
         rank: usize,
     },
+    /// `lumen_scatter_elements_{f32|i32|i64}_{i32|i64}_r{rank}(T* out, const T* updates, const
+    /// void* indices, u64* err, lumen_views<rank, 3> v, unsigned long long extent, unsigned
+    /// long long stride, unsigned long long reduction)`: view 0 is the updates', view 1 the
+    /// indices', view 2 the output's (the addressed axis' stride 0); `reduction` is
+    /// [`ScatterReduction::code`].
+    ScatterElements {
+        /// The data's (and updates' and output's) element type (one of [`CAST_TYPES`]).
+        dtype: DType,
+        /// i64 indices (else i32).
+        wide: bool,
+        /// Rank of the views over the updates' shape (after [`collapse`]).
+        rank: usize,
+    },
 }
 
 /// The element types a cast kernel converts between, in kernel order.
@@ -219,7 +247,7 @@ pub const CAST_TYPES: [DType; 3] = [DType::F32, DType::I32, DType::I64];
 impl KernelSpec {
     /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`,
     /// `max_pool`, `take`,
-    /// `cast`, `arg`, `topk`, `gather_elements`.
+    /// `cast`, `arg`, `topk`, `gather_elements`, `scatter_elements`.
     pub fn family(&self) -> &'static str {
         match self {
             KernelSpec::Map { .. } => "map",
@@ -234,6 +262,7 @@ impl KernelSpec {
             KernelSpec::Arg { .. } => "arg",
             KernelSpec::TopK { .. } => "topk",
             KernelSpec::GatherElements { .. } => "gather_elements",
+            KernelSpec::ScatterElements { .. } => "scatter_elements",
         }
     }
 
@@ -266,6 +295,9 @@ impl KernelSpec {
             }
             KernelSpec::GatherElements { wide, rank } => {
                 format!("lumen_gather_elements_{}_r{rank}", id(wide))
+            }
+            KernelSpec::ScatterElements { dtype, wide, rank } => {
+                format!("lumen_scatter_elements_{dtype}_{}_r{rank}", id(wide))
             }
         }
     }
@@ -508,6 +540,28 @@ impl KernelSpec {
                      \x20   }}\n}}\n"
                 )
             }
+            KernelSpec::ScatterElements { dtype, wide, rank } => {
+                let id_type = if wide { "long long" } else { "int" };
+                let t = c_type(dtype);
+                format!(
+                    "extern \"C\" __global__ void {name}({t}* out, const {t}* updates, const void* indices,\n\
+                     \x20   unsigned long long* err, lumen_views<{rank}, 3> v, unsigned long long extent,\n\
+                     \x20   unsigned long long stride, unsigned long long reduction) {{\n\
+                     \x20   const {id_type}* idx = (const {id_type}*)indices;\n\
+                     \x20   LUMEN_GRID_STRIDE(i, v.len) {{\n\
+                     \x20       unsigned long long off[3];\n\
+                     \x20       lumen_offsets(v, i, off);\n\
+                     \x20       long long id = (long long)idx[off[1]];\n\
+                     \x20       if (id < 0) id += (long long)extent;\n\
+                     \x20       if (id < 0 || (unsigned long long)id >= extent) {{\n\
+                     \x20           atomicMin(err, i);\n\
+                     \x20       }} else {{\n\
+                     \x20           lumen_scatter_{dtype}(out + off[2] + (unsigned long long)id * stride,\n\
+                     \x20               updates[off[0]], reduction);\n\
+                     \x20       }}\n\
+                     \x20   }}\n}}\n"
+                )
+            }
         }
     }
 
@@ -600,6 +654,52 @@ __device__ __forceinline__ int lumen_cast_i64_i32(long long v) {
 }
 "#;
 
+/// The scatter kernels' device functions, per data type of [`CAST_TYPES`]:
+/// `lumen_scatter_combine_{t}(a, b, r)`, the op table's step of reduction code `r`
+/// ([`ScatterReduction::cuda_combine`]) of the element there `a` and the update `b`, and
+/// `lumen_scatter_{t}(p, v, r)`, which stores `v` at `p` (code 0) or combines it in with an
+/// `atomicCAS` loop on the element's bits, so concurrent updates of one element all land.
+fn scatter_prelude() -> String {
+    let mut src = String::from(
+        "// ScatterElements: the combine step of each reduction (ScatterReduction's table), and\n\
+         // the store: plain for none, an atomicCAS loop on the element's bits otherwise.\n",
+    );
+    for dtype in CAST_TYPES {
+        let t = c_type(dtype);
+        let bits = if dtype == DType::I64 { "unsigned long long" } else { "unsigned int" };
+        let (to_bits, from_bits) = match dtype {
+            DType::F32 => ("__float_as_uint", "__uint_as_float"),
+            _ => ("", ""),
+        };
+        let _ = writeln!(
+            src,
+            "__device__ __forceinline__ {t} lumen_scatter_combine_{dtype}({t} a, {t} b, unsigned long long r) {{\n    switch (r) {{"
+        );
+        for r in ScatterReduction::ALL.into_iter().filter(|&r| r != ScatterReduction::None) {
+            let _ =
+                writeln!(src, "    case {}: return ({t})({});", r.code(), r.cuda_combine(dtype));
+        }
+        let _ = writeln!(
+            src,
+            "    }}\n    return b;\n}}\n\
+             __device__ __forceinline__ void lumen_scatter_{dtype}({t}* p, {t} v, unsigned long long r) {{\n\
+             \x20   if (r == 0) {{\n\
+             \x20       *p = v;\n\
+             \x20       return;\n\
+             \x20   }}\n\
+             \x20   {bits}* q = ({bits}*)p;\n\
+             \x20   {bits} old = *q, seen;\n\
+             \x20   do {{\n\
+             \x20       seen = old;\n\
+             \x20       const {t} next = lumen_scatter_combine_{dtype}(({t}){from_bits}(seen), v, r);\n\
+             \x20       old = atomicCAS(q, seen, ({bits}){to_bits}(next));\n\
+             \x20   }} while (old != seen);\n\
+             }}"
+        );
+    }
+    src
+}
+
 /// The CUDA C type of an element of `dtype`.
 fn c_type(dtype: DType) -> &'static str {
     match dtype {
@@ -615,7 +715,8 @@ fn c_type(dtype: DType) -> &'static str {
 /// a convolution per epilogue ([`conv_epilogues`]), the max pool, the takes (i32 and i64 at each rank), a
 /// cast per pair of [`CAST_TYPES`] at each rank, argmax and argmin (first and last of equals)
 /// at each row rank, top-k (largest and smallest) at each row rank, gather_elements (i32 and
-/// i64 indices) at each rank.
+/// i64 indices) at each rank, scatter_elements (each of [`CAST_TYPES`], i32 and i64 indices)
+/// at each rank.
 pub fn all_specs() -> Vec<KernelSpec> {
     let mut specs = Vec::new();
     for op in ElemOp::ALL {
@@ -651,6 +752,15 @@ pub fn all_specs() -> Vec<KernelSpec> {
     }
     for wide in [false, true] {
         specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::GatherElements { wide, rank }));
+    }
+    for dtype in CAST_TYPES {
+        for wide in [false, true] {
+            specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::ScatterElements {
+                dtype,
+                wide,
+                rank,
+            }));
+        }
     }
     specs
 }
@@ -972,6 +1082,9 @@ pub fn module_source(specs: &[KernelSpec]) -> String {
     for op in ops {
         src.push_str(&op.cuda_fn());
     }
+    if specs.iter().any(|s| matches!(s, KernelSpec::ScatterElements { .. })) {
+        src.push_str(&scatter_prelude());
+    }
     let mut seen = std::collections::BTreeSet::new();
     for spec in specs {
         if seen.insert(*spec) {
@@ -1141,12 +1254,23 @@ mod tests {
         let specs = all_specs();
         // Ops x 6 ranks, 6 copies, 2 reductions x 2 forms x 5 ranks, 2 x 2 x 6 gathers, 2 x 2
         // x (1 + 7 activations) convolutions, 1 max pool, 2 x 6 takes, 3 x 3 x 6 casts, 2 x 2
-        // x 5 args, 2 x 5 top-ks, 2 x 6 gather_elements.
+        // x 5 args, 2 x 5 top-ks, 2 x 6 gather_elements, 3 x 2 x 6 scatter_elements.
         let convs = conv_epilogues().len();
         assert_eq!(convs, 32);
         assert_eq!(
             specs.len(),
-            ElemOp::ALL.len() * MAX_RANK + MAX_RANK + 20 + 24 + convs + 1 + 12 + 54 + 20 + 10 + 12
+            ElemOp::ALL.len() * MAX_RANK
+                + MAX_RANK
+                + 20
+                + 24
+                + convs
+                + 1
+                + 12
+                + 54
+                + 20
+                + 10
+                + 12
+                + 36
         );
         let src = module_source(&specs);
         let mut names: Vec<String> = specs.iter().map(KernelSpec::name).collect();
@@ -1264,6 +1388,41 @@ mod tests {
         assert!(narrow.contains("const int* idx = (const int*)indices;"), "{narrow}");
         let n = all_specs().into_iter().filter(|s| s.family() == "gather_elements").count();
         assert_eq!(n, 2 * MAX_RANK);
+    }
+
+    #[test]
+    fn scatter_kernels_store_or_combine_through_the_prelude_and_record_bad_indices() {
+        let spec = KernelSpec::ScatterElements { dtype: DType::I64, wide: false, rank: 2 };
+        assert_eq!(
+            (spec.name().as_str(), spec.family()),
+            ("lumen_scatter_elements_i64_i32_r2", "scatter_elements")
+        );
+        let src = module_source(&[spec]);
+        assert!(src.contains("void lumen_scatter_elements_i64_i32_r2(long long* out, const long long* updates, const void* indices,"), "{src}");
+        assert!(src.contains("const int* idx = (const int*)indices;"), "{src}");
+        assert!(src.contains("lumen_views<2, 3> v"), "{src}");
+        assert!(src.contains("if (id < 0) id += (long long)extent;"), "{src}");
+        assert!(src.contains("atomicMin(err, i);"), "{src}");
+        assert!(src.contains("lumen_scatter_i64(out + off[2] + (unsigned long long)id * stride,"));
+        // Every type's store and combine step, once; the combine of each reduction by its code.
+        for t in ["f32", "i32", "i64"] {
+            assert_eq!(src.matches(&format!(" lumen_scatter_combine_{t}(")).count(), 2, "{t}");
+            assert_eq!(src.matches(&format!("void lumen_scatter_{t}(")).count(), 1, "{t}");
+        }
+        assert!(src.contains(
+            "case 1: return (long long)((unsigned long long)a + (unsigned long long)b);"
+        ));
+        assert!(src.contains("case 3: return (float)((a != a || b != b) ? __int_as_float(0x7fc00000) : (b > a ? b : a));"));
+        assert!(src.contains("case 4: return (int)(b < a ? b : a);"), "{src}");
+        assert!(src.contains("old = atomicCAS(q, seen, (unsigned int)__float_as_uint(next));"));
+        for r in ScatterReduction::ALL {
+            assert_eq!(ScatterReduction::from_code(r.code()), Some(r));
+        }
+        // A module without a scatter carries none of it.
+        let other = module_source(&[KernelSpec::GatherElements { wide: true, rank: 1 }]);
+        assert!(!other.contains("lumen_scatter_"), "{other}");
+        let n = all_specs().into_iter().filter(|s| s.family() == "scatter_elements").count();
+        assert_eq!(n, CAST_TYPES.len() * 2 * MAX_RANK);
     }
 
     #[test]

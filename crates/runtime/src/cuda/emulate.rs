@@ -3,9 +3,9 @@
 //! host array per buffer, so CI checks the plans (collapsed views and their packed words, the
 //! reduction forms, transposed and batched cuBLASLt layouts with their strides and per-call
 //! offsets, the K = 0 path, concat's copies, the convolutions' geometry and strides word for
-//! word, the takes, the gather, take and gather_elements error records, the casts'
-//! conversions, the args' scans and the top-ks' selections) against the CPU runtime without a
-//! GPU. Buffers hold slab words (an i32 per word, an
+//! word, the takes, the gather, take, gather_elements and scatter_elements error records, the
+//! casts' conversions, the args' scans, the top-ks' selections and the scatters' combine
+//! steps) against the CPU runtime without a GPU. Buffers hold slab words (an i32 per word, an
 //! i64 as its low then high word), and outputs are read back with their buffer's type
 //! ([`HostTensor::from_words`]), as the CUDA runtime reads them.
 //!
@@ -19,9 +19,12 @@
 //! functions are written out here branch for branch as the prelude has them (not by calling
 //! [`lumen_compiler::DType::cast_f64`], which the CPU runtime uses: the comparison with the
 //! CPU is what checks them), and the arg kernels' loop compares as theirs does. The top-k
-//! kernel's selection (its `lumen_topk_before` order and its `k` passes) and the
-//! gather_elements kernel (its wrapped indices and error record) are written out here too, not
-//! through [`lumen_compiler::ops::top_k`] or the CPU kernels.
+//! kernel's selection (its `lumen_topk_before` order and its `k` passes), the gather_elements
+//! kernel (its wrapped indices and error record) and the scatter_elements kernel (its combine
+//! steps, branch for branch as the prelude's) are written out here too, not through
+//! [`lumen_compiler::ops::top_k`], [`lumen_compiler::ScatterReduction`] or the CPU kernels. The
+//! scatter's threads run in index order, the CPU's order; the device's order with several
+//! updates on one element is unspecified, which this does not check.
 
 use lumen_compiler::{BufferRole, CompiledProgram, DType, ElemOp, LlirOp, ReduceOp};
 
@@ -36,8 +39,8 @@ use crate::{HostTensor, RuntimeError, Tensors};
 ///
 /// # Errors
 /// [`RuntimeError::Unsupported`] for a node the CUDA runtime refuses;
-/// [`RuntimeError::IndexOutOfRange`] for a gather id, a take index or a gather_elements index
-/// out of range (as the device error record reports it); [`RuntimeError::Kernel`] for a launch whose arguments
+/// [`RuntimeError::IndexOutOfRange`] for a gather id, a take index or a gather_elements or
+/// scatter_elements index out of range (as the device error record reports it); [`RuntimeError::Kernel`] for a launch whose arguments
 /// address past a buffer; the tensor-checking errors of any runtime.
 pub fn emulate(
     program: &CompiledProgram,
@@ -138,6 +141,7 @@ pub fn emulate(
         let Some(rows) = support::index_rows(&node.op) else { continue };
         if errors[4 * g] != u64::MAX {
             return Err(RuntimeError::IndexOutOfRange {
+                op: support::index_op(&node.op),
                 tensor: llir.buffers[node.reads[1].buffer].id.clone(),
                 index: errors[4 * g + 1] as i64,
                 position: errors[4 * g + 2] as usize,
@@ -576,6 +580,123 @@ fn run_gather_elements(
     Ok(())
 }
 
+/// The prelude's `lumen_scatter_combine_*` of the element there `a` and the update `b` (of
+/// one type) for reduction code `r`, branch for branch as the prelude has it: a float NaN is
+/// the canonical `0x7fc00000`, integers wrap (through their unsigned type), an unknown code
+/// (0 included) is the update.
+fn scatter_combine(a: Elem, b: Elem, r: u64) -> Elem {
+    match (a, b) {
+        (Elem::F32(a), Elem::F32(b)) => Elem::F32(match r {
+            1 => a + b,
+            2 => a * b,
+            3 | 4 if a.is_nan() || b.is_nan() => f32::from_bits(0x7fc0_0000),
+            3 => {
+                if b > a {
+                    b
+                } else {
+                    a
+                }
+            }
+            4 => {
+                if b < a {
+                    b
+                } else {
+                    a
+                }
+            }
+            _ => b,
+        }),
+        (Elem::I32(a), Elem::I32(b)) => Elem::I32(match r {
+            1 => (a as u32).wrapping_add(b as u32) as i32,
+            2 => (a as u32).wrapping_mul(b as u32) as i32,
+            3 => {
+                if b > a {
+                    b
+                } else {
+                    a
+                }
+            }
+            4 => {
+                if b < a {
+                    b
+                } else {
+                    a
+                }
+            }
+            _ => b,
+        }),
+        (Elem::I64(a), Elem::I64(b)) => Elem::I64(match r {
+            1 => (a as u64).wrapping_add(b as u64) as i64,
+            2 => (a as u64).wrapping_mul(b as u64) as i64,
+            3 => {
+                if b > a {
+                    b
+                } else {
+                    a
+                }
+            }
+            4 => {
+                if b < a {
+                    b
+                } else {
+                    a
+                }
+            }
+            _ => b,
+        }),
+        (_, b) => b,
+    }
+}
+
+/// The scatter_elements kernel (`lumen_scatter_elements_*`): update `i` reads its index
+/// through view 1 and wraps a negative one by the axis' length; in range, its update (view 0)
+/// is stored into the output element at view 2 plus the index times the axis' stride (code 0)
+/// or combined with it ([`scatter_combine`], the atomicCAS loop's step); out of range, nothing
+/// is written and `i` goes into the error record. Threads run here in index order (one order
+/// the device may take: the CPU's row-major one).
+fn run_scatter_elements(
+    k: &KernelLaunch,
+    (dtype, wide, rank): (DType, bool, usize),
+    bufs: &mut [Vec<f32>],
+    errors: &mut [u64],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("scatter_elements {what}"));
+    let [views, extent, stride, reduction] = k.words.as_slice() else {
+        return Err(bad("words"));
+    };
+    let (&[extent], &[stride], &[reduction]) =
+        (extent.as_slice(), stride.as_slice(), reduction.as_slice())
+    else {
+        return Err(bad("words"));
+    };
+    let [out, updates, idx, Ptr::Errors(g)] = k.ptrs[..] else { return Err(bad("pointers")) };
+    let (out, updates, idx) = (buffer(out)?, buffer(updates)?, buffer(idx)?);
+    for i in 0..views[0] {
+        let off = offsets_of_packed(views, rank, 3, i);
+        let words = if wide { 2 * off[1] + 1 } else { off[1] };
+        if bufs[idx].len() as u64 <= words {
+            return Err(bad("reads an index past its buffer"));
+        }
+        let mut id = id_at(&bufs[idx], off[1] as usize, wide);
+        if id < 0 {
+            id += extent as i64;
+        }
+        if id < 0 || id as u64 >= extent {
+            errors[4 * g] = errors[4 * g].min(i);
+            continue;
+        }
+        let at = off[2] + id as u64 * stride;
+        let v = Elem::read(bufs, updates, off[0], dtype)?;
+        let y = if reduction == 0 {
+            v
+        } else {
+            scatter_combine(Elem::read(bufs, out, at, dtype)?, v, reduction)
+        };
+        y.write(bufs, out, at)?;
+    }
+    Ok(())
+}
+
 /// One generated kernel, mirrored (the CUDA C of [`super::codegen`] element for element).
 fn run_kernel(
     k: &KernelLaunch,
@@ -591,6 +712,9 @@ fn run_kernel(
         KernelSpec::TopK { largest, rank } => return run_topk(k, (largest, rank), bufs),
         KernelSpec::GatherElements { wide, rank } => {
             return run_gather_elements(k, (wide, rank), bufs, errors);
+        }
+        KernelSpec::ScatterElements { dtype, wide, rank } => {
+            return run_scatter_elements(k, (dtype, wide, rank), bufs, errors);
         }
         _ => {}
     }
@@ -670,7 +794,8 @@ fn run_kernel(
         | KernelSpec::Cast { .. }
         | KernelSpec::Arg { .. }
         | KernelSpec::TopK { .. }
-        | KernelSpec::GatherElements { .. } => {}
+        | KernelSpec::GatherElements { .. }
+        | KernelSpec::ScatterElements { .. } => {}
     }
     Ok(())
 }

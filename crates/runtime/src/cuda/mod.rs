@@ -256,13 +256,15 @@ pub struct CudaProgram {
     // slab goes before the stream, the slab and the context.
     events: (CudaEvent, CudaEvent),
     staging: PinnedHost,
-    // One error record per gather, take and gather_elements (see codegen's docs), reset at
-    // the start of each execute and copied into `error_host` before the synchronize.
+    // One error record per gather, take, gather_elements and scatter_elements (see codegen's
+    // docs), reset at the start of each execute and copied into `error_host` before the
+    // synchronize.
     errors: Option<DeviceAlloc>,
     error_host: PinnedHost,
-    // (node, ids buffer name, rows: the gather's vocab, the take's or gather_elements' extent)
-    // per node with an error record, in error-record order.
-    index_checks: Vec<(usize, String, usize)>,
+    // (the op the error names, ids buffer name, rows: the gather's vocab, the take's,
+    // gather_elements' or scatter_elements' extent) per node with an error record, in
+    // error-record order.
+    index_checks: Vec<(&'static str, String, usize)>,
     lt: LtPlan,
     kernels: Rc<KernelCache>,
     stream: Arc<CudaStream>,
@@ -297,14 +299,14 @@ impl CudaProgram {
             if records > 0 { Some(DeviceAlloc::new(&device, records * 32, 0xFF)?) } else { None };
         let error_host = PinnedHost::new(&device, records * 8)?;
         let error_base = errors.as_ref().map_or(0, DeviceAlloc::ptr);
-        let index_checks: Vec<(usize, String, usize)> = llir
+        let index_checks: Vec<(&'static str, String, usize)> = llir
             .nodes
             .iter()
-            .enumerate()
-            .filter_map(|(n, node)| {
+            .filter_map(|node| {
                 let rows = support::index_rows(&node.op)?;
                 let ids = node.reads.get(1).and_then(|o| llir.buffers.get(o.buffer));
-                Some((n, ids.map(|b| b.id.clone()).unwrap_or_default(), rows))
+                let op = support::index_op(&node.op);
+                Some((op, ids.map(|b| b.id.clone()).unwrap_or_default(), rows))
             })
             .collect();
 
@@ -438,6 +440,7 @@ impl CudaProgram {
                 | LlirOp::Arg { .. }
                 | LlirOp::TopK { .. }
                 | LlirOp::GatherElements { .. }
+                | LlirOp::ScatterElements { .. }
                 | LlirOp::Concat { .. } => Step::Kernels(
                     plans[n].kernels().iter().map(|k| resolve(n, k)).collect::<Result<_, _>>()?,
                 ),
@@ -755,9 +758,10 @@ fn sanitize(s: &str) -> String {
 }
 
 impl CudaProgram {
-    /// After the synchronize: the first gather, take or gather_elements (in node order) whose
-    /// error record holds a bad row or index, as [`RuntimeError::IndexOutOfRange`] (its id and
-    /// element offset in the ids buffer; rows: the table's rows or the picked axis' length).
+    /// After the synchronize: the first gather, take, gather_elements or scatter_elements (in
+    /// node order) whose error record holds a bad row or index, as
+    /// [`RuntimeError::IndexOutOfRange`] (its op, its id and element offset in the ids buffer;
+    /// rows: the table's rows or the indexed axis' length).
     fn check_indices(&mut self) -> Result<(), RuntimeError> {
         let words = self.error_host.as_mut_slice();
         let u64_at = |i: usize| {
@@ -765,11 +769,12 @@ impl CudaProgram {
             let hi = u64::from(words[2 * i + 1].to_bits());
             lo | (hi << 32)
         };
-        for (g, (_, ids, vocab)) in self.index_checks.iter().enumerate() {
+        for (g, (op, ids, vocab)) in self.index_checks.iter().enumerate() {
             if u64_at(4 * g) == u64::MAX {
                 continue;
             }
             return Err(RuntimeError::IndexOutOfRange {
+                op,
                 tensor: ids.clone(),
                 index: u64_at(4 * g + 1) as i64,
                 position: usize::try_from(u64_at(4 * g + 2)).unwrap_or(usize::MAX),

@@ -16,13 +16,15 @@ use super::lt::{LtCalls, lt_problem};
 use crate::RuntimeError;
 
 /// A kernel's pointer argument: a buffer's first byte, or the error record of the program's
-/// `i`-th node with one ([`error_record`]: gathers, takes, gather_elements; four u64: the smallest bad row or index position,
+/// `i`-th node with one ([`error_record`]: gathers, takes, gather_elements, scatter_elements;
+/// four u64: the smallest bad row or index position,
 /// its id, its element offset in the ids buffer, unused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ptr {
     /// `slab + offset` of the buffer.
     Buffer(usize),
-    /// The i-th error record (gathers, takes and gather_elements, in node order).
+    /// The i-th error record (gathers, takes, gather_elements and scatter_elements, in node
+    /// order).
     Errors(usize),
 }
 
@@ -484,6 +486,89 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                 },
             ]))
         }
+        LlirOp::ScatterElements { axis, reduction, len, extent, updates } => {
+            let [data, idx, upd] = node.reads.as_slice() else {
+                return Err(invalid("scatter_elements operands"));
+            };
+            let dtype = program.llir.buffers.get(data.buffer).map(|b| b.dtype);
+            let dtype = dtype.ok_or_else(|| invalid("scatter_elements reads no buffer"))?;
+            if !CAST_TYPES.contains(&dtype) {
+                return Err(refuse(format!("a scatter of {dtype} data")));
+            }
+            let wide = program.llir.buffers.get(idx.buffer).map(|b| b.dtype) == Some(DType::I64);
+            let (dv, iv, uv) = (&data.view, &idx.view, &upd.view);
+            let strided = node.reads.iter().all(|o| o.view.strides.len() == o.view.shape.len());
+            let fits = strided
+                && dv.shape.get(axis) == Some(&extent)
+                && dv.elements() == len
+                && iv.rank() == dv.rank()
+                && uv.shape == iv.shape
+                && iv.elements() == updates
+                && iv
+                    .shape
+                    .iter()
+                    .zip(&dv.shape)
+                    .enumerate()
+                    .all(|(a, (i, d))| a == axis || i <= d);
+            if !fits {
+                return Err(invalid("scatter_elements views"));
+            }
+            // First the data copied into the output: the same-type cast (a typed copy).
+            let (copy_shape, copy_views) = collapse(&dv.shape, &[dv]);
+            // Then the updates: the output over the updates' shape with the addressed axis'
+            // stride 0 (the kernel adds the index times the axis' stride).
+            let strides = lumen_compiler::view::row_major_strides(&dv.shape);
+            let stride = strides[axis];
+            let mut base = View { shape: iv.shape.clone(), strides, offset: 0 };
+            base.strides[axis] = 0;
+            let (cs, cv) = collapse(&iv.shape, &[uv, iv, &base]);
+            let rank = copy_shape.len().max(cs.len());
+            if rank > MAX_RANK {
+                return Err(refuse(format!(
+                    "views of rank {rank} after collapsing (at most {MAX_RANK})"
+                )));
+            }
+            let y = out()?;
+            let mut kernels = Vec::new();
+            if len > 0 {
+                kernels.push(KernelLaunch {
+                    spec: KernelSpec::Cast { from: dtype, to: dtype, rank: copy_shape.len() },
+                    ptrs: vec![Ptr::Buffer(y), Ptr::Buffer(data.buffer)],
+                    words: vec![pack_views(&copy_shape, &copy_views)],
+                    grid: grid_for(len as u64),
+                    block: BLOCK,
+                });
+            }
+            if updates > 0 {
+                let index = error_record(program, n);
+                let (ids_shape, ids_views) = collapse(&iv.shape, &[iv]);
+                kernels.push(KernelLaunch {
+                    spec: KernelSpec::ScatterElements { dtype, wide, rank: cs.len() },
+                    ptrs: vec![
+                        Ptr::Buffer(y),
+                        Ptr::Buffer(upd.buffer),
+                        Ptr::Buffer(idx.buffer),
+                        Ptr::Errors(index),
+                    ],
+                    words: vec![
+                        pack_views(&cs, &cv),
+                        vec![extent as u64],
+                        vec![stride as u64],
+                        vec![reduction.code()],
+                    ],
+                    grid: grid_for(updates as u64),
+                    block: BLOCK,
+                });
+                kernels.push(KernelLaunch {
+                    spec: KernelSpec::GatherReport { wide, rank: ids_shape.len() },
+                    ptrs: vec![Ptr::Buffer(idx.buffer), Ptr::Errors(index)],
+                    words: vec![pack_views(&ids_shape, &ids_views)],
+                    grid: 1,
+                    block: 1,
+                });
+            }
+            Ok(Launch::Kernels(kernels))
+        }
         LlirOp::Concat { axis, .. } => {
             let shape = node.concat_shape().ok_or_else(|| invalid("concat shape"))?;
             let whole = View::contiguous(&shape);
@@ -518,20 +603,32 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
     }
 }
 
-/// Whether a node has a device error record: a gather, a take or a gather_elements (an id or
-/// index out of range is reported through it).
+/// Whether a node has a device error record: a gather, a take, a gather_elements or a
+/// scatter_elements (an id or index out of range is reported through it).
 pub fn has_error_record(node: &LlirNode) -> bool {
     index_rows(&node.op).is_some()
 }
 
 /// For an op with a device error record: the length its ids or indices are checked against,
-/// as [`RuntimeError::IndexOutOfRange`] names it (a gather's table rows, a take's or a
-/// gather_elements' axis length); `None` for every other op.
+/// as [`RuntimeError::IndexOutOfRange`] names it (a gather's table rows, a take's,
+/// gather_elements' or scatter_elements' axis length); `None` for every other op.
 pub fn index_rows(op: &LlirOp) -> Option<usize> {
     match *op {
         LlirOp::Gather { vocab, .. } => Some(vocab),
-        LlirOp::Take { extent, .. } | LlirOp::GatherElements { extent, .. } => Some(extent),
+        LlirOp::Take { extent, .. }
+        | LlirOp::GatherElements { extent, .. }
+        | LlirOp::ScatterElements { extent, .. } => Some(extent),
         _ => None,
+    }
+}
+
+/// The op [`RuntimeError::IndexOutOfRange`] names for a bad index of `op`: `scatter_elements`
+/// for a scatter, `gather` for the gathers, takes and gather_elements (as their messages have
+/// always said).
+pub fn index_op(op: &LlirOp) -> &'static str {
+    match op {
+        LlirOp::ScatterElements { .. } => "scatter_elements",
+        _ => "gather",
     }
 }
 
@@ -542,7 +639,8 @@ pub fn error_record(program: &CompiledProgram, n: usize) -> usize {
     nodes[..n.min(nodes.len())].iter().filter(|x| has_error_record(x)).count()
 }
 
-/// Error records the program needs: one per gather, take and gather_elements.
+/// Error records the program needs: one per gather, take, gather_elements and
+/// scatter_elements.
 pub fn error_records(program: &CompiledProgram) -> usize {
     error_record(program, program.llir.nodes.len())
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod integers;
+pub mod scatter;
 pub mod selection;
 pub mod spatial;
 
