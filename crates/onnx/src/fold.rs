@@ -286,6 +286,10 @@ impl Importer {
             "Reciprocal" => un(|x| 1.0 / x),
             "Exp" => un(f32::exp),
             "Log" => un(f32::ln),
+            "Floor" => un(f32::floor),
+            "Ceil" => un(f32::ceil),
+            "Round" => un(f32::round_ties_even),
+            "Relu" => Ok(Some(vec![need(0)?.map(|x| x.max(0.0), |x| x.max(0))])),
             "Not" => Ok(Some(vec![need(0)?.as_int().map(|x| x, |x| i64::from(x == 0))])),
             "Where" => {
                 let (cond, x, y) = (need(0)?, need(1)?, need(2)?);

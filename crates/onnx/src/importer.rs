@@ -342,6 +342,12 @@ impl Importer {
         self.evaluate(n.input.get(i)?, 32)
     }
 
+    /// Value `name` known at import: a constant, or evaluated from given graph inputs as
+    /// [`Importer::given`] says (a Loop's condition computed by its body).
+    pub(crate) fn known_value(&self, name: &str) -> Option<Const> {
+        self.evaluate(name, 32)
+    }
+
     /// Value `name` evaluated as [`Importer::given`] says, through at most `depth` producers.
     fn evaluate(&self, name: &str, depth: usize) -> Option<Const> {
         match self.values.get(name)? {

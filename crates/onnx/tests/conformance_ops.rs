@@ -992,3 +992,42 @@ fn scan_is_unrolled_over_the_sequence() {
         close(&out[1], &[3, 1], &want);
     }
 }
+
+#[test]
+fn loop_with_a_known_trip_count_is_unrolled() {
+    // Three doublings of x; each step's value is also a scan output.
+    let body = GraphProto {
+        node: vec![
+            node("Identity", &["cond_in"], &["cond_out"], vec![]),
+            node("Mul", &["x_in", "two"], &["x_out"], vec![]),
+            node("Identity", &["x_out"], &["y_t"], vec![]),
+        ],
+        name: "body".into(),
+        input: vec![
+            value("i", data_type::INT64, &[]),
+            value("cond_in", data_type::BOOL, &[]),
+            value("x_in", data_type::FLOAT, &[1]),
+        ],
+        output: vec![
+            value("cond_out", data_type::BOOL, &[]),
+            value("x_out", data_type::FLOAT, &[1]),
+            value("y_t", data_type::FLOAT, &[1]),
+        ],
+        ..Default::default()
+    };
+    let attrs = vec![AttributeProto {
+        name: "body".into(),
+        g: Some(body),
+        r#type: 5,
+        ..Default::default()
+    }];
+    let out = run_at(
+        17,
+        vec![node("Loop", &["m", "", "x"], &["last", "ys"], attrs)],
+        vec![ints("m", &[], &[3]), floats("two", &[], &[2.0])],
+        vec![f32_in("x", &[1], &[1.0])],
+        &["last", "ys"],
+    );
+    close(&out[0], &[1], &[8.0]);
+    close(&out[1], &[3, 1], &[2.0, 4.0, 8.0]);
+}

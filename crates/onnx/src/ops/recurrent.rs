@@ -22,7 +22,8 @@
 //! `sequence_lens` may only say that every sequence has the full length.
 //!
 //! `Scan` (opset 9 on) is unrolled the same way: its body imported once per step of the static
-//! sequence, under names of its own.
+//! sequence, under names of its own; so is `Loop`, when its trip count and condition are known
+//! at import.
 
 use std::rc::Rc;
 
@@ -37,7 +38,7 @@ use crate::proto::NodeProto;
 
 /// The recurrent operators, by ONNX `op_type`.
 pub(super) const OPS: &[(&str, Handler)] =
-    &[("GRU", gru), ("LSTM", lstm), ("RNN", rnn), ("Scan", scan)];
+    &[("GRU", gru), ("LSTM", lstm), ("RNN", rnn), ("Scan", scan), ("Loop", loop_)];
 
 /// Which recurrent cell a node computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -813,7 +814,143 @@ fn scan(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         for (name, v) in elements {
             parts.push(im.materialize(n, name, v)?.unsqueeze(a as isize));
         }
-        result.push(im.cx.concat(&parts, a as isize));
+        result.push(super::movement::join(im, &parts, a as isize));
+    }
+    Ok(result)
+}
+
+/// Most iterations an unrolled `Loop` may take (each one the body's nodes again).
+const MAX_LOOP_STEPS: usize = 4096;
+
+/// `Loop`: the body run while the iteration number is below the trip count `M` (when given)
+/// and the condition holds (when given), unrolled at import: `M`, the initial condition and
+/// every step's `cond_out` must be known then (constants, or computed from given graph inputs).
+/// The body's inputs are the iteration number, the condition and the loop-carried values;
+/// its outputs the next condition, the next loop-carried values and one element of each scan
+/// output. Outputs: the final loop-carried values, then the scan outputs stacked along a new
+/// first axis.
+fn loop_(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let body =
+        attr(n, "body").and_then(|a| a.g.clone()).ok_or_else(|| im.malformed(n, "no body"))?;
+    let carried_n = n.input.len().saturating_sub(2);
+    if body.input.len() != carried_n + 2 || body.output.len() < carried_n + 1 {
+        return Err(im.malformed(
+            n,
+            format!(
+                "{} inputs and a body of {} inputs, {} outputs",
+                n.input.len(),
+                body.input.len(),
+                body.output.len()
+            ),
+        ));
+    }
+    let k = body.output.len() - 1 - carried_n;
+    let known_int = |im: &Importer, i: usize| -> Result<Option<i64>, OnnxError> {
+        match im.input(n, i) {
+            None => Ok(None),
+            Some(_) => match im.needed_input(n, i).and_then(|c| c.to_i64().first().copied()) {
+                Some(v) => Ok(Some(v)),
+                None => Err(im.unsupported(
+                    n,
+                    format!(
+                        "input {i} (`{}`) must be known at import time: lumen unrolls a Loop",
+                        n.input[i]
+                    ),
+                )),
+            },
+        }
+    };
+    let trips = known_int(im, 0)?;
+    let mut keep_going = known_int(im, 1)?.is_none_or(|c| c != 0);
+    let mut carried: Vec<(String, Value)> = Vec::with_capacity(carried_n);
+    for i in 0..carried_n {
+        let v = im
+            .input(n, i + 2)
+            .ok_or_else(|| im.malformed(n, format!("input {} is missing", i + 2)))?;
+        carried.push((n.input[i + 2].clone(), v));
+    }
+    let mut local = std::collections::HashSet::new();
+    local.extend(body.input.iter().map(|v| v.name.clone()));
+    local.extend(body.initializer.iter().map(|t| t.name.clone()));
+    local.extend(body.node.iter().flat_map(|b| b.output.iter().cloned()));
+    let prefix = node_name(n);
+    let mut collected: Vec<Vec<(String, Value)>> = vec![Vec::new(); k];
+    let mut step = 0usize;
+    while keep_going && trips.is_none_or(|m| (step as i64) < m) {
+        if step == MAX_LOOP_STEPS {
+            return Err(im.unsupported(n, format!("more than {MAX_LOOP_STEPS} iterations")));
+        }
+        let tag = |name: &str| {
+            if !name.is_empty() && local.contains(name) {
+                format!("{prefix}/loop{step}/{name}")
+            } else {
+                name.to_string()
+            }
+        };
+        for init in &body.initializer {
+            let c = read_tensor(init, &init.name)?;
+            im.values.insert(tag(&init.name), Value::Const(Rc::new(c)));
+        }
+        im.values.insert(
+            tag(&body.input[0].name),
+            Value::Const(Rc::new(Const::i64(vec![], vec![step as i64]))),
+        );
+        im.values
+            .insert(tag(&body.input[1].name), Value::Const(Rc::new(Const::i64(vec![], vec![1]))));
+        for (j, (_, v)) in carried.iter().enumerate() {
+            im.values.insert(tag(&body.input[j + 2].name), v.clone());
+        }
+        let nodes: Vec<NodeProto> = body
+            .node
+            .iter()
+            .map(|b| {
+                let mut c = b.clone();
+                c.input = b.input.iter().map(|i| tag(i)).collect();
+                c.output = b.output.iter().map(|o| tag(o)).collect();
+                c.name = format!("{prefix}/loop{step}/{}", node_name(b));
+                c
+            })
+            .collect();
+        im.run_nodes(&nodes)?;
+        let mut outs = Vec::with_capacity(body.output.len());
+        for o in &body.output {
+            let name = tag(&o.name);
+            let v = im.values.get(&name).cloned().ok_or_else(|| {
+                im.malformed(n, format!("the body does not define its output `{}`", o.name))
+            })?;
+            outs.push((name, v));
+        }
+        let cond = im.known_value(&outs[0].0).and_then(|c| c.to_i64().first().copied());
+        keep_going = match cond {
+            Some(c) => c != 0,
+            None => {
+                return Err(im.unsupported(
+                    n,
+                    "the body's condition is computed at run time: lumen unrolls a Loop whose \
+                     condition is known at import",
+                ));
+            }
+        };
+        for (j, out) in outs.drain(carried_n + 1..).enumerate() {
+            collected[j].push(out);
+        }
+        carried = outs.drain(1..).collect();
+        step += 1;
+    }
+    let mut result = Vec::with_capacity(carried_n + k);
+    for (name, v) in carried {
+        result.push(im.materialize(n, name, v)?);
+    }
+    for elements in collected {
+        if elements.is_empty() {
+            return Err(im.unsupported(n, "a scan output of no iterations (an empty tensor)"));
+        }
+        let mut parts = Vec::with_capacity(elements.len());
+        for (name, v) in elements {
+            parts.push(im.materialize(n, name, v)?.unsqueeze(0));
+        }
+        // Integer elements (i64 where folded, i32 where computed) keep the first's type.
+        result.push(super::movement::join(im, &parts, 0));
     }
     Ok(result)
 }
