@@ -41,7 +41,7 @@ pub struct ImportOptions {
     /// (`--shape input_ids=1,16`). A given shape replaces the model's for that input.
     pub shapes: BTreeMap<String, Vec<usize>>,
     /// Values of graph inputs by ONNX name, for nodes that need them at import time (a
-    /// Reshape's shape, a Slice's starts, a reduction's axes, Resize's scales, Pad's value,
+    /// Reshape's shape, a Slice's starts, a reduction's axes, Resize's scales,
     /// OneHot's depth, recurrent weights fed as graph inputs): such a node reads the given
     /// value and the program is specialised to it
     /// ([`Imported::specialized`]). `lumen run` passes the `--inputs` tensors.

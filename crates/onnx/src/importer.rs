@@ -337,7 +337,7 @@ impl Importer {
     /// or a computed value whose producing nodes, back to constants and given inputs, the
     /// folder evaluates (a Range's bounds computed from a given size). The program is
     /// specialised to the graph inputs read, each recorded in `specialized`. Only for a value a
-    /// node needs at import time (a shape, scales, a pad value), never for data.
+    /// node needs at import time (a shape, scales, a depth), never for data.
     fn given(&self, n: &NodeProto, i: usize) -> Option<Const> {
         self.evaluate(n.input.get(i)?, 32)
     }
@@ -383,7 +383,7 @@ impl Importer {
         self.fold(node, &inputs).ok().flatten()?.into_iter().nth(*k)
     }
 
-    /// Input `i` when a node needs its value at import time (Resize's scales, Pad's value,
+    /// Input `i` when a node needs its value at import time (Resize's scales,
     /// OneHot's depth, recurrent weights): a constant, or a graph input whose value was given
     /// (the program specialised to it, see [`Importer::ints`]); else `None`.
     pub(crate) fn needed_input(&self, n: &NodeProto, i: usize) -> Option<Rc<Const>> {

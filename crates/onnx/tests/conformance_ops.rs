@@ -702,35 +702,58 @@ fn loss_operators_pick_weight_ignore_and_reduce() {
 
 #[test]
 fn a_float_input_a_node_needs_at_import_is_specialised_when_given() {
-    // Pad's constant_value fed as a graph input: refused without its value, read (and the
-    // program specialised to it) when given.
+    // Resize's scales fed as a graph input: refused without their value, read (and the program
+    // specialised to them) when given.
     let m = ModelProto {
         ir_version: 8,
         graph: Some(GraphProto {
-            node: vec![node("Pad", &["x", "pads", "v"], &["y"], vec![])],
+            node: vec![node(
+                "Resize",
+                &["x", "", "scales"],
+                &["y"],
+                vec![string_attr("mode", "nearest")],
+            )],
             name: "g".into(),
-            initializer: vec![ints("pads", &[2], &[1, 0])],
-            input: vec![value("x", data_type::FLOAT, &[2]), value("v", data_type::FLOAT, &[])],
-            output: vec![value("y", data_type::FLOAT, &[3])],
+            input: vec![
+                value("x", data_type::FLOAT, &[1, 1, 1, 2]),
+                value("scales", data_type::FLOAT, &[4]),
+            ],
+            output: vec![value("y", data_type::FLOAT, &[1, 1, 1, 4])],
+            ..Default::default()
         }),
         opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 18 }],
         ..Default::default()
     };
     let bytes = m.encode_to_vec();
     let e = import(&bytes, &ImportOptions::default()).unwrap_err().to_string();
-    assert!(e.contains("constant_value must be known at import time"), "{e}");
+    assert!(e.contains("must be known at import time"), "{e}");
+    let scales = HostTensor::new([4], vec![1.0, 1.0, 1.0, 2.0]).unwrap();
     let mut values = Tensors::new();
-    values.insert("v".into(), HostTensor::new(Vec::<usize>::new(), vec![7.5]).unwrap());
+    values.insert("scales".into(), scales.clone());
     let imported = import(&bytes, &ImportOptions { values, ..Default::default() }).unwrap();
-    assert_eq!(imported.specialized, ["v"]);
+    assert_eq!(imported.specialized, ["scales"]);
     let mut given = Tensors::new();
-    given.insert("x".into(), HostTensor::new([2], vec![1.0, 2.0]).unwrap());
-    given.insert("v".into(), HostTensor::new(Vec::<usize>::new(), vec![7.5]).unwrap());
+    given.insert("x".into(), HostTensor::new([1, 1, 1, 2], vec![1.0, 2.0]).unwrap());
+    given.insert("scales".into(), scales);
     let bound = imported.bind_inputs(&given).unwrap();
     let program = imported.graph.compile(&CompileOptions::default()).unwrap();
     let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
     let out = prepared.execute(&bound).unwrap();
-    close(&out[&imported.outputs[0].1], &[3], &[7.5, 1.0, 2.0]);
+    close(&out[&imported.outputs[0].1], &[1, 1, 1, 4], &[1.0, 1.0, 2.0, 2.0]);
+}
+
+#[test]
+fn pad_with_a_value_computed_at_run_time() {
+    // constant_value a graph input: the padded places take it at run time (no specialisation).
+    let out = run_at(
+        18,
+        vec![node("Pad", &["x", "pads", "v"], &["y"], vec![])],
+        vec![ints("pads", &[2], &[1, 2])],
+        vec![f32_in("x", &[2], &[1.0, 2.0]), f32_in("v", &[], &[f32::NEG_INFINITY])],
+        &["y"],
+    );
+    let ninf = f32::NEG_INFINITY;
+    assert_eq!(out[0].data(), [ninf, 1.0, 2.0, ninf, ninf]);
 }
 
 #[test]

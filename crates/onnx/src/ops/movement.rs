@@ -1,5 +1,7 @@
 //! Movement operators: views of their input (`Transpose`, `Reshape`, `Flatten`, `Squeeze`,
-//! `Unsqueeze`, `Expand`, `Slice`, `Split`), and the two that copy (`Concat`, `Gather`).
+//! `Unsqueeze`, `Expand`, `Slice`, `Split`), and the two that copy (`Concat`, `Gather`). The
+//! scatters (`ScatterElements`, `Scatter`, `ScatterND`, `TensorScatter`) and `GatherND` are
+//! rows of this table with their handlers in [`super::scatter`].
 
 use lumen_compiler::{DType, PadMode, Tensor};
 
@@ -34,6 +36,11 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("OneHot", one_hot),
     ("Compress", compress),
     ("ReverseSequence", reverse_sequence),
+    ("ScatterElements", super::scatter::scatter_elements),
+    ("Scatter", super::scatter::scatter_elements),
+    ("ScatterND", super::scatter::scatter_nd),
+    ("GatherND", super::scatter::gather_nd),
+    ("TensorScatter", super::scatter::tensor_scatter),
 ];
 
 /// `Transpose`, `Reshape`, `Flatten`, `Squeeze`, `Unsqueeze`, `Expand`, `Slice`: views, no copy.
@@ -183,15 +190,23 @@ fn pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let x = im.f32_tensor(n, 0)?;
     let shape = x.shape().unwrap_or_default();
     let rank = shape.len();
+    // The value to pad with: known at import, or a scalar the program computes (then the
+    // padded places are selected from it at run time).
+    let mut computed_value = None;
     let (pads, value) = if im.opset < 11 {
         let pads = attr_ints(n, "pads").or_else(|| attr_ints(n, "paddings"));
         (pads.ok_or_else(|| im.malformed(n, "no pads"))?, attr_f(n, "value", 0.0))
     } else {
         let pads = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no pads input"))?;
-        let value = match im.needed_input(n, 2) {
+        let value = match im.const_input(n, 2) {
             Some(c) => c.to_f32().first().copied().unwrap_or(0.0),
             None if im.input(n, 2).is_some() => {
-                return Err(im.unsupported(n, "constant_value must be known at import time"));
+                let v = im.f32_tensor(n, 2)?;
+                if v.shape().unwrap_or_default().iter().product::<usize>() != 1 {
+                    return Err(im.malformed(n, "constant_value must be one value"));
+                }
+                computed_value = Some(v.reshape(Vec::<usize>::new()));
+                0.0
             }
             None => 0.0,
         };
@@ -232,7 +247,17 @@ fn pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         }
         full[a] = (b.max(0) as usize, e.max(0) as usize);
     }
-    one(y.pad(&full, mode))
+    match (computed_value, mode) {
+        (Some(v), PadMode::Constant(_)) => {
+            // 1 where padded: zeros of the input's shape padded with ones (a broadcast
+            // constant, one copy), then the value selected there.
+            let kept = y.shape().unwrap_or_default();
+            let zeros = y.graph().constant(0.0).reshape(vec![1; kept.len()]).expand(kept);
+            let padded = zeros.pad(&full, PadMode::Constant(1.0));
+            one(padded.select(v, y.pad(&full, PadMode::Constant(0.0))))
+        }
+        _ => one(y.pad(&full, mode)),
+    }
 }
 
 /// `GatherElements`: elements along `axis` picked by an index tensor of the data's rank.
