@@ -1054,3 +1054,18 @@ fn loop_with_a_known_trip_count_is_unrolled() {
     close(&out[0], &[1], &[8.0]);
     close(&out[1], &[3, 1], &[2.0, 4.0, 8.0]);
 }
+
+#[test]
+fn antialiased_linear_downsampling_widens_the_kernel() {
+    // Half the length: a 4-tap triangle (0.125, 0.375, 0.375, 0.125) around 0.5 and 2.5, the
+    // edges clamped.
+    let attrs = vec![string_attr("mode", "linear"), int_attr("antialias", 1)];
+    let out = run_at(
+        18,
+        vec![node("Resize", &["x", "", "scales"], &["y"], attrs)],
+        vec![floats("scales", &[4], &[1.0, 1.0, 1.0, 0.5])],
+        vec![f32_in("x", &[1, 1, 1, 4], &[1.0, 2.0, 3.0, 4.0])],
+        &["y"],
+    );
+    close(&out[0], &[1, 1, 1, 2], &[1.625, 3.375]);
+}

@@ -67,6 +67,8 @@ struct Resampling {
     rounding: Rounding,
     cubic_a: f64,
     exclude_outside: bool,
+    /// Linear and cubic downsampling widen their kernel by 1 / scale (a low-pass filter).
+    antialias: bool,
 }
 
 /// One resized axis: its lengths, the scale the coordinates use and its region of interest
@@ -137,6 +139,9 @@ fn taps(r: &Resampling, a: &Axis) -> Vec<Vec<(i64, f64)>> {
     (0..a.output)
         .map(|j| {
             let Some(x) = source(r.coordinates, j as f64, a) else { return vec![(-1, 1.0)] };
+            if r.antialias && r.mode != Mode::Nearest && a.scale < 1.0 {
+                return antialiased(r, x, a);
+            }
             match r.mode {
                 Mode::Nearest => {
                     let down = a.scale < 1.0;
@@ -173,6 +178,46 @@ fn taps(r: &Resampling, a: &Axis) -> Vec<Vec<(i64, f64)>> {
             }
         })
         .collect()
+}
+
+/// The taps of an antialiased linear or cubic kernel at input coordinate `x` of axis `a`
+/// (downsampling, `scale < 1`), as ONNX's reference: the kernel stretched by `1 / scale` over
+/// the neighbours of `x` (the one left of it when `x` is whole), weights normalized to sum 1,
+/// indices past the edges clamped (or, with `exclude_outside`, their weights dropped).
+fn antialiased(r: &Resampling, x: f64, a: &Axis) -> Vec<(i64, f64)> {
+    let s = a.scale;
+    let floor = x.floor();
+    let (base, ratio) =
+        if x == floor { (floor as i64 - 1, 1.0) } else { (floor as i64, x - floor) };
+    let (first, weight): (i64, Box<dyn Fn(f64) -> f64>) = match r.mode {
+        Mode::Cubic => {
+            let c = r.cubic_a;
+            let kernel = move |d: f64| {
+                let d = d.abs();
+                if d <= 1.0 {
+                    ((c + 2.0) * d - (c + 3.0)) * d * d + 1.0
+                } else if d < 2.0 {
+                    ((c * d - 5.0 * c) * d + 8.0 * c) * d - 4.0 * c
+                } else {
+                    0.0
+                }
+            };
+            ((-2.0 / s).floor() as i64 + 1, Box::new(kernel))
+        }
+        _ => ((-1.0 / s).floor() as i64 + 1, Box::new(|d: f64| (1.0 - d.abs()).clamp(0.0, 1.0))),
+    };
+    let last = a.input as i64 - 1;
+    let mut taps: Vec<(i64, f64)> =
+        (first..=1 - first).map(|k| (base + k, weight((k as f64 - ratio) * s))).collect();
+    if r.exclude_outside {
+        for t in &mut taps {
+            if !(0..=last).contains(&t.0) {
+                t.1 = 0.0;
+            }
+        }
+    }
+    let total: f64 = taps.iter().map(|t| t.1).sum();
+    taps.into_iter().map(|(i, w)| (i.clamp(0, last), w / total)).collect()
 }
 
 /// `x` resampled along `axes` (each with its [`Axis`]) by `r`, filling `extrapolation`
@@ -313,6 +358,7 @@ fn resize(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         rounding,
         cubic_a: f64::from(attr_f(n, "cubic_coeff_a", -0.75)),
         exclude_outside: attr_i(n, "exclude_outside", 0) != 0,
+        antialias: attr_i(n, "antialias", 0) != 0,
     };
     let policy = attr_s(n, "keep_aspect_ratio_policy").unwrap_or_else(|| "stretch".into());
     if !matches!(policy.as_str(), "stretch" | "not_larger" | "not_smaller") {
@@ -369,9 +415,6 @@ fn resize(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
             let s = scales.get(k).copied().filter(|&s| s > 0.0).ok_or_else(bad)?;
             ((s * input as f32) as usize, s)
         };
-        if attr_i(n, "antialias", 0) != 0 && mode != Mode::Nearest && output < input {
-            return Err(im.unsupported(n, "antialias when downsampling"));
-        }
         let roi_k = roi.as_ref().map_or((0.0, 1.0), |r| {
             let half = r.len() / 2;
             (
@@ -411,6 +454,7 @@ fn upsample(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
         rounding: Rounding::Simple,
         cubic_a: -0.75,
         exclude_outside: false,
+        antialias: false,
     };
     let axes: Vec<(usize, Axis)> = shape
         .iter()
