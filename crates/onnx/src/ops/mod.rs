@@ -2,8 +2,9 @@
 //! turns one node into DSL calls. One table, so the importer, the error for an operator lumen
 //! lacks, and the list users read ([`operators`]) cannot disagree.
 //!
-//! A family is one file: [`elementwise`], [`movement`], [`reduce`], [`norm`], [`linalg`],
-//! [`conv`], [`pool`], [`resize`], [`recurrent`], [`attention`], [`loss`]. Each
+//! A family is one file: [`elementwise`], [`movement`] (with the scatters' handlers in
+//! [`scatter`]), [`reduce`], [`norm`], [`linalg`], [`conv`], [`pool`], [`resize`],
+//! [`recurrent`], [`attention`], [`loss`]. Each
 //! exports its rows as `OPS`; a node whose inputs are all known at import time is folded before
 //! its row is consulted ([`crate::fold`]), so the operators that only ever compute shapes
 //! (`Shape`, `Size`, `ConstantOfShape`, ...) are listed in [`FOLDED_ONLY`] instead.
@@ -20,6 +21,7 @@ mod pool;
 mod recurrent;
 mod reduce;
 mod resize;
+mod scatter;
 
 use lumen_compiler::Tensor;
 
