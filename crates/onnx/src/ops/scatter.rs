@@ -350,7 +350,9 @@ pub(super) fn tensor_scatter(im: &mut Importer, n: &NodeProto) -> Result<Vec<Ten
             } else {
                 p
             };
-            p.cast(DType::I64)
+            // Named, so a position past the axis (linear mode) is reported against it.
+            let name = im.names.make(&format!("{}.positions", node_name(n)));
+            p.cast(DType::I64).name(name)
         }
     };
     one(past.scatter_elements(a as isize, indices.expand(ushape), &update, ScatterReduction::None))
