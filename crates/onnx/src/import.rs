@@ -573,9 +573,13 @@ impl Importer {
         }
         if n.op_type == "Dropout" {
             // Inference only: training_mode absent or a constant false.
+            // (training_mode may be a graph input whose given value is false.)
             match self.input(n, 2) {
                 None => {}
-                Some(Value::Const(c)) if c.to_i64().iter().all(|&v| v == 0) => {}
+                Some(_)
+                    if self
+                        .needed_input(n, 2)
+                        .is_some_and(|c| c.to_i64().iter().all(|&v| v == 0)) => {}
                 Some(_) => return Err(self.unsupported(n, "training mode (lumen runs inference)")),
             }
         }

@@ -1069,3 +1069,40 @@ fn antialiased_linear_downsampling_widens_the_kernel() {
     );
     close(&out[0], &[1, 1, 1, 2], &[1.625, 3.375]);
 }
+
+#[test]
+fn what_a_fresh_user_broke_in_the_new_operators() {
+    // A pooling kernel larger than the padded input is one error naming the attribute.
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: vec![node(
+                "LpPool",
+                &["x"],
+                &["y"],
+                vec![AttributeProto {
+                    name: "kernel_shape".into(),
+                    ints: vec![9, 9],
+                    r#type: 7,
+                    ..Default::default()
+                }],
+            )],
+            name: "g".into(),
+            input: vec![value("x", data_type::FLOAT, &[1, 1, 7, 8])],
+            output: vec![value("y", data_type::FLOAT, &[])],
+            ..Default::default()
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 18 }],
+        ..Default::default()
+    };
+    let e = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("kernel_shape") && e.contains("larger than the padded input"), "{e}");
+    // Det of 0x0 matrices is the empty product.
+    let out = run(
+        vec![node("Det", &["x"], &["d"], vec![])],
+        vec![],
+        vec![f32_in("x", &[2, 0, 0], &[])],
+        &["d"],
+    );
+    close(&out[0], &[2], &[1.0, 1.0]);
+}

@@ -337,6 +337,9 @@ fn linear_attention(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onn
         ));
     }
     let (b, t, dk, dv, group) = (qs[0], qs[1], qs[2] / qh, vs[2] / kvh, qh / kvh);
+    if t == 0 {
+        return Err(im.unsupported(n, "an empty sequence (T = 0)"));
+    }
     if ks[2] != kvh * dk {
         return Err(im.malformed(n, format!("key {ks:?}: expected [{b}, {t}, {}]", kvh * dk)));
     }

@@ -215,8 +215,10 @@ fn dropout(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 fn window(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let size = match im.ints(n, 0)?.as_deref() {
         Some(&[v]) if v >= 0 => v as usize,
-        other => return Err(im.malformed(n, format!("size = {other:?} (one count, at least 0)"))),
+        Some(v) => return Err(im.malformed(n, format!("size = {v:?} (one count, at least 0)"))),
+        None => return Err(im.malformed(n, "no size input")),
     };
+    im.foldable(n, &[size])?;
     if attr_i(n, "output_datatype", data_type::FLOAT as i64) != data_type::FLOAT as i64 {
         return Err(im.unsupported(n, "output_datatype other than float"));
     }
@@ -412,7 +414,12 @@ fn range(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         }
         None => Err(im.unsupported(
             n,
-            "start, limit and delta must be known at import time (lumen compiles static shapes)",
+            format!(
+                "start, limit and delta (`{}`) must be known at import time: lumen compiles static \
+                 shapes (constants, or graph inputs whose values are given, as `lumen run \
+                 --inputs` does)",
+                n.input.join("`, `")
+            ),
         )),
     }
 }

@@ -70,6 +70,12 @@ fn det(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         e(a.0, a.1) * e(b.0, b.1) - e(c.0, c.1) * e(d.0, d.1)
     };
     let d = match m {
+        // The empty product: 1 for each matrix.
+        0 => {
+            let batch = shape[..rank - 2].to_vec();
+            let ones = x.graph().constant(1.0).reshape(vec![1; batch.len()]).expand(batch.clone());
+            return one(ones.reshape(batch));
+        }
         1 => e(0, 0),
         2 => minor((0, 0), (1, 1), (0, 1), (1, 0)),
         3 => {

@@ -1,7 +1,8 @@
 //! Loss operators: `NegativeLogLikelihoodLoss` and `SoftmaxCrossEntropyLoss` (opset 12 on), as
-//! a training export's forward graph computes them. Each target's class is picked by a one-hot
-//! `equal` against the class indices and a `select` (no gather: a target equal to
-//! `ignore_index` may lie outside the classes), then weighted and reduced.
+//! a training export's forward graph computes them. Each target's class is picked by a
+//! `GatherElements` (a target at or past the class count is a run-time error; a negative one
+//! counts from the end), or, with `ignore_index`, by a one-hot `equal` against the class indices
+//! and a `select` (the ignored value may lie outside the classes); then weighted and reduced.
 
 use lumen_compiler::Tensor;
 
@@ -68,7 +69,22 @@ fn picked_loss(im: &mut Importer, n: &NodeProto, log_prob: &Tensor) -> Result<Te
     let index = Const::f32(along.clone(), (0..classes).map(|c| c as f32).collect());
     let index = im.const_weight(n, "classes", index)?;
     let hit = target.unsqueeze(1).equal(&index);
-    let picked = hit.select(log_prob, 0.0).sum(1, false);
+    let ignore = attr(n, "ignore_index").map(|a| a.i);
+    // Without ignore_index every target must be a class: picked by GatherElements, which
+    // reports one outside the classes at run time (with it, a one-hot pick, since the ignored
+    // value may lie outside them).
+    let picked = match ignore {
+        None => {
+            let ids = im.tensor(n, 1)?;
+            let ids = if ids.dtype().is_some_and(|d| d.is_index()) {
+                ids
+            } else {
+                ids.cast(lumen_compiler::DType::I64)
+            };
+            log_prob.gather_elements(1, ids.unsqueeze(1)).reshape(want.clone())
+        }
+        Some(_) => hit.select(log_prob, 0.0).sum(1, false),
+    };
     // Each element's weight: its class's, or 1; 0 where the target is ignored.
     let mut weight = match im.input(n, 2) {
         Some(_) => {
@@ -80,8 +96,8 @@ fn picked_loss(im: &mut Importer, n: &NodeProto, log_prob: &Tensor) -> Result<Te
         }
         None => None,
     };
-    if let Some(a) = attr(n, "ignore_index") {
-        let kept = target.equal(a.i as f32).select(0.0, 1.0);
+    if let Some(i) = ignore {
+        let kept = target.equal(i as f32).select(0.0, 1.0);
         weight = Some(match weight {
             Some(w) => w * kept,
             None => kept,

@@ -390,6 +390,9 @@ fn eye_like(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> 
 /// down). `shape` must be known at import.
 fn center_crop_pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let x = im.tensor(n, 0)?;
+    // Integers are padded as f32 (exact below 2^24) and cast back.
+    let int = x.dtype().filter(|d| d.is_index());
+    let x = if int.is_some() { x.cast(DType::F32) } else { x };
     let shape = x.shape().unwrap_or_default();
     let rank = shape.len();
     let want = im.ints(n, 1)?.ok_or_else(|| im.malformed(n, "no shape input"))?;
@@ -418,7 +421,10 @@ fn center_crop_pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onnx
     if pads.iter().any(|&p| p != (0, 0)) {
         y = y.pad(&pads, PadMode::Constant(0.0));
     }
-    one(y)
+    one(match int {
+        Some(d) => y.cast(d),
+        None => y,
+    })
 }
 
 /// `Compress`: the slices along `axis` (of the flattened input when there is no axis) whose
@@ -487,7 +493,13 @@ fn reverse_sequence(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onn
     let mut lead = vec![shape[0], shape[1]];
     lead.resize(rank, 1);
     let table = im.const_weight(n, "steps", Const::i64(lead, table))?;
-    one(x.gather_elements(ta as isize, table.expand(shape)))
+    // Integers are picked as f32 (exact below 2^24) and cast back.
+    match x.dtype().filter(|d| d.is_index()) {
+        Some(d) => {
+            one(x.cast(DType::F32).gather_elements(ta as isize, table.expand(shape)).cast(d))
+        }
+        None => one(x.gather_elements(ta as isize, table.expand(shape))),
+    }
 }
 
 /// `OneHot`: `on` where the index (from the end when negative) equals the position along
@@ -503,6 +515,7 @@ fn one_hot(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     if depth <= 0 {
         return Err(im.malformed(n, format!("depth = {depth}")));
     }
+    im.foldable(n, &[depth as usize])?;
     let values = im.tensor(n, 2)?;
     let out_int = values.dtype().filter(|d| d.is_index());
     let values = im.f32_tensor(n, 2)?;

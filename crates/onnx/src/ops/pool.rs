@@ -43,6 +43,16 @@ fn pooling(im: &mut Importer, n: &NodeProto) -> Result<Pooling, OnnxError> {
     let pads = spatial_pads(im, n, &shape[2..], &kernel, &strides, &dilations)?;
     for (i, (&(b, e), &k)) in pads.iter().zip(&kernel).enumerate() {
         let span = (k - 1) * dilations[i] + 1;
+        if span > shape[2 + i] + b + e {
+            return Err(im.malformed(
+                n,
+                format!(
+                    "kernel_shape: a kernel spanning {span} along spatial axis {i} is larger than \
+                     the padded input ({})",
+                    shape[2 + i] + b + e
+                ),
+            ));
+        }
         if b >= span || e >= span {
             return Err(im.malformed(
                 n,

@@ -381,10 +381,19 @@ fn resize(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         if sizes_at == usize::MAX { None } else { im.ints(n, sizes_at)?.filter(|v| !v.is_empty()) };
     let roi = if roi_at == usize::MAX { None } else { floats(roi_at) };
     if given_scales.is_none() && given_sizes.is_none() {
-        let what = if im.input(n, scales_at).is_some() || im.input(n, sizes_at).is_some() {
-            "scales and sizes must be known at import time (lumen compiles static shapes)"
+        let name = |i: usize| n.input.get(i).filter(|s| !s.is_empty()).cloned();
+        let given: Vec<String> = [scales_at, sizes_at]
+            .into_iter()
+            .filter_map(|i| name(i).map(|s| format!("input {i} (`{s}`)")))
+            .collect();
+        let what = if given.is_empty() {
+            "neither scales nor sizes is given".to_string()
         } else {
-            "neither scales nor sizes is given"
+            format!(
+                "{} must be known at import time: lumen compiles static shapes (an initializer \
+                 or constant, or a graph input whose value is given, as `lumen run --inputs` does)",
+                given.join(" or ")
+            )
         };
         return Err(im.unsupported(n, what));
     }
@@ -509,6 +518,7 @@ fn affine_grid(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxErro
         if corners && len == 1 { -1.0 } else { (start + i as f64 * step) as f32 }
     };
     let positions: usize = spatial.iter().product();
+    im.foldable(n, &[positions, rank + 1])?;
     let mut grid = Vec::with_capacity(positions * (rank + 1));
     for p in 0..positions {
         // Row-major index of p; the homogeneous point lists the last axis first.
@@ -568,10 +578,10 @@ fn grid_sample(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxErro
     let (x, grid) = (im.f32_tensor(n, 0)?, im.f32_tensor(n, 1)?);
     let (xs, gs) = (x.shape().unwrap_or_default(), grid.shape().unwrap_or_default());
     let r = xs.len().saturating_sub(2);
-    if r == 0 || gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r {
+    if r == 0 || gs.len() != r + 2 || gs[0] != xs[0] || gs[r + 1] != r || xs[2..].contains(&0) {
         return Err(im.malformed(
             n,
-            format!("X {xs:?} and grid {gs:?}: expected [N, C, *S] and [N, *O, {r}]"),
+            format!("X {xs:?} and grid {gs:?}: expected [N, C, *S] (S not empty) and [N, *O, {r}]"),
         ));
     }
     let mode = attr_s(n, "mode").unwrap_or_else(|| "linear".into());
@@ -606,9 +616,14 @@ fn grid_sample(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxErro
             c = round_half_even(&c);
         }
         let (lo, hi) = if corners { (0.0, len - 1.0) } else { (-0.5, len - 0.5) };
+        // Only a coordinate outside [lo, hi] moves (inside, cubic's outer taps still read the
+        // border pixels through their own clamp).
         c = match outside {
             Outside::Zeros => c,
-            Outside::Border => c.maximum(0.0).minimum(len - 1.0),
+            Outside::Border => {
+                let out = c.less_than(lo) + c.graph().constant(hi).less_than(&c);
+                out.select(c.maximum(0.0).minimum(len - 1.0), &c)
+            }
             Outside::Reflection => reflect(&c, lo, hi),
         };
         let base = if taps == 1 { trunc(&c) } else { floor(&c) };
