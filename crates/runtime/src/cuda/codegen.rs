@@ -848,7 +848,7 @@ fn max_pool_body(name: &str) -> String {
          \x20       const unsigned long long o0 = r % g.output[0]; r /= g.output[0];\n\
          \x20       const unsigned long long c = r % g.c_out, n = r / g.c_out;\n\
          \x20       const unsigned long long xc = g.x[0] + n * g.x[1] + c * g.x[2];\n\
-         \x20       float acc = -INFINITY;\n\
+         \x20       float acc = __int_as_float(0xff800000);\n\
          \x20       for (unsigned long long k0 = 0; k0 < g.kernel[0]; ++k0) {{\n\
          \x20           const unsigned long long p0 = o0 * g.stride[0] + k0 * g.dilation[0];\n\
          \x20           if (p0 < g.pad[0] || p0 - g.pad[0] >= g.input[0]) continue;\n\
