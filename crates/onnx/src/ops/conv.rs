@@ -205,6 +205,7 @@ fn conv_transpose(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxE
         }
         None => None,
     };
+    let mut output_padding = output_padding;
     let pads = match target {
         Some(t) if t.len() == s => {
             let mut pads = Vec::with_capacity(s);
@@ -213,12 +214,18 @@ fn conv_transpose(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxE
                     + output_padding[i]
                     + (kernel[i] - 1) * dilations[i]
                     + 1;
-                let Some(total) = full.checked_sub(t[i]) else {
+                // A target past the full output adds positions at the end, as output_padding
+                // does (no tap reaches them: zeros plus the bias), while that stays below the
+                // stride.
+                let surplus = t[i].saturating_sub(full);
+                if surplus > 0 && output_padding[i] + surplus >= strides[i].max(dilations[i]) {
                     return Err(im.unsupported(
                         n,
-                        format!("output_shape = {t:?}: larger than the full output along axis {i} ({full})"),
+                        format!("output_shape = {t:?}: larger than the full output along axis {i} ({full}) by a stride or more"),
                     ));
-                };
+                }
+                output_padding[i] += surplus;
+                let total = (full + surplus) - t[i];
                 pads.push(if auto == "SAME_UPPER" {
                     (total / 2, total - total / 2)
                 } else {
