@@ -406,6 +406,9 @@ fn center_crop_pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, Onnx
     if want.len() != axes.len() || want.iter().any(|&w| w < 0) {
         return Err(im.malformed(n, format!("shape = {want:?} for axes {axes:?}")));
     }
+    if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+        return Err(im.malformed(n, format!("axes = {axes:?}: an axis listed twice")));
+    }
     let mut pads = vec![(0usize, 0usize); rank];
     let mut y = x;
     for (&a, &w) in axes.iter().zip(&want) {
