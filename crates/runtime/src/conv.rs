@@ -32,7 +32,7 @@ use lumen_compiler::ops::{gelu_f32, hardswish_f32, relu_f32, relu6_f32, sigmoid_
 use lumen_compiler::{ElemOp, UnaryOp, View};
 
 use crate::RuntimeError;
-use crate::isa::widest;
+use crate::isa::{widest, widest_isa};
 use crate::kernels::Input;
 use crate::threads::{PAR_MIN_ELEMS, PAR_MIN_FLOPS, Threads};
 
@@ -545,55 +545,19 @@ fn phase_row(g: &ConvGeometry, e2: usize) -> usize {
     e2.div_ceil(s) * s
 }
 
-/// [`depthwise_plane`] inlined into a function compiled for AVX-512F, else AVX2 + FMA, else
-/// the baseline (as [`max_pool_plane_widest`]; the products and sums stay separate roundings,
-/// never fused, so the bits are the same on every instruction set).
-fn depthwise_plane_widest(
-    g: &ConvGeometry,
-    x: &[f32],
-    xbase: usize,
-    st: &Strides,
-    wk: &[f32],
-    padded: &mut [f32],
-    dst: &mut [f32],
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn avx512(
-            g: &ConvGeometry,
-            x: &[f32],
-            xbase: usize,
-            st: &Strides,
-            wk: &[f32],
-            padded: &mut [f32],
-            dst: &mut [f32],
-        ) {
-            depthwise_plane(g, x, xbase, st, wk, padded, dst);
-        }
-        #[target_feature(enable = "avx2,fma")]
-        fn avx2(
-            g: &ConvGeometry,
-            x: &[f32],
-            xbase: usize,
-            st: &Strides,
-            wk: &[f32],
-            padded: &mut [f32],
-            dst: &mut [f32],
-        ) {
-            depthwise_plane(g, x, xbase, st, wk, padded, dst);
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F, checked just now.
-            return unsafe { avx512(g, x, xbase, st, wk, padded, dst) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just now.
-            return unsafe { avx2(g, x, xbase, st, wk, padded, dst) };
-        }
-    }
-    depthwise_plane(g, x, xbase, st, wk, padded, dst);
+widest_isa! {
+    /// [`depthwise_plane`] compiled for AVX-512F, else AVX2 + FMA, else the baseline (as
+    /// [`max_pool_plane_widest`]; the products and sums stay separate roundings, never fused,
+    /// so the bits are the same on every instruction set).
+    fn depthwise_plane_widest(
+        g: &ConvGeometry,
+        x: &[f32],
+        xbase: usize,
+        st: &Strides,
+        wk: &[f32],
+        padded: &mut [f32],
+        dst: &mut [f32]
+    ) => depthwise_plane
 }
 
 /// One plane of [`depthwise`]: the padded (and phase-split) copy of its input channel, then
@@ -887,52 +851,18 @@ struct PoolScratch {
     nan_rows: Vec<bool>,
 }
 
-/// [`max_pool_plane`] inlined into a function compiled for AVX-512F, else AVX2 + FMA, else
-/// the baseline ([`widest`]'s choice; a closure of the plane's loops passed to [`widest`] was
-/// too large to be inlined there and stayed 4 lanes wide).
-fn max_pool_plane_widest(
-    g: &ConvGeometry,
-    x: &[f32],
-    xbase: usize,
-    st: &Strides,
-    scratch: &mut PoolScratch,
-    dst: &mut [f32],
-) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        fn avx512(
-            g: &ConvGeometry,
-            x: &[f32],
-            xbase: usize,
-            st: &Strides,
-            scratch: &mut PoolScratch,
-            dst: &mut [f32],
-        ) {
-            max_pool_plane(g, x, xbase, st, scratch, dst);
-        }
-        #[target_feature(enable = "avx2,fma")]
-        fn avx2(
-            g: &ConvGeometry,
-            x: &[f32],
-            xbase: usize,
-            st: &Strides,
-            scratch: &mut PoolScratch,
-            dst: &mut [f32],
-        ) {
-            max_pool_plane(g, x, xbase, st, scratch, dst);
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F, checked just now.
-            return unsafe { avx512(g, x, xbase, st, scratch, dst) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just now.
-            return unsafe { avx2(g, x, xbase, st, scratch, dst) };
-        }
-    }
-    max_pool_plane(g, x, xbase, st, scratch, dst);
+widest_isa! {
+    /// [`max_pool_plane`] compiled for AVX-512F, else AVX2 + FMA, else the baseline (a closure
+    /// of the plane's loops passed to [`widest`] was too large to be inlined there and stayed
+    /// 4 lanes wide).
+    fn max_pool_plane_widest(
+        g: &ConvGeometry,
+        x: &[f32],
+        xbase: usize,
+        st: &Strides,
+        scratch: &mut PoolScratch,
+        dst: &mut [f32]
+    ) => max_pool_plane
 }
 
 /// One plane (image, channel) of [`max_pool`]: its two passes, into `dst` (`P` elements).

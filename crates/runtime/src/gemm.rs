@@ -41,7 +41,7 @@
 
 use std::ops::Range;
 
-use crate::isa::lane_tree;
+use crate::isa::{lane_tree, widest_isa};
 use crate::threads::{PAR_MIN_FLOPS, Threads};
 use lumen_compiler::{Epilogue, UnaryOp};
 
@@ -332,40 +332,6 @@ pub fn bare_sgemm(
     };
     sgemm(a, b, c, parallelism);
     Ok(())
-}
-
-/// Declares `$name`, a safe function that runs `$body` (an `#[inline(always)]` function of
-/// the same arguments) compiled for AVX-512F, else AVX2 + FMA, else the build's baseline,
-/// whichever the CPU has (checked at run time, cached by std). Plain `*` and `+` are never
-/// contracted into FMA, so every version gives the same bits.
-macro_rules! widest_isa {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident) => {
-        $(#[$meta])*
-        $vis fn $name($($arg: $ty),*) {
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx512f")]
-                fn avx512($($arg: $ty),*) {
-                    $body($($arg),*)
-                }
-                #[target_feature(enable = "avx2,fma")]
-                fn avx2($($arg: $ty),*) {
-                    $body($($arg),*)
-                }
-                if std::arch::is_x86_feature_detected!("avx512f") {
-                    // SAFETY: the CPU supports AVX-512F, checked just now.
-                    return unsafe { avx512($($arg),*) };
-                }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                {
-                    // SAFETY: the CPU supports AVX2 and FMA, checked just now.
-                    return unsafe { avx2($($arg),*) };
-                }
-            }
-            $body($($arg),*)
-        }
-    };
 }
 
 widest_isa! {

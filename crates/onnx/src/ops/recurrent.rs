@@ -734,26 +734,10 @@ fn scan(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     if steps == 0 {
         return Err(im.unsupported(n, "an empty sequence"));
     }
-    // Every name the body defines: renamed per step; any other is an outer value.
-    let mut local = std::collections::HashSet::new();
-    local.extend(body.input.iter().map(|v| v.name.clone()));
-    local.extend(body.initializer.iter().map(|t| t.name.clone()));
-    local.extend(body.node.iter().flat_map(|b| b.output.iter().cloned()));
-    let prefix = node_name(n);
     let mut collected: Vec<Vec<(String, Value)>> = vec![Vec::new(); k];
     for step in 0..steps {
-        let tag = |name: &str| {
-            if !name.is_empty() && local.contains(name) {
-                format!("{prefix}/scan{step}/{name}")
-            } else {
-                name.to_string()
-            }
-        };
-        for init in &body.initializer {
-            let c = read_tensor(init, &init.name)?;
-            im.values.insert(tag(&init.name), Value::Const(Rc::new(c)));
-        }
-        for (j, input) in body.input.iter().enumerate() {
+        let mut inputs = Vec::with_capacity(total);
+        for j in 0..total {
             let v = if j < states_n {
                 states[j].1.clone()
             } else {
@@ -772,28 +756,9 @@ fn scan(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
                     }
                 }
             };
-            im.values.insert(tag(&input.name), v);
+            inputs.push(v);
         }
-        let nodes: Vec<NodeProto> = body
-            .node
-            .iter()
-            .map(|b| {
-                let mut c = b.clone();
-                c.input = b.input.iter().map(|i| tag(i)).collect();
-                c.output = b.output.iter().map(|o| tag(o)).collect();
-                c.name = format!("{prefix}/scan{step}/{}", node_name(b));
-                c
-            })
-            .collect();
-        im.run_nodes(&nodes)?;
-        let mut outs = Vec::with_capacity(body.output.len());
-        for o in &body.output {
-            let name = tag(&o.name);
-            let v = im.values.get(&name).cloned().ok_or_else(|| {
-                im.malformed(n, format!("the body does not define its output `{}`", o.name))
-            })?;
-            outs.push((name, v));
-        }
+        let mut outs = run_body(im, n, &body, &format!("scan{step}"), inputs)?;
         for (j, out) in outs.drain(states_n..).enumerate() {
             collected[j].push(out);
         }
@@ -869,57 +834,18 @@ fn loop_(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
             .ok_or_else(|| im.malformed(n, format!("input {} is missing", i + 2)))?;
         carried.push((n.input[i + 2].clone(), v));
     }
-    let mut local = std::collections::HashSet::new();
-    local.extend(body.input.iter().map(|v| v.name.clone()));
-    local.extend(body.initializer.iter().map(|t| t.name.clone()));
-    local.extend(body.node.iter().flat_map(|b| b.output.iter().cloned()));
-    let prefix = node_name(n);
     let mut collected: Vec<Vec<(String, Value)>> = vec![Vec::new(); k];
     let mut step = 0usize;
     while keep_going && trips.is_none_or(|m| (step as i64) < m) {
         if step == MAX_LOOP_STEPS {
             return Err(im.unsupported(n, format!("more than {MAX_LOOP_STEPS} iterations")));
         }
-        let tag = |name: &str| {
-            if !name.is_empty() && local.contains(name) {
-                format!("{prefix}/loop{step}/{name}")
-            } else {
-                name.to_string()
-            }
-        };
-        for init in &body.initializer {
-            let c = read_tensor(init, &init.name)?;
-            im.values.insert(tag(&init.name), Value::Const(Rc::new(c)));
-        }
-        im.values.insert(
-            tag(&body.input[0].name),
+        let mut inputs = vec![
             Value::Const(Rc::new(Const::i64(vec![], vec![step as i64]))),
-        );
-        im.values
-            .insert(tag(&body.input[1].name), Value::Const(Rc::new(Const::i64(vec![], vec![1]))));
-        for (j, (_, v)) in carried.iter().enumerate() {
-            im.values.insert(tag(&body.input[j + 2].name), v.clone());
-        }
-        let nodes: Vec<NodeProto> = body
-            .node
-            .iter()
-            .map(|b| {
-                let mut c = b.clone();
-                c.input = b.input.iter().map(|i| tag(i)).collect();
-                c.output = b.output.iter().map(|o| tag(o)).collect();
-                c.name = format!("{prefix}/loop{step}/{}", node_name(b));
-                c
-            })
-            .collect();
-        im.run_nodes(&nodes)?;
-        let mut outs = Vec::with_capacity(body.output.len());
-        for o in &body.output {
-            let name = tag(&o.name);
-            let v = im.values.get(&name).cloned().ok_or_else(|| {
-                im.malformed(n, format!("the body does not define its output `{}`", o.name))
-            })?;
-            outs.push((name, v));
-        }
+            Value::Const(Rc::new(Const::i64(vec![], vec![1]))),
+        ];
+        inputs.extend(carried.iter().map(|(_, v)| v.clone()));
+        let mut outs = run_body(im, n, &body, &format!("loop{step}"), inputs)?;
         let cond = im.known_value(&outs[0].0).and_then(|c| c.to_i64().first().copied());
         keep_going = match cond {
             Some(c) => c != 0,
@@ -953,4 +879,64 @@ fn loop_(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         result.push(super::movement::join(im, &parts, 0));
     }
     Ok(result)
+}
+
+/// One step of a `Scan` or `Loop` body, imported in place: the body's own names (its inputs,
+/// initializers and node outputs) get the prefix `{node}/{step}/` so that every step's values
+/// are distinct, names it does not define are the outer graph's values, and `inputs` are the
+/// values of the body's inputs in order. Returns each body output's (step name, value).
+///
+/// # Errors
+/// Every error of the body's nodes; a body output it does not define.
+fn run_body(
+    im: &mut Importer,
+    n: &NodeProto,
+    body: &crate::proto::GraphProto,
+    step: &str,
+    inputs: Vec<Value>,
+) -> Result<Vec<(String, Value)>, OnnxError> {
+    let prefix = format!("{}/{step}", node_name(n));
+    let local: std::collections::HashSet<&str> = body
+        .input
+        .iter()
+        .map(|v| v.name.as_str())
+        .chain(body.initializer.iter().map(|t| t.name.as_str()))
+        .chain(body.node.iter().flat_map(|b| b.output.iter().map(String::as_str)))
+        .collect();
+    let tag = |name: &str| {
+        if !name.is_empty() && local.contains(name) {
+            format!("{prefix}/{name}")
+        } else {
+            name.to_string()
+        }
+    };
+    for init in &body.initializer {
+        let c = read_tensor(init, &init.name)?;
+        im.values.insert(tag(&init.name), Value::Const(Rc::new(c)));
+    }
+    for (input, v) in body.input.iter().zip(inputs) {
+        im.values.insert(tag(&input.name), v);
+    }
+    let nodes: Vec<NodeProto> = body
+        .node
+        .iter()
+        .map(|b| {
+            let mut c = b.clone();
+            c.input = b.input.iter().map(|i| tag(i)).collect();
+            c.output = b.output.iter().map(|o| tag(o)).collect();
+            c.name = format!("{prefix}/{}", node_name(b));
+            c
+        })
+        .collect();
+    im.run_nodes(&nodes)?;
+    body.output
+        .iter()
+        .map(|o| {
+            let name = tag(&o.name);
+            let v = im.values.get(&name).cloned().ok_or_else(|| {
+                im.malformed(n, format!("the body does not define its output `{}`", o.name))
+            })?;
+            Ok((name, v))
+        })
+        .collect()
 }
