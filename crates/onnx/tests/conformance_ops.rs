@@ -9,51 +9,17 @@
 
 use lumen_compiler::{CompileOptions, DType};
 use lumen_onnx::proto::{
-    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
-    TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto, data_type,
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, data_type,
 };
 use lumen_onnx::{ImportOptions, import};
 use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
 use prost::Message;
 
-fn value(name: &str, elem_type: i32, dims: &[usize]) -> ValueInfoProto {
-    ValueInfoProto {
-        name: name.into(),
-        r#type: Some(TypeProto {
-            tensor_type: Some(TypeProtoTensor {
-                elem_type,
-                shape: Some(TensorShapeProto {
-                    dim: dims
-                        .iter()
-                        .map(|&d| Dimension { dim_value: Some(d as i64), dim_param: None })
-                        .collect(),
-                }),
-            }),
-        }),
-    }
-}
-
-fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
-    NodeProto {
-        input: inputs.iter().map(|s| s.to_string()).collect(),
-        output: outputs.iter().map(|s| s.to_string()).collect(),
-        name: op.to_lowercase(),
-        op_type: op.into(),
-        attribute: attrs,
-        ..Default::default()
-    }
-}
-
-fn int_attr(name: &str, i: i64) -> AttributeProto {
-    AttributeProto { name: name.into(), i, r#type: 2, ..Default::default() }
-}
+mod common;
+use common::*;
 
 fn float_attr(name: &str, f: f32) -> AttributeProto {
     AttributeProto { name: name.into(), f, r#type: 1, ..Default::default() }
-}
-
-fn string_attr(name: &str, s: &str) -> AttributeProto {
-    AttributeProto { name: name.into(), s: s.as_bytes().to_vec(), r#type: 3, ..Default::default() }
 }
 
 fn floats(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
@@ -64,36 +30,6 @@ fn floats(name: &str, dims: &[i64], data: &[f32]) -> TensorProto {
         name: name.into(),
         ..Default::default()
     }
-}
-
-fn ints(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
-    TensorProto {
-        dims: dims.to_vec(),
-        data_type: data_type::INT64,
-        int64_data: data.to_vec(),
-        name: name.into(),
-        ..Default::default()
-    }
-}
-
-/// A graph input: its name, ONNX element type and value (a bool input is fed as f32 0/1).
-struct Input {
-    name: &'static str,
-    elem_type: i32,
-    value: HostTensor,
-}
-
-fn f32_in(name: &'static str, shape: &[usize], data: &[f32]) -> Input {
-    Input {
-        name,
-        elem_type: data_type::FLOAT,
-        value: HostTensor::new(shape, data.to_vec()).unwrap(),
-    }
-}
-
-fn i64_in(name: &'static str, shape: &[usize], data: &[i64]) -> Input {
-    let value = HostTensor::from_i64(shape, data.to_vec()).unwrap();
-    Input { name, elem_type: data_type::INT64, value }
 }
 
 fn bool_in(name: &'static str, shape: &[usize], data: &[bool]) -> Input {

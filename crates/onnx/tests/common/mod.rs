@@ -1,0 +1,80 @@
+//! Builders the ONNX test files share: value infos, nodes, attributes, integer initializers,
+//! and graph inputs with their values (each test binary uses some of them).
+#![allow(dead_code)]
+
+use lumen_onnx::proto::{
+    AttributeProto, Dimension, NodeProto, TensorProto, TensorShapeProto, TypeProto,
+    TypeProtoTensor, ValueInfoProto, data_type,
+};
+use lumen_runtime::HostTensor;
+
+pub fn value(name: &str, elem_type: i32, dims: &[usize]) -> ValueInfoProto {
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TypeProtoTensor {
+                elem_type,
+                shape: Some(TensorShapeProto {
+                    dim: dims
+                        .iter()
+                        .map(|&d| Dimension { dim_value: Some(d as i64), dim_param: None })
+                        .collect(),
+                }),
+            }),
+        }),
+    }
+}
+
+pub fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        name: op.to_lowercase(),
+        op_type: op.into(),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+pub fn int_attr(name: &str, i: i64) -> AttributeProto {
+    AttributeProto { name: name.into(), i, r#type: 2, ..Default::default() }
+}
+
+pub fn string_attr(name: &str, s: &str) -> AttributeProto {
+    AttributeProto { name: name.into(), s: s.as_bytes().to_vec(), r#type: 3, ..Default::default() }
+}
+
+pub fn ints(name: &str, dims: &[i64], data: &[i64]) -> TensorProto {
+    TensorProto {
+        dims: dims.to_vec(),
+        data_type: data_type::INT64,
+        int64_data: data.to_vec(),
+        name: name.into(),
+        ..Default::default()
+    }
+}
+
+/// A graph input: its name, ONNX element type and value.
+pub struct Input {
+    pub name: &'static str,
+    pub elem_type: i32,
+    pub value: HostTensor,
+}
+
+pub fn f32_in(name: &'static str, shape: &[usize], data: &[f32]) -> Input {
+    Input {
+        name,
+        elem_type: data_type::FLOAT,
+        value: HostTensor::new(shape, data.to_vec()).unwrap(),
+    }
+}
+
+pub fn i64_in(name: &'static str, shape: &[usize], data: &[i64]) -> Input {
+    let value = HostTensor::from_i64(shape, data.to_vec()).unwrap();
+    Input { name, elem_type: data_type::INT64, value }
+}
+
+pub fn i32_in(name: &'static str, shape: &[usize], data: &[i32]) -> Input {
+    let value = HostTensor::from_i32(shape, data.to_vec()).unwrap();
+    Input { name, elem_type: data_type::INT32, value }
+}
