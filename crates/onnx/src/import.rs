@@ -591,6 +591,39 @@ impl Importer {
         {
             inputs[0] = Some(Value::Const(Rc::new(Const::i64(vec![dims.len()], dims))));
         }
+        // An operator whose output's shape depends on its input values (NonZero, Unique,
+        // NonMaxSuppression, MelWeightMatrix) is evaluated here, from constants or from graph
+        // inputs whose values are given (the program specialised to them).
+        if crate::data_dependent::DATA_DEPENDENT.contains(&n.op_type.as_str())
+            && n.domain.is_empty()
+        {
+            let mut known = Vec::with_capacity(n.input.len());
+            for (i, name) in n.input.iter().enumerate() {
+                if name.is_empty() {
+                    known.push(None);
+                    continue;
+                }
+                match self.known_value(name) {
+                    Some(c) => known.push(Some(c)),
+                    None => {
+                        return Err(self.unsupported(
+                            n,
+                            format!(
+                                "input {i} (`{name}`) must be known at import time: the \
+                                 output's shape depends on its values (an initializer or \
+                                 constant, or a graph input whose value is given, as `lumen run \
+                                 --inputs` does)"
+                            ),
+                        ));
+                    }
+                }
+            }
+            let refs: Vec<Option<&Const>> = known.iter().map(Option::as_ref).collect();
+            if let Some(folded) = self.fold_data_dependent(n, &refs)? {
+                self.folded += 1;
+                return Ok(folded.into_iter().map(|c| Value::Const(Rc::new(c))).collect());
+            }
+        }
         let all_const = inputs.iter().all(|v| matches!(v, None | Some(Value::Const(_))));
         if (all_const || matches!(n.op_type.as_str(), "Shape" | "Size"))
             && let Some(folded) = self.fold(n, &inputs)?

@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod constant;
+mod data_dependent;
 pub mod error;
 mod fold;
 pub mod import;

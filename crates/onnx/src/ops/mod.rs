@@ -83,8 +83,19 @@ impl Family {
 }
 
 /// Operators imported only by folding: a node of one of these whose inputs are not all known
-/// at import time is refused, saying so.
-pub const FOLDED_ONLY: &[&str] = &["Constant", "ConstantOfShape", "Shape", "Size"];
+/// at import time is refused, saying so. `NonZero`, `Unique`, `NonMaxSuppression` and
+/// `MelWeightMatrix` are among them because their output's shape depends on their input
+/// values; those inputs may be graph inputs whose values are given (`crate::data_dependent`).
+pub const FOLDED_ONLY: &[&str] = &[
+    "Constant",
+    "ConstantOfShape",
+    "Shape",
+    "Size",
+    "NonZero",
+    "Unique",
+    "NonMaxSuppression",
+    "MelWeightMatrix",
+];
 
 /// Every family's rows, in family order.
 fn families() -> [(Family, &'static [(&'static str, Handler)]); 11] {

@@ -1,11 +1,13 @@
 //! Poolings: `MaxPool` and `AveragePool` (kernel, strides, dilations, explicit or automatic
 //! padding, `ceil_mode`, `count_include_pad`) as the DSL's window-and-reduce composites, and
 //! `GlobalAveragePool` / `GlobalMaxPool` as reductions over the spatial axes; `LpPool` as an
-//! average pool of `|x|^p`.
+//! average pool of `|x|^p`. MaxPool's `Indices` output is an argmax over each window's
+//! elements mapped to flat input positions; `MaxUnpool` scatters values back to such positions.
 
-use lumen_compiler::Tensor;
+use lumen_compiler::{DType, PadMode, ScatterReduction, Tensor};
 
 use super::conv::{spatial_list, spatial_pads};
+use crate::constant::Const;
 use crate::error::OnnxError;
 use crate::importer::{Handler, Importer, attr_i, attr_ints, one};
 use crate::proto::NodeProto;
@@ -17,7 +19,12 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("GlobalAveragePool", global_average_pool),
     ("GlobalMaxPool", global_max_pool),
     ("LpPool", lp_pool),
+    ("MaxUnpool", max_unpool),
 ];
+
+/// The most elements an input may have for MaxPool's `Indices` (and MaxUnpool's output):
+/// positions are computed in f32, exact below 2^24.
+const MAX_INDEXED: usize = 1 << 24;
 
 /// The pooled input and its parameters: `(x, kernel, strides, dilations, pads, ceil_mode)`.
 type Pooling = (Tensor, Vec<usize>, Vec<usize>, Vec<usize>, Vec<(usize, usize)>, bool);
@@ -64,13 +71,216 @@ fn pooling(im: &mut Importer, n: &NodeProto) -> Result<Pooling, OnnxError> {
     Ok((x, kernel, strides, dilations, pads, ceil))
 }
 
-/// `MaxPool` (its `Indices` output is not imported).
+/// `MaxPool`, and its `Indices` output when asked for ([`pool_indices`]).
 fn max_pool(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
-    if n.output.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err(im.unsupported(n, "the Indices output (lumen returns the pooled values only)"));
-    }
     let (x, kernel, strides, dilations, pads, ceil) = pooling(im, n)?;
-    one(x.max_pool(&kernel, &strides, &dilations, &pads, ceil))
+    let y = x.max_pool(&kernel, &strides, &dilations, &pads, ceil);
+    if !n.output.get(1).is_some_and(|o| !o.is_empty()) {
+        return one(y);
+    }
+    let storage = attr_i(n, "storage_order", 0);
+    if !(0..=1).contains(&storage) {
+        return Err(im.malformed(n, format!("storage_order = {storage} (it is 0 or 1)")));
+    }
+    let pooled = y.shape().unwrap_or_default();
+    let geometry = Geometry { kernel, strides, dilations, pads };
+    let indices = pool_indices(im, n, &x, &pooled, &geometry, storage == 1)?;
+    Ok(vec![y, indices])
+}
+
+/// A pooling's window geometry per spatial axis.
+struct Geometry {
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    pads: Vec<(usize, usize)>,
+}
+
+/// MaxPool's `Indices`: for each window of `x` (`[N, C, *spatial]`, pooled to `pooled`), the
+/// flat position in `x` of its largest element, the first of equal ones in row-major window
+/// order (ONNX's reference): `((n * C + c) * prod(spatial)) + sum_i h_i * stride_i` with the
+/// spatial strides row-major, or column-major (`h + w * H`) for `storage_order = 1`. The
+/// windows are views of `x` padded with -inf (padding never wins unless a window's elements
+/// are all -inf), one argmax over each window's elements picks the tap, and the tap's offset
+/// (a constant table) plus the window's origin (broadcast constants) gives the position, in
+/// f32 (exact: inputs of at most 2^24 elements), cast to i64.
+fn pool_indices(
+    im: &mut Importer,
+    n: &NodeProto,
+    x: &Tensor,
+    pooled: &[usize],
+    g: &Geometry,
+    column_major: bool,
+) -> Result<Tensor, OnnxError> {
+    let shape = x.shape().unwrap_or_default();
+    let total: usize = shape.iter().product();
+    if total > MAX_INDEXED {
+        return Err(im.unsupported(
+            n,
+            format!(
+                "the Indices output of an input of {total} elements (lumen computes positions \
+                 in f32, exact up to 2^24 elements)"
+            ),
+        ));
+    }
+    let s = g.kernel.len();
+    let spatial = &shape[2..];
+    let out = &pooled[2..];
+    // Each axis padded at the end as far as ceil_mode's last window reaches.
+    let mut full = Vec::with_capacity(s);
+    for i in 0..s {
+        let span = (g.kernel[i] - 1) * g.dilations[i] + 1;
+        let (b, e) = g.pads[i];
+        let reach = (out[i].max(1) - 1) * g.strides[i] + span;
+        full.push((b, e + reach.saturating_sub(spatial[i] + b + e)));
+    }
+    let mut t = x.pad(&full, PadMode::Constant(f32::NEG_INFINITY));
+    for i in 0..s {
+        t = t.window((2 + 2 * i) as isize, g.kernel[i], g.strides[i], g.dilations[i]);
+    }
+    // [N, C, O0, K0, O1, K1, ...] -> [N, C, O0, O1, ..., K0 * K1 * ...].
+    let mut perm: Vec<isize> = vec![0, 1];
+    perm.extend((0..s).map(|i| (2 + 2 * i) as isize));
+    perm.extend((0..s).map(|i| (3 + 2 * i) as isize));
+    let taps: usize = g.kernel.iter().product();
+    let mut windows = pooled.to_vec();
+    windows.push(taps);
+    let tap = t.permute(&perm).reshape(windows).argmax(-1, false, false);
+    // Position strides within one [N, C] plane.
+    let mut st = vec![1usize; s];
+    for i in 0..s {
+        st[i] = if column_major {
+            spatial[..i].iter().product()
+        } else {
+            spatial[i + 1..].iter().product()
+        };
+    }
+    // Each tap's offset from its window's origin.
+    let mut offsets = vec![0f32; taps];
+    for (l, o) in offsets.iter_mut().enumerate() {
+        let mut rest = l;
+        for i in (0..s).rev() {
+            let k = rest % g.kernel[i];
+            rest /= g.kernel[i];
+            *o += (k * g.dilations[i] * st[i]) as f32;
+        }
+    }
+    let table = im.const_weight(n, "tap_offsets", Const::f32(vec![taps], offsets))?;
+    let windows_count: usize = pooled.iter().product();
+    let mut index = table.take(0, tap.reshape(vec![windows_count]), 0.0).reshape(pooled.to_vec());
+    // The window origins: the plane's start plus, per axis, o * stride - pad before.
+    let plane: usize = spatial.iter().product();
+    let (batch, channels) = (shape[0], shape[1]);
+    let starts: Vec<f32> = (0..batch * channels).map(|p| (p * plane) as f32).collect();
+    let mut dims = vec![batch, channels];
+    dims.resize(2 + s, 1);
+    index = index + im.const_weight(n, "plane_starts", Const::f32(dims, starts))?;
+    for i in 0..s {
+        let origin: Vec<f32> = (0..out[i])
+            .map(|o| ((o * g.strides[i]) as f32 - g.pads[i].0 as f32) * st[i] as f32)
+            .collect();
+        let mut dims = vec![1; 2 + s];
+        dims[2 + i] = out[i];
+        index = index + im.const_weight(n, &format!("origins{i}"), Const::f32(dims, origin))?;
+    }
+    Ok(index.cast(DType::I64))
+}
+
+/// `MaxUnpool`: `X`'s values written at the flat positions `I` holds (MaxPool's `Indices`)
+/// of a zero tensor `[N, C, *out]`, `out = (in - 1) * stride - pads + kernel` per spatial axis;
+/// with `output_shape` (known at import, no smaller), that result zero-padded at the end of
+/// each axis to it, as ONNX's reference does. One `scatter_elements` of the flattened values;
+/// a position outside the output is a run-time error. Of two values sent to one position the
+/// last in row-major order wins on the CPU.
+fn max_unpool(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    if !(3..=5).contains(&shape.len()) {
+        return Err(im.unsupported(
+            n,
+            format!(
+                "an input of shape {shape:?} (lumen unpools [N, C, ...] with 1 to 3 spatial axes)"
+            ),
+        ));
+    }
+    let s = shape.len() - 2;
+    if attr_ints(n, "kernel_shape").is_none() {
+        return Err(im.malformed(n, "no kernel_shape"));
+    }
+    let kernel = spatial_list(im, n, "kernel_shape", s, 1, 1)?;
+    let strides = spatial_list(im, n, "strides", s, 1, 1)?;
+    let pads = match attr_ints(n, "pads") {
+        None => vec![0i64; 2 * s],
+        Some(p) if p.len() == 2 * s && p.iter().all(|&v| v >= 0) => p,
+        Some(p) => {
+            return Err(
+                im.malformed(n, format!("pads = {p:?}: expected {} values of at least 0", 2 * s))
+            );
+        }
+    };
+    let mut inferred = shape[..2].to_vec();
+    for i in 0..s {
+        let len = (shape[2 + i] as i64 - 1) * strides[i] as i64 - pads[i] - pads[s + i]
+            + kernel[i] as i64;
+        if len < 1 {
+            return Err(im.malformed(
+                n,
+                format!("pads = {pads:?}: spatial axis {i} of the output would have length {len}"),
+            ));
+        }
+        inferred.push(len as usize);
+    }
+    let indices = im.tensor(n, 1)?;
+    if indices.shape().unwrap_or_default() != shape || !indices.dtype().is_some_and(DType::is_index)
+    {
+        return Err(im.malformed(
+            n,
+            format!(
+                "I is {:?} {:?}; it must be integer positions of X's shape {shape:?}",
+                indices.dtype(),
+                indices.shape().unwrap_or_default()
+            ),
+        ));
+    }
+    let total: usize = inferred.iter().product();
+    let count: usize = shape.iter().product();
+    let zeros = im.cx.constant(0.0).reshape(vec![1]).expand(vec![total]);
+    let flat = zeros
+        .scatter_elements(
+            0,
+            indices.reshape(vec![count]),
+            x.reshape(vec![count]),
+            ScatterReduction::None,
+        )
+        .reshape(inferred.clone());
+    let Some(given) = n.input.get(2).filter(|s| !s.is_empty()) else {
+        return one(flat);
+    };
+    let Some(target) = im.needed_input(n, 2) else {
+        return Err(im.unsupported(
+            n,
+            format!(
+                "input 2 (`{given}`, output_shape) must be known at import time: lumen compiles \
+                 static shapes (a constant, or a graph input whose value is given)"
+            ),
+        ));
+    };
+    let target = target.to_i64();
+    let fits = target.len() == inferred.len()
+        && target[..2].iter().zip(&inferred).all(|(&t, &i)| t == i as i64)
+        && target[2..].iter().zip(&inferred[2..]).all(|(&t, &i)| t >= i as i64);
+    if !fits {
+        return Err(im.malformed(
+            n,
+            format!(
+                "output_shape {target:?}: it must keep N and C and be no smaller than the \
+                 unpooled shape {inferred:?}"
+            ),
+        ));
+    }
+    let ends: Vec<(usize, usize)> =
+        (0..s).map(|i| (0, target[2 + i] as usize - inferred[2 + i])).collect();
+    one(flat.pad(&ends, PadMode::Constant(0.0)))
 }
 
 /// `AveragePool`: padding counted in the divisor when `count_include_pad`.
