@@ -48,6 +48,8 @@ mod guide {
     struct Compile;
     #[doc = include_str!("../docs/src/fusion.md")]
     struct Fusion;
+    #[doc = include_str!("../docs/src/symbolic.md")]
+    struct Symbolic;
     #[doc = include_str!("../docs/src/search.md")]
     struct Search;
     #[doc = include_str!("../docs/src/tuning-cache.md")]

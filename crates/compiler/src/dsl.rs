@@ -33,7 +33,9 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, SourceLocation};
 use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorName, TensorType, infer_type};
 use crate::llir::Epilogue;
+use crate::names::tensor_name_problem;
 use crate::ops::{BinaryOp, ElemOp, ReduceOp, ScatterReduction, UnaryOp};
+use crate::symbols::{Dim, Symbol, SymbolDecl, SymbolId};
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -115,6 +117,52 @@ impl Graph {
         dtype: DType,
     ) -> Tensor {
         let op = HlirOp::Input { name: name.into(), shape: shape.into(), dtype };
+        self.leaf(op, SourceLocation::caller())
+    }
+
+    /// Declares a symbolic dimension `name` that each execute binds to a value in
+    /// `1..=bound` ([`crate::symbolic`]): the program is compiled, fused and planned once at
+    /// the bound. Use it in [`Graph::input_dims`]; every symbol must appear in some input
+    /// (the inputs' shapes bind it). A bound of 0 or a name used twice is recorded as an error.
+    #[track_caller]
+    pub fn symbol(&mut self, name: impl Into<String>, bound: usize) -> Symbol {
+        let location = SourceLocation::caller();
+        let name = name.into();
+        let mut inner = self.inner.borrow_mut();
+        let decls = &mut inner.hlir.symbols.decls;
+        let problem = if bound == 0 {
+            Some("its bound is 0".to_string())
+        } else if decls.iter().any(|d| d.name == name) {
+            Some("the name is already a symbol".to_string())
+        } else {
+            tensor_name_problem(&name)
+        };
+        let id = SymbolId(decls.len());
+        decls.push(SymbolDecl { name: name.clone(), bound: bound.max(1) });
+        if let Some(problem) = problem {
+            inner.errors.push(CompileError::BadName { kind: "symbol", name, problem, location });
+        }
+        Symbol { id, bound: bound.max(1) }
+    }
+
+    /// Declares an input of element type `dtype` whose axes are fixed lengths or symbols
+    /// ([`Graph::symbol`]), e.g. `[seq.into(), Dim::Fixed(512)]`: the program sees the bound
+    /// shape; each execute gives the input at its live shape, which binds the symbols.
+    #[track_caller]
+    pub fn input_dims(
+        &mut self,
+        name: impl Into<String>,
+        dims: impl IntoIterator<Item = Dim>,
+        dtype: DType,
+    ) -> Tensor {
+        let name = name.into();
+        let dims: Vec<Dim> = dims.into_iter().collect();
+        let shape: Vec<usize> = dims.iter().map(|d| d.bound()).collect();
+        let axes: Vec<Option<SymbolId>> = dims.iter().map(|d| d.symbol()).collect();
+        if axes.iter().any(Option::is_some) {
+            self.inner.borrow_mut().hlir.symbols.inputs.insert(name.clone(), axes);
+        }
+        let op = HlirOp::Input { name, shape, dtype };
         self.leaf(op, SourceLocation::caller())
     }
 

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::error::{CompileError, ShapeText};
 use crate::llir::{BufferId, BufferRole, LlirNode, LlirOp, Operand};
 use crate::program::CompiledProgram;
+use crate::symbols::SymbolicShape;
 
 static DUMP_SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -126,13 +127,19 @@ pub fn llir_text(program: &CompiledProgram) -> String {
         count(program.figures.launches, "launch"),
         count(llir.buffers.len(), "buffer")
     );
+    // Programs with symbolic dimensions list them; shapes print `seq<=32` on their axes and
+    // sizes are the bounds'.
+    for d in &llir.symbols {
+        let _ = writeln!(s, "symbol {} <= {}", d.name, d.bound);
+    }
     for b in &llir.buffers {
+        let shape = SymbolicShape { shape: &b.shape, axes: &b.axes, decls: &llir.symbols };
         let _ = write!(
             s,
             "buffer {} {}{} {} bytes={}",
             b.id,
             b.dtype,
-            ShapeText(b.shape.clone()),
+            shape,
             role_name(b.role),
             b.bytes
         );
@@ -405,11 +412,24 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
             if let Some(a) = b.in_place_of.and_then(|a| program.llir.buffers.get(a)) {
                 v["in_place_of"] = json!(a.id);
             }
+            // Symbol names per axis (null for a fixed one), only where an axis is symbolic.
+            if !crate::symbols::all_fixed(&b.axes) {
+                let names: Vec<Value> = b
+                    .axes
+                    .iter()
+                    .map(|a| {
+                        a.and_then(|s| llir.symbols.get(s.0)).map_or(Value::Null, |d| json!(d.name))
+                    })
+                    .collect();
+                v["symbols"] = Value::Array(names);
+            }
             v
         })
         .collect();
     let f = &program.figures;
-    json!({
+    let symbols: Vec<Value> =
+        llir.symbols.iter().map(|d| json!({"name": d.name, "bound": d.bound})).collect();
+    let mut doc = json!({
         "label": program.label,
         "nodes": nodes,
         "buffers": buffers,
@@ -427,7 +447,12 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
             "workspace_bytes": program.options.workspace_bytes,
             "resident_weights": program.options.resident_weights,
         },
-    })
+    });
+    // Only programs with symbolic dimensions carry the list (the others dump as before).
+    if !symbols.is_empty() {
+        doc["symbols"] = Value::Array(symbols);
+    }
+    doc
 }
 
 /// The slab layout picture of the plan (the planner's `layout_svg`: byte offset against the

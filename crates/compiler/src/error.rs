@@ -283,6 +283,18 @@ pub enum CompileError {
         /// The user's source line.
         location: SourceLocation,
     },
+    /// An op would change the meaning of a symbolic dimension ([`crate::symbolic::propagate`]):
+    /// a slice, concat or reshape across a symbolic axis, a fixed axis meeting a symbolic one,
+    /// an op that takes no symbolic operand.
+    #[error("{op}: symbolic dimension: {message} (at {location})")]
+    Symbolic {
+        /// The op.
+        op: &'static str,
+        /// What it would do to the symbol.
+        message: String,
+        /// The user's source line.
+        location: SourceLocation,
+    },
     /// A compile option is out of range.
     #[error("invalid option: {0}")]
     Option(String),

@@ -471,6 +471,9 @@ pub struct HlirNode {
 pub struct Hlir {
     /// Nodes, and edges `operand -> op` weighted by the operand index.
     pub graph: DiGraph<HlirNode, usize>,
+    /// Symbolic dimensions ([`crate::symbolic`]): declared symbols and the input axes they
+    /// are. Empty for a program of fixed shapes.
+    pub symbols: crate::symbols::Symbols,
 }
 
 impl Hlir {

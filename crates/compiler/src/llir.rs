@@ -381,6 +381,10 @@ pub struct LlirBuffer {
     /// [`crate::CompileOptions::in_place`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub in_place_of: Option<BufferId>,
+    /// Per axis, the symbol its length is ([`crate::symbolic`]); `shape` holds the bound.
+    /// All `None` (and absent from JSON) without symbolic axes.
+    #[serde(skip_serializing_if = "crate::symbols::all_fixed")]
+    pub axes: crate::symbols::Axes,
 }
 
 /// One operand of a kernel: a buffer read through a view.
@@ -450,6 +454,11 @@ pub struct Llir {
     pub nodes: Vec<LlirNode>,
     /// Buffers; a buffer's id is its index, which is also its request index in the plan.
     pub buffers: Vec<LlirBuffer>,
+    /// The program's symbols ([`crate::symbolic`]), in declaration order: shapes and sizes
+    /// here are at their bounds, [`Llir::bind`] gives the LLIR at other values. Empty (and
+    /// absent from JSON) for a program without symbolic dimensions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub symbols: Vec<crate::symbols::SymbolDecl>,
 }
 
 impl Llir {

@@ -74,6 +74,8 @@ enum Kind {
 /// copy.
 pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> {
     let types = hlir.infer()?;
+    // The symbolic axes of every node; the buffer of a node (or of an output) carries them.
+    let mut axes = crate::symbolic::propagate(hlir, &types)?;
     let g = &hlir.graph;
     let n_hlir = g.node_count();
     let live = live_nodes(hlir);
@@ -127,6 +129,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             && Some(view.elements()) == element_count(&types[base.index()].shape);
         if kind[base.index()] == Kind::Node && whole && output_name[base.index()].is_none() {
             output_name[base.index()] = Some((name.clone(), shape));
+            axes[base.index()] = axes[out.index()].clone();
             src[out.index()] = Some((base, view));
         } else {
             kind[out.index()] = Kind::Node;
@@ -168,6 +171,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             role,
             uses: Vec::new(),
             in_place_of: None,
+            axes: vec![None; t.shape.len()],
         }
     };
 
@@ -188,7 +192,9 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             _ => continue,
         };
         buffer_of[n.index()] = Some(buffers.len());
-        buffers.push(tensor_buffer(name, t, role));
+        let mut buf = tensor_buffer(name, t, role);
+        buf.axes = axes[n.index()].clone();
+        buffers.push(buf);
     }
     let upload = LlirNode {
         op: LlirOp::Upload,
@@ -343,6 +349,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 role: BufferRole::Workspace,
                 uses: Vec::new(),
                 in_place_of: None,
+                axes: vec![None],
             });
             Some(buffers.len() - 1)
         } else {
@@ -361,6 +368,8 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             }
         };
         buffer_of[n.index()] = Some(buffers.len());
+        let mut out = out;
+        out.axes = axes[n.index()].clone();
         buffers.push(out);
         inputs.sort_unstable();
         inputs.dedup();
@@ -396,7 +405,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         buf.uses.sort_unstable();
         buf.uses.dedup();
     }
-    Ok(Llir { nodes, buffers })
+    Ok(Llir { nodes, buffers, symbols: hlir.symbols.decls.clone() })
 }
 
 /// The LLIR form of `a [..., M, K] x b [..., K, N]` read through `va` and `vb`: `(batch, m,

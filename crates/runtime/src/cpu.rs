@@ -22,10 +22,11 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::time::Instant;
 
+use lumen_compiler::hlir::checked_bytes_of;
 use lumen_compiler::view::coalesce;
 use lumen_compiler::{
-    BufferRole, CompiledProgram, DType, ElemOp, LlirBuffer, LlirOp, ReduceOp, ScatterReduction,
-    View,
+    BufferRole, CompiledProgram, DType, ElemOp, Llir, LlirBuffer, LlirOp, ReduceOp,
+    ScatterReduction, View,
 };
 
 use crate::error::TensorKind;
@@ -354,6 +355,75 @@ pub struct CpuProgram {
     profile: Option<ExecProfile>,
     // The worker team of `options.threads`, built at prepare.
     threads: Threads,
+    // A program with symbolic dimensions: how each execute's values are bound (`None`
+    // without symbols).
+    symbolic: Option<Binding>,
+}
+
+/// The steps of one binding of a program's symbols, the input buffers at their live shapes,
+/// and the FLOP of one execute at those values.
+type Bound = (Vec<Step>, Vec<LlirBuffer>, u64);
+
+/// How a program with symbolic dimensions runs at each execute's values
+/// ([`lumen_compiler::symbolic`]): the inputs' shapes give the values, [`Llir::bind`] the live
+/// LLIR, whose steps are built once per distinct binding (kept for the next execute with the
+/// same values: a decode loop builds one set). Buffers keep their planned start; a live buffer
+/// is the prefix of its range.
+#[derive(Debug)]
+struct Binding {
+    llir: Llir,
+    // First slab word of each buffer (or of its in-place stand-in past the slab's end).
+    starts: Vec<usize>,
+    // Inputs read in place: their ranges past the slab's end (inputs without symbolic axes).
+    external: BTreeMap<usize, Range<usize>>,
+    // The weights the bound upload step re-uploads on every execute.
+    reuploads: Vec<(usize, Range<usize>)>,
+    // Packed weights looked up by the live products (packed at prepare).
+    packer: Packer,
+    // The values the program's active steps were built for.
+    active: Vec<usize>,
+    // Steps of other bindings seen, by values.
+    built: BTreeMap<Vec<usize>, Bound>,
+}
+
+/// Distinct bindings whose steps are kept; past it the oldest are dropped (rebuilt if seen
+/// again), so a program bound to every value up to a large bound holds bounded memory.
+const KEPT_BINDINGS: usize = 64;
+
+impl Binding {
+    /// The steps of the program at symbol values `values`.
+    fn build(&mut self, label: &str, values: &[usize]) -> Result<Bound, RuntimeError> {
+        let live = self.llir.bind(values)?;
+        let words = |b: usize| {
+            let buf = &live.buffers[b];
+            checked_bytes_of(&buf.shape, buf.dtype).unwrap_or(usize::MAX).div_ceil(4)
+        };
+        let range = |b: usize| match self.external.get(&b) {
+            Some(r) => r.clone(),
+            None => self.starts[b]..self.starts[b] + words(b),
+        };
+        let mut steps = Vec::with_capacity(live.nodes.len());
+        for node in &live.nodes {
+            steps.push(match node.op {
+                LlirOp::Upload => Step::Upload {
+                    inputs: node
+                        .writes
+                        .iter()
+                        .filter(|&&w| {
+                            live.buffers[w].role == BufferRole::Input
+                                && !self.external.contains_key(&w)
+                        })
+                        .map(|&w| (live.buffers[w].id.clone(), range(w)))
+                        .collect(),
+                    weights: self.reuploads.clone(),
+                },
+                _ => kernel_step(label, &live, node, &range, &mut self.packer, &Tensors::new())?,
+            });
+        }
+        let inputs = live.buffers.iter().filter(|b| b.role == BufferRole::Input).cloned().collect();
+        let flops = live.nodes.iter().fold(0u64, |acc, n| acc.saturating_add(n.op.flops()));
+        Ok((steps, inputs, flops))
+    }
 }
 
 impl CpuProgram {
@@ -382,6 +452,7 @@ impl CpuProgram {
                 && !written_over
                 && !options.memory_debug
                 && !options.copied_inputs
+                && lumen_compiler::symbolic::all_fixed(&buf.axes)
             {
                 let len = layout.spans[b].elems().len();
                 external.insert(b, past_end..past_end + len);
@@ -393,17 +464,10 @@ impl CpuProgram {
             Some(r) => Range::clone(r),
             None => layout.spans[b].elems(),
         };
-        let arg = |o: &lumen_compiler::Operand| -> Arg { (range(o.buffer), o.view.clone()) };
         let mut host_weights = Vec::new();
         let mut packed = Packer::new(options.unpacked_weights);
         let mut steps = Vec::with_capacity(llir.nodes.len());
         for node in &llir.nodes {
-            let out = || -> Result<Range<usize>, RuntimeError> {
-                node.writes
-                    .first()
-                    .map(|&w| range(w))
-                    .ok_or_else(|| RuntimeError::invalid(&program.label, "a kernel writes nothing"))
-            };
             let step = match node.op {
                 LlirOp::Upload => {
                     let mut inputs = Vec::new();
@@ -435,156 +499,7 @@ impl CpuProgram {
                     }
                     Step::Upload { inputs, weights: again }
                 }
-                LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
-                    let (_, act) = epilogue_parts(epilogue);
-                    let [a, b, rest @ ..] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "lt_matmul operands"));
-                    };
-                    Step::Matmul {
-                        a: arg(a),
-                        b: arg(b),
-                        packed: packed.weight(
-                            b.buffer,
-                            &llir.buffers[b.buffer],
-                            &b.view,
-                            weights,
-                        )?,
-                        bias: rest.first().map(arg),
-                        out: out()?,
-                        dims: (batch, m, k, n),
-                        act,
-                    }
-                }
-                LlirOp::Map { op, .. } => {
-                    let views: Vec<View> = node.reads.iter().map(|o| o.view.clone()).collect();
-                    let ins = node
-                        .reads
-                        .iter()
-                        .zip(coalesce(&views))
-                        .map(|(o, v)| (range(o.buffer), v))
-                        .collect();
-                    Step::Map { op, ins, out: out()? }
-                }
-                LlirOp::Reduce { op, axis, .. } => {
-                    let [input] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "reduce operands"));
-                    };
-                    Step::Reduce { op, input: arg(input), axis, out: out()? }
-                }
-                LlirOp::Gather { .. } => {
-                    let [table, ids] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "gather operands"));
-                    };
-                    let ids_buf = &llir.buffers[ids.buffer];
-                    Step::Gather {
-                        table: arg(table),
-                        ids: arg(ids),
-                        wide: ids_buf.dtype == DType::I64,
-                        ids_name: ids_buf.id.clone(),
-                        out: out()?,
-                    }
-                }
-                LlirOp::Concat { axis, .. } => {
-                    let shape = node.concat_shape().unwrap_or_default();
-                    Step::Concat {
-                        ins: node.reads.iter().map(arg).collect(),
-                        axis,
-                        shape,
-                        out: out()?,
-                    }
-                }
-                LlirOp::Conv { geometry, epilogue } => Step::Conv {
-                    geometry,
-                    epilogue,
-                    ins: node.reads.iter().map(arg).collect(),
-                    work: node.workspace.map_or(NOTHING, range),
-                    out: out()?,
-                },
-                LlirOp::MaxPool { geometry } => {
-                    let [x] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "max_pool operands"));
-                    };
-                    Step::MaxPool { geometry, x: arg(x), out: out()? }
-                }
-                LlirOp::Take { axis, fill, .. } => {
-                    let [x, indices] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "take operands"));
-                    };
-                    let indices_buf = &llir.buffers[indices.buffer];
-                    Step::Take {
-                        x: arg(x),
-                        indices: arg(indices),
-                        wide: indices_buf.dtype == DType::I64,
-                        axis,
-                        fill: fill.value(),
-                        indices_name: indices_buf.id.clone(),
-                        out: out()?,
-                    }
-                }
-                LlirOp::Cast { to, .. } => {
-                    let [x] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "cast operands"));
-                    };
-                    Step::Cast { x: arg(x), from: llir.buffers[x.buffer].dtype, to, out: out()? }
-                }
-                LlirOp::TopK { axis, k, largest, .. } => {
-                    let [x] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "topk operands"));
-                    };
-                    Step::TopK { x: arg(x), axis, k, largest, out: out()? }
-                }
-                LlirOp::GatherElements { axis, .. } => {
-                    let [data, indices] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(
-                            &program.label,
-                            "gather_elements operands",
-                        ));
-                    };
-                    let indices_buf = &llir.buffers[indices.buffer];
-                    Step::GatherElements {
-                        data: arg(data),
-                        indices: arg(indices),
-                        wide: indices_buf.dtype == DType::I64,
-                        axis,
-                        indices_name: indices_buf.id.clone(),
-                        out: out()?,
-                    }
-                }
-                LlirOp::ScatterElements { axis, reduction, .. } => {
-                    let [data, indices, updates] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(
-                            &program.label,
-                            "scatter_elements operands",
-                        ));
-                    };
-                    let indices_buf = &llir.buffers[indices.buffer];
-                    Step::ScatterElements {
-                        data: arg(data),
-                        indices: arg(indices),
-                        updates: arg(updates),
-                        dtype: llir.buffers[data.buffer].dtype,
-                        wide: indices_buf.dtype == DType::I64,
-                        axis,
-                        reduction,
-                        indices_name: indices_buf.id.clone(),
-                        out: out()?,
-                    }
-                }
-                LlirOp::Arg { max, axis, last, .. } => {
-                    let [x] = node.reads.as_slice() else {
-                        return Err(RuntimeError::invalid(&program.label, "arg operands"));
-                    };
-                    Step::Arg { x: arg(x), max, axis, last, out: out()? }
-                }
-                LlirOp::Readback => Step::Readback {
-                    outputs: node
-                        .read_buffers()
-                        .map(|r| {
-                            let buf = &llir.buffers[r];
-                            (buf.id.clone(), buf.shape.clone(), buf.dtype, range(r))
-                        })
-                        .collect(),
-                },
+                _ => kernel_step(&program.label, llir, node, &range, &mut packed, weights)?,
             };
             steps.push(step);
         }
@@ -602,6 +517,18 @@ impl CpuProgram {
         }
         let input_buffers =
             llir.buffers.iter().filter(|b| b.role == BufferRole::Input).cloned().collect();
+        let symbolic = (!llir.symbols.is_empty()).then(|| Binding {
+            llir: llir.clone(),
+            starts: (0..llir.buffers.len()).map(|b| range(b).start).collect(),
+            external: external.clone(),
+            reuploads: match steps.first() {
+                Some(Step::Upload { weights, .. }) => weights.clone(),
+                _ => Vec::new(),
+            },
+            packer: Packer { off: packed.off, seen: packed.seen.clone(), weights: Vec::new() },
+            active: llir.symbols.iter().map(|d| d.bound).collect(),
+            built: BTreeMap::new(),
+        });
         Ok(Self {
             label: program.label.clone(),
             slab_bytes: layout.slab_bytes,
@@ -619,6 +546,7 @@ impl CpuProgram {
             memory_plan,
             profile: None,
             threads,
+            symbolic,
         })
     }
 
@@ -844,7 +772,165 @@ impl CpuProgram {
     }
 }
 
+/// The step of kernel (or readback) `node` of `llir`, its buffers resolved by `range` (word
+/// ranges of the slab, or past its end for an input read in place); products reading a weight
+/// get its packed copy from `packer` (packed at prepare; looked up again for a live LLIR).
+fn kernel_step(
+    label: &str,
+    llir: &lumen_compiler::Llir,
+    node: &lumen_compiler::LlirNode,
+    range: &dyn Fn(usize) -> Range<usize>,
+    packer: &mut Packer,
+    weights: &Tensors,
+) -> Result<Step, RuntimeError> {
+    let arg = |o: &lumen_compiler::Operand| -> Arg { (range(o.buffer), o.view.clone()) };
+    let out = || -> Result<Range<usize>, RuntimeError> {
+        node.writes
+            .first()
+            .map(|&w| range(w))
+            .ok_or_else(|| RuntimeError::invalid(label, "a kernel writes nothing"))
+    };
+    Ok(match node.op {
+        LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
+            let (_, act) = epilogue_parts(epilogue);
+            let [a, b, rest @ ..] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "lt_matmul operands"));
+            };
+            Step::Matmul {
+                a: arg(a),
+                b: arg(b),
+                packed: packer.weight(b.buffer, &llir.buffers[b.buffer], &b.view, weights)?,
+                bias: rest.first().map(arg),
+                out: out()?,
+                dims: (batch, m, k, n),
+                act,
+            }
+        }
+        LlirOp::Map { op, .. } => {
+            let views: Vec<View> = node.reads.iter().map(|o| o.view.clone()).collect();
+            let ins = node
+                .reads
+                .iter()
+                .zip(coalesce(&views))
+                .map(|(o, v)| (range(o.buffer), v))
+                .collect();
+            Step::Map { op, ins, out: out()? }
+        }
+        LlirOp::Reduce { op, axis, .. } => {
+            let [input] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "reduce operands"));
+            };
+            Step::Reduce { op, input: arg(input), axis, out: out()? }
+        }
+        LlirOp::Gather { .. } => {
+            let [table, ids] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "gather operands"));
+            };
+            let ids_buf = &llir.buffers[ids.buffer];
+            Step::Gather {
+                table: arg(table),
+                ids: arg(ids),
+                wide: ids_buf.dtype == DType::I64,
+                ids_name: ids_buf.id.clone(),
+                out: out()?,
+            }
+        }
+        LlirOp::Concat { axis, .. } => {
+            let shape = node.concat_shape().unwrap_or_default();
+            Step::Concat { ins: node.reads.iter().map(arg).collect(), axis, shape, out: out()? }
+        }
+        LlirOp::Conv { geometry, epilogue } => Step::Conv {
+            geometry,
+            epilogue,
+            ins: node.reads.iter().map(arg).collect(),
+            work: node.workspace.map_or(NOTHING, range),
+            out: out()?,
+        },
+        LlirOp::MaxPool { geometry } => {
+            let [x] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "max_pool operands"));
+            };
+            Step::MaxPool { geometry, x: arg(x), out: out()? }
+        }
+        LlirOp::Take { axis, fill, .. } => {
+            let [x, indices] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "take operands"));
+            };
+            let indices_buf = &llir.buffers[indices.buffer];
+            Step::Take {
+                x: arg(x),
+                indices: arg(indices),
+                wide: indices_buf.dtype == DType::I64,
+                axis,
+                fill: fill.value(),
+                indices_name: indices_buf.id.clone(),
+                out: out()?,
+            }
+        }
+        LlirOp::Cast { to, .. } => {
+            let [x] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "cast operands"));
+            };
+            Step::Cast { x: arg(x), from: llir.buffers[x.buffer].dtype, to, out: out()? }
+        }
+        LlirOp::TopK { axis, k, largest, .. } => {
+            let [x] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "topk operands"));
+            };
+            Step::TopK { x: arg(x), axis, k, largest, out: out()? }
+        }
+        LlirOp::GatherElements { axis, .. } => {
+            let [data, indices] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "gather_elements operands"));
+            };
+            let indices_buf = &llir.buffers[indices.buffer];
+            Step::GatherElements {
+                data: arg(data),
+                indices: arg(indices),
+                wide: indices_buf.dtype == DType::I64,
+                axis,
+                indices_name: indices_buf.id.clone(),
+                out: out()?,
+            }
+        }
+        LlirOp::ScatterElements { axis, reduction, .. } => {
+            let [data, indices, updates] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "scatter_elements operands"));
+            };
+            let indices_buf = &llir.buffers[indices.buffer];
+            Step::ScatterElements {
+                data: arg(data),
+                indices: arg(indices),
+                updates: arg(updates),
+                dtype: llir.buffers[data.buffer].dtype,
+                wide: indices_buf.dtype == DType::I64,
+                axis,
+                reduction,
+                indices_name: indices_buf.id.clone(),
+                out: out()?,
+            }
+        }
+        LlirOp::Arg { max, axis, last, .. } => {
+            let [x] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "arg operands"));
+            };
+            Step::Arg { x: arg(x), max, axis, last, out: out()? }
+        }
+        LlirOp::Readback => Step::Readback {
+            outputs: node
+                .read_buffers()
+                .map(|r| {
+                    let buf = &llir.buffers[r];
+                    (buf.id.clone(), buf.shape.clone(), buf.dtype, range(r))
+                })
+                .collect(),
+        },
+        LlirOp::Upload => return Err(RuntimeError::invalid(label, "a second upload node")),
+    })
+}
+
 /// Packs each weight a product reads once at prepare, one copy per (buffer, view).
+#[derive(Debug)]
 struct Packer {
     off: bool,
     seen: BTreeMap<(usize, View), Option<usize>>,
@@ -871,11 +957,11 @@ impl Packer {
         {
             return Ok(None);
         }
-        let Some(tensor) = weights.get(&buf.id) else { return Ok(None) };
         let key = (index, view.clone());
         if let Some(at) = self.seen.get(&key) {
             return Ok(*at);
         }
+        let Some(tensor) = weights.get(&buf.id) else { return Ok(None) };
         let words = tensor.words();
         let shape = (view.shape[nb], view.shape[nb + 1]);
         let strides = (view.strides[nb], view.strides[nb + 1]);
@@ -1051,6 +1137,24 @@ impl PreparedProgram for CpuProgram {
 
     fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
         let start = Instant::now();
+        if let Some(b) = &mut self.symbolic {
+            let values = b.llir.bind_inputs(|name| inputs.get(name).map(HostTensor::shape))?;
+            if values != b.active {
+                let (steps, ins, flops) = match b.built.remove(&values) {
+                    Some(bound) => bound,
+                    None => b.build(&self.label, &values)?,
+                };
+                if b.built.len() >= KEPT_BINDINGS {
+                    b.built.pop_first();
+                }
+                let old = (
+                    std::mem::replace(&mut self.steps, steps),
+                    std::mem::replace(&mut self.input_buffers, ins),
+                    std::mem::replace(&mut self.flops, flops),
+                );
+                b.built.insert(std::mem::replace(&mut b.active, values), old);
+            }
+        }
         check_tensors(&self.input_buffers, TensorKind::Input, inputs)?;
         let mut prof =
             ExecProfile { launches: self.launches, flops: self.flops, ..Default::default() };

@@ -121,6 +121,11 @@ pub enum RuntimeError {
         /// What exactly it cannot do.
         reason: String,
     },
+    /// The inputs' shapes do not bind the program's symbolic dimensions
+    /// ([`lumen_compiler::symbolic`]): a value past its bound, two values for one symbol, a
+    /// fixed axis of another length.
+    #[error(transparent)]
+    Bind(#[from] lumen_compiler::BindError),
     /// The slab (or a host copy) could not be allocated.
     #[error("cannot allocate a slab of {bytes} bytes")]
     Alloc {

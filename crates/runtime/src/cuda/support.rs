@@ -87,6 +87,16 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
     let invalid = |what: &str| RuntimeError::invalid(&program.label, format!("node {n}: {what}"));
     let out = || node.writes.first().copied().ok_or_else(|| invalid("writes nothing"));
     match node.op {
+        // Launch words could carry live sizes, but cuBLASLt's layouts and the launch grids are
+        // made once for fixed sizes: the binding is the CPU runtime's for now.
+        LlirOp::Upload if !program.llir.symbols.is_empty() => {
+            let names: Vec<String> =
+                program.llir.symbols.iter().map(|d| format!("{}<={}", d.name, d.bound)).collect();
+            Err(refuse(format!(
+                "the program has symbolic dimensions ({}), which only the CPU runtime binds",
+                names.join(", ")
+            )))
+        }
         LlirOp::Upload | LlirOp::Readback => Ok(Launch::Copy),
         LlirOp::LtMatmul { batch, m, k, n: cols, epilogue } => {
             let [x, w, rest @ ..] = node.reads.as_slice() else {

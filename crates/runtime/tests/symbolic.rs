@@ -1,0 +1,212 @@
+//! Symbolic dimensions on the CPU runtime: a program compiled once at the bound of `seq`
+//! runs at every value `1..=bound`, and gives what the same program compiled at that value
+//! gives (bit for bit: the live LLIR has the fixed program's sizes and views), fused and
+//! unfused, planned, unshared and NaN-poisoned; then the errors of a bad binding and of ops
+//! that would change a symbol's meaning.
+
+use lumen_compiler::dump::llir_text;
+use lumen_compiler::{
+    BindError, CompileError, CompileOptions, CompiledProgram, DType, Dim, Graph, HostTensor,
+};
+use lumen_runtime::layout::Placement;
+use lumen_runtime::{CpuOptions, CpuRuntime, Runtime, RuntimeError, Tensors};
+
+const BOUND: usize = 8;
+const D: usize = 8;
+const VOCAB: usize = 10;
+
+/// A small attention block over `seq` tokens: embedding gather, two heads with a causal mask
+/// input, softmax and products over `seq`, a fused bias + relu, reductions and an argmax over
+/// `seq`, a permute + reshape that needs a copy.
+fn program(seq: Option<usize>) -> Graph {
+    let mut cx = Graph::new();
+    let s: Dim = match seq {
+        Some(n) => Dim::Fixed(n),
+        None => cx.symbol("seq", BOUND).into(),
+    };
+    let x = cx.input_dims("x", [s, Dim::Fixed(D)], DType::F32);
+    let ids = cx.input_dims("ids", [s], DType::I32);
+    let mask = cx.input_dims("mask", [s, s], DType::F32);
+    let emb = cx.weight("emb", [VOCAB, D]);
+    let [wq, wk, wv, wo] = ["wq", "wk", "wv", "wo"].map(|n| cx.weight(n, [D, D]));
+    let b = cx.weight("b", [D]);
+    let n = s.bound();
+    let h = &x + emb.gather(&ids);
+    let heads = |w: &lumen_compiler::Tensor| h.matmul(w).reshape([n, 2, 4]).permute(&[1, 0, 2]);
+    let (q, k, v) = (heads(&wq), heads(&wk), heads(&wv));
+    let scores = q.matmul(k.transpose(-1, -2)) * 0.5 + &mask;
+    let ctx = scores.softmax(-1).matmul(&v).permute(&[1, 0, 2]).reshape([n, D]);
+    (ctx.matmul(&wo) + &b).relu().output("y");
+    h.sum(0, false).output("colsum");
+    h.max(1, false).output("rowmax");
+    h.argmax(0, false, false).output("first_max");
+    cx
+}
+
+fn weights() -> Tensors {
+    let fill = |shape: &[usize], seed: u32| {
+        let len: usize = shape.iter().product();
+        let data = (0..len)
+            .map(|i| (((i as u32).wrapping_mul(2_654_435_761) ^ seed) % 1000) as f32 / 500.0 - 1.0)
+            .collect();
+        HostTensor::new(shape.to_vec(), data).unwrap()
+    };
+    let mut w = Tensors::new();
+    w.insert("emb".into(), fill(&[VOCAB, D], 1));
+    for (i, n) in ["wq", "wk", "wv", "wo"].iter().enumerate() {
+        w.insert(n.to_string(), fill(&[D, D], 10 + i as u32));
+    }
+    w.insert("b".into(), fill(&[D], 7));
+    w
+}
+
+fn inputs(n: usize) -> Tensors {
+    let x: Vec<f32> = (0..n * D).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
+    let ids: Vec<i32> = (0..n).map(|i| (i * 3 % VOCAB) as i32).collect();
+    let mask: Vec<f32> =
+        (0..n * n).map(|i| if i % n <= i / n { 0.0 } else { f32::NEG_INFINITY }).collect();
+    let mut t = Tensors::new();
+    t.insert("x".into(), HostTensor::new([n, D], x).unwrap());
+    t.insert("ids".into(), HostTensor::from_i32([n], ids).unwrap());
+    t.insert("mask".into(), HostTensor::new([n, n], mask).unwrap());
+    t
+}
+
+fn compile(g: &Graph, fuse: bool) -> CompiledProgram {
+    g.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap()
+}
+
+fn assert_same(got: &Tensors, want: &Tensors, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: outputs");
+    for (name, w) in want {
+        let g = &got[name];
+        assert_eq!(g.shape(), w.shape(), "{what}: {name} shape");
+        assert_eq!(g.dtype(), w.dtype(), "{what}: {name} dtype");
+        let same = g.words().iter().zip(w.words().iter()).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{what}: {name}: {:?} vs {:?}", g.words(), w.words());
+    }
+}
+
+#[test]
+fn one_compile_runs_every_value_as_the_program_compiled_at_it() {
+    let weights = weights();
+    let options = [
+        CpuOptions::default(),
+        CpuOptions { placement: Placement::NoReuse, ..CpuOptions::default() },
+        CpuOptions { memory_debug: true, ..CpuOptions::default() },
+        CpuOptions { threads: Some(1), unpacked_weights: true, ..CpuOptions::default() },
+    ];
+    for fuse in [false, true] {
+        let symbolic = compile(&program(None), fuse);
+        for opts in &options {
+            let rt = CpuRuntime::new(opts.clone());
+            let mut prepared = rt.prepare(&symbolic, &weights).unwrap();
+            // Up, down and repeated: steps are rebuilt or reused per binding.
+            for n in [3, 1, BOUND, 3, 5, 1] {
+                let got = prepared.execute(&inputs(n)).unwrap();
+                let fixed = compile(&program(Some(n)), fuse);
+                let want = rt.prepare(&fixed, &weights).unwrap().execute(&inputs(n)).unwrap();
+                assert_same(&got, &want, &format!("fuse={fuse} {opts:?} seq={n}"));
+                assert_eq!(got["y"].shape(), [n, D]);
+                assert_eq!(got["rowmax"].shape(), [n]);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_slab_is_planned_once_at_the_bound() {
+    let symbolic = compile(&program(None), true);
+    let at_bound = compile(&program(Some(BOUND)), true);
+    assert_eq!(symbolic.figures.slab_bytes, at_bound.figures.slab_bytes);
+    assert_eq!(symbolic.plan.offsets, at_bound.plan.offsets);
+    let text = llir_text(&symbolic);
+    assert!(text.contains("symbol seq <= 8\n"), "{text}");
+    assert!(text.contains("buffer x f32[seq<=8, 8] input"), "{text}");
+    assert!(text.contains("buffer mask f32[seq<=8, seq<=8] input"), "{text}");
+    assert!(text.contains("buffer colsum f32[8] output"), "{text}");
+    // The fixed program dumps as it always did: no symbol line.
+    assert!(!llir_text(&at_bound).contains("symbol"));
+}
+
+#[test]
+fn bad_bindings_are_errors_naming_the_symbol() {
+    let symbolic = compile(&program(None), false);
+    let rt = CpuRuntime::new(CpuOptions::default());
+    let mut prepared = rt.prepare(&symbolic, &weights()).unwrap();
+    let err = prepared.execute(&inputs(BOUND + 1)).unwrap_err();
+    assert!(
+        matches!(&err, RuntimeError::Bind(BindError::OutOfRange { name, value: 9, bound: 8 }) if name == "seq"),
+        "{err}"
+    );
+    assert_eq!(err.to_string(), "symbol `seq` = 9 is outside 1..=8");
+    let mut mixed = inputs(4);
+    mixed.insert("mask".into(), inputs(3).swap_remove("mask").unwrap());
+    let err = prepared.execute(&mixed).unwrap_err();
+    assert!(matches!(err, RuntimeError::Bind(BindError::Conflict { .. })), "{err}");
+    let mut wide = inputs(4);
+    wide.insert("x".into(), HostTensor::zeros([4, D + 1]).unwrap());
+    let err = prepared.execute(&wide).unwrap_err();
+    assert_eq!(err.to_string(), "input `x` is [4, 9] but is declared [seq<=8, 8]");
+    // A good execute after the errors still gives the right answer.
+    let want = compile(&program(Some(2)), false);
+    let want = rt.prepare(&want, &weights()).unwrap().execute(&inputs(2)).unwrap();
+    assert_same(&prepared.execute(&inputs(2)).unwrap(), &want, "after errors");
+}
+
+/// A one-input program over `x [seq<=4, 6]` built by `f`, compiled unfused.
+fn compile_with(
+    f: impl Fn(&mut Graph, lumen_compiler::Tensor),
+) -> Result<CompiledProgram, CompileError> {
+    let mut cx = Graph::new();
+    let seq = cx.symbol("seq", 4);
+    let x = cx.input_dims("x", [seq.into(), Dim::Fixed(6)], DType::F32);
+    f(&mut cx, x);
+    cx.compile(&CompileOptions::default())
+}
+
+#[test]
+fn ops_that_would_change_a_symbol_are_refused_at_the_users_line() {
+    let refused = |f: &dyn Fn(&mut Graph, lumen_compiler::Tensor), what: &str| {
+        let err = compile_with(f).unwrap_err();
+        assert!(matches!(err, CompileError::Symbolic { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains(what) && text.contains("symbolic.rs:"), "{text}");
+    };
+    refused(&|_, x| drop(x.slice(0, 1, 3).output("y")), "slices symbolic axis `seq`");
+    refused(
+        &|cx, x| drop(cx.concat(&[x.clone(), x], 0).output("y")),
+        "joins along symbolic axis 0",
+    );
+    refused(&|_, x| drop(x.reshape([24]).output("y")), "merges or splits symbolic axis `seq`");
+    refused(
+        &|cx, x| {
+            let w = cx.weight("w", [4, 6]);
+            drop((x + w).output("y"))
+        },
+        "axis 0 has a fixed length where another operand has symbol `seq`",
+    );
+    refused(&|_, x| drop(x.top_k(0, 2, true).output("y")), "k of a live length");
+    // Allowed: reductions, permutes, reshapes that keep the axis, broadcasting a length 1.
+    let ok = compile_with(|cx, x| {
+        let one = cx.weight("one", [1, 3]);
+        (x.reshape([4, 2, 3]).permute(&[1, 0, 2]).sum(1, false) + one).output("y");
+    });
+    assert!(ok.is_ok(), "{ok:?}");
+}
+
+#[test]
+fn a_bad_symbol_declaration_is_a_compile_error() {
+    let mut cx = Graph::new();
+    let seq = cx.symbol("seq", 0);
+    let x = cx.input_dims("x", [seq.into()], DType::F32);
+    x.relu().output("y");
+    let err = cx.compile(&CompileOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("its bound is 0"), "{err}");
+    let mut cx = Graph::new();
+    let a = cx.symbol("n", 3);
+    let _ = cx.symbol("n", 4);
+    cx.input_dims("x", [a.into()], DType::F32).relu().output("y");
+    let err = cx.compile(&CompileOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("already a symbol"), "{err}");
+}
