@@ -10,16 +10,21 @@
 //! layer, O(1) per token). The `mask` input (0 for rows `0..position`, `-inf` beyond) keeps
 //! the rows not yet written out of the softmax.
 //!
-//! Prompt tokens run a chunk at a time through a second program compiled for that chunk (the
-//! prefill; the last chunk padded, its padding never kept), or one by one through the decode
-//! step; the last prompt token's logits give the first new token, and each new token but the
-//! last is fed back through the decode step (the decode). The new token is
+//! On the CPU the step is ONE program whose token axis is a symbol `seq <= chunk`
+//! ([`lumen_compiler::symbolic`]): prompt tokens run a chunk at a time at their own length
+//! (the prefill; nothing padded) and each new token at length 1 (the decode), with one copy
+//! of the weights. A runtime that does not bind symbols (CUDA) gets two programs of fixed
+//! sizes instead: the decode step of 1 token and a prefill step of `chunk` tokens, the last
+//! chunk padded (its padding never kept). The last prompt token's logits give the first new
+//! token, and each new token but the last is fed back through the decode step. The new token is
 //! the first position of the largest logit (transformers' greedy `generate` and
 //! `torch.argmax` pick the same).
 
 use std::time::Instant;
 
-use lumen_compiler::decoder::{LOGITS, LlamaConfig, MASK, POSITION, TOKEN, llama_step};
+use lumen_compiler::decoder::{
+    CHUNK_MASK, Chunk, LOGITS, LlamaConfig, MASK, POSITION, TOKEN, llama_step,
+};
 use lumen_compiler::{CompileError, CompileOptions, CompiledProgram, Target};
 use lumen_runtime::{HostTensor, PreparedProgram, Runtime, RuntimeError, TensorError, Tensors};
 use thiserror::Error;
@@ -110,10 +115,12 @@ fn rate(tokens: usize, seconds: f64) -> f64 {
 
 /// One compiled and prepared step program and its per-step inputs.
 struct Step {
+    // Tokens per execute: exactly (a fixed program) or at most (a symbolic one).
     chunk: usize,
+    symbolic: bool,
     program: CompiledProgram,
     prepared: Box<dyn PreparedProgram>,
-    // token, position and mask; the caches are moved in for each execute.
+    // token, position and the masks; the caches are moved in for each execute.
     inputs: Tensors,
 }
 
@@ -140,10 +147,11 @@ impl std::fmt::Debug for Generator {
 }
 
 impl Generator {
-    /// Compiles `model`'s decode step and, for `prefill_chunk` above 1, a prefill step of
-    /// that many prompt tokens (at most the bound), for `runtime`'s target (fused; weights
-    /// resident on the CPU), and prepares them (weights uploaded once per program: two
-    /// programs hold two copies).
+    /// Compiles `model`'s step for `runtime`'s target (fused; weights resident on the CPU) and
+    /// prepares it: on the CPU one program of up to `prefill_chunk` tokens (at most the
+    /// bound) per execute, a symbolic token axis; elsewhere the decode step of 1 token and,
+    /// for `prefill_chunk` above 1, a prefill step of that many (weights uploaded once per
+    /// program: two programs hold two copies).
     ///
     /// # Errors
     /// [`GenerateError::Compile`] when a program cannot be built or compiled,
@@ -156,7 +164,7 @@ impl Generator {
         let start = Instant::now();
         let config = model.config.clone();
         let target = runtime.target();
-        let compile = |chunk: usize, name: &str| -> Result<CompiledProgram, GenerateError> {
+        let compile = |chunk: Chunk, name: &str| -> Result<CompiledProgram, GenerateError> {
             let options = CompileOptions {
                 fuse: true,
                 name: name.to_string(),
@@ -166,19 +174,24 @@ impl Generator {
             };
             Ok(llama_step(&config, chunk)?.compile(&options)?)
         };
-        let decode = compile(1, "llama-decode")?;
-        let chunk = prefill_chunk.min(config.max_seq);
-        let prefill = if chunk > 1 { Some(compile(chunk, "llama-prefill")?) } else { None };
+        let chunk = prefill_chunk.clamp(1, config.max_seq);
+        // The CPU runtime binds symbolic dimensions; the CUDA runtime does not (yet). A chunk
+        // of 1 is the decode step alone (a symbol bounded by 1 would only blur which length-1
+        // axis it is).
+        let symbolic = target == Target::Cpu && chunk > 1;
+        let (decode, prefill) = if symbolic {
+            (compile(Chunk::Symbolic(chunk), "llama-step")?, None)
+        } else {
+            let prefill =
+                (chunk > 1).then(|| compile(Chunk::Fixed(chunk), "llama-prefill")).transpose()?;
+            (compile(Chunk::Fixed(1), "llama-decode")?, prefill)
+        };
         let compile_seconds = start.elapsed().as_secs_f64();
         let prepare = |program: CompiledProgram, chunk: usize| -> Result<Step, GenerateError> {
             let prepared = runtime.prepare(&program, &model.weights)?;
-            let mut inputs = Tensors::new();
-            inputs.insert(TOKEN.to_string(), HostTensor::from_i32([chunk], vec![0; chunk])?);
-            inputs.insert(POSITION.to_string(), HostTensor::from_i32([chunk], vec![0; chunk])?);
-            inputs.insert(MASK.to_string(), HostTensor::zeros([chunk, config.max_seq + chunk])?);
-            Ok(Step { chunk, program, prepared, inputs })
+            Ok(Step { chunk, symbolic, program, prepared, inputs: Tensors::new() })
         };
-        let decode = prepare(decode, 1)?;
+        let decode = prepare(decode, if symbolic { chunk } else { 1 })?;
         let prefill = prefill.map(|p| prepare(p, chunk)).transpose()?;
         let mut caches = Tensors::new();
         for l in 0..config.layers {
@@ -205,9 +218,16 @@ impl Generator {
         self.prefill.as_ref().map(|p| &p.program)
     }
 
-    /// Prompt tokens per prefill step (1 when prompts run through the decode step).
+    /// Prompt tokens per prefill step at most (1 when prompts run through a decode step of
+    /// one token).
     pub fn prefill_chunk(&self) -> usize {
-        self.prefill.as_ref().map_or(1, |p| p.chunk)
+        self.prefill.as_ref().map_or(self.decode.chunk, |p| p.chunk)
+    }
+
+    /// Whether one program with a symbolic token axis runs the prefill and the decode (the
+    /// CPU runtime), rather than two programs of fixed sizes.
+    pub fn is_symbolic(&self) -> bool {
+        self.decode.symbolic
     }
 
     /// Seconds building and compiling the step programs took (prepare not included: see
@@ -290,8 +310,9 @@ impl Generator {
         Ok(out)
     }
 
-    /// Runs `tokens` at positions `start..`: the prefill step when there is more than one
-    /// (padded to its chunk), the decode step for one. Returns the logits `[vocab]` of the last
+    /// Runs `tokens` (at most the step's chunk) at positions `start..`: the prefill step
+    /// when there is one and more than one token (padded to its chunk), else the decode step
+    /// (a symbolic one at the tokens' own length). Returns the logits `[vocab]` of the last
     /// token; their keys and values are written into the cache rows of their positions.
     fn run(&mut self, tokens: &[i64], start: usize) -> Result<Vec<f32>, GenerateError> {
         let (t, hd, vocab) = (self.config.max_seq, self.config.head_dim, self.config.vocab);
@@ -299,20 +320,19 @@ impl Generator {
             Some(p) if tokens.len() > 1 => p,
             _ => &mut self.decode,
         };
-        let (n, m) = (step.chunk, tokens.len());
+        let m = tokens.len();
+        let n = if step.symbolic { m } else { step.chunk };
         // Ids below the vocabulary and positions below the bound fit an i32 (checked sizes);
         // padding rows (past `m`) read token 0 at the last position and are never kept.
         let ids: Vec<i32> = (0..n).map(|c| tokens.get(c).map_or(0, |&id| id as i32)).collect();
         let positions: Vec<i32> = (0..n).map(|c| (start + c).min(t - 1) as i32).collect();
-        step.inputs[TOKEN] = HostTensor::from_i32([n], ids)?;
-        step.inputs[POSITION] = HostTensor::from_i32([n], positions)?;
-        let mask = step.inputs[MASK].data_mut();
-        for (c, row) in mask.chunks_exact_mut(t + n).enumerate() {
-            for (j, v) in row.iter_mut().enumerate() {
-                let visible = if j < t { j < start } else { j - t <= c };
-                *v = if visible { 0.0 } else { f32::NEG_INFINITY };
-            }
-        }
+        let visible = |on: bool| if on { 0.0 } else { f32::NEG_INFINITY };
+        let mask: Vec<f32> = (0..n * t).map(|i| visible(i % t < start)).collect();
+        let chunk_mask: Vec<f32> = (0..n * n).map(|i| visible(i % n <= i / n)).collect();
+        step.inputs.insert(TOKEN.to_string(), HostTensor::from_i32([n], ids)?);
+        step.inputs.insert(POSITION.to_string(), HostTensor::from_i32([n], positions)?);
+        step.inputs.insert(MASK.to_string(), HostTensor::new([n, t], mask)?);
+        step.inputs.insert(CHUNK_MASK.to_string(), HostTensor::new([n, n], chunk_mask)?);
         for (name, cache) in self.caches.drain(..) {
             step.inputs.insert(name, cache);
         }

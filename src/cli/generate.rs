@@ -44,9 +44,10 @@ pub struct Args {
     /// prompt plus the new tokens, at most the config's max_position_embeddings).
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..))]
     max_seq: Option<u32>,
-    /// Prompt tokens per prefill step: a second program compiled for this many tokens runs
-    /// the prompt in chunks (at most the bound; 1 runs the prompt through the decode step, one
-    /// token at a time, and holds one copy of the weights instead of two).
+    /// Prompt tokens per prefill step, at most (and at most the bound). On the CPU one program
+    /// whose token axis is a symbol `seq <= N` runs the prompt's chunks at their own lengths
+    /// and the decode at 1; on CUDA a second program compiled for N tokens runs the prompt in
+    /// padded chunks (1: the prompt goes through the decode step, one token at a time).
     #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     prefill_chunk: u32,
     /// The runtime to execute on.
@@ -111,6 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "prepare_seconds": generator.prepare_seconds(),
             "launches_per_step": figures.launches,
             "prefill_chunk": generator.prefill_chunk(),
+            "symbolic": generator.is_symbolic(),
             "slab_bytes": generator.slab_bytes(),
             "cache_bytes": c.cache_bytes(),
             "weight_bytes": model.weight_bytes,
@@ -121,17 +123,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut text = String::new();
     text.push_str(&format!("lumen generate {}\n", args.model_dir.display()));
     text.push_str(&format!("  {}\n", model.describe()));
+    let programs = if generator.is_symbolic() {
+        format!("one step program of seq <= {} tokens", generator.prefill_chunk())
+    } else {
+        format!("a decode step and a prefill step of {} tokens", generator.prefill_chunk())
+    };
     text.push_str(&format!(
-        "  compiled once in {:.3} s (prepare {:.3} s) on {} ({} thread{}): {} launches per \
-         decode step, prefill {} tokens per step, slabs {} B, KV cache {} B (host, read in \
-         place), weights {} B\n",
+        "  compiled once in {:.3} s (prepare {:.3} s) on {} ({} thread{}): {programs}, {} \
+         launches per step, slabs {} B, KV cache {} B (host, read in place), weights {} B\n",
         generator.compile_seconds(),
         generator.prepare_seconds(),
         runtime.name(),
         runtime.threads(),
         if runtime.threads() == 1 { "" } else { "s" },
         figures.launches,
-        generator.prefill_chunk(),
         generator.slab_bytes(),
         c.cache_bytes(),
         model.weight_bytes,

@@ -5,11 +5,14 @@
 //!
 //! The program is compiled once for the bound `T` (positions `0..T`) and runs every step of a
 //! generation whatever the prompt length: the tokens' positions are an input (they pick the
-//! rotary angles by a gather), the cache has all `T` rows, and an additive `mask` input hides
+//! rotary angles by a gather), the cache has all `T` rows, and additive mask inputs hide
 //! the rows not written yet and the chunk's later tokens (0 to keep, `-inf` to drop). The
-//! chunk's own keys and values are not in the cache when the step runs: their scores are
-//! computed beside the cache's and both go through one softmax, so the step never copies the
-//! cache. The caller writes `present.{l}.k` / `present.{l}.v` into the cache rows of the
+//! chunk may be a symbol ([`crate::symbolic`], `seq <= chunk`): one program then runs a
+//! prompt's chunks at their own lengths and the decode at 1. The chunk's own keys and values
+//! are not in the cache when the step runs: their scores are computed beside the cache's and
+//! share one softmax, split in two parts (a common max, the two sums of exponentials added)
+//! so nothing is joined along the chunk's axis and the step never copies the cache. The
+//! caller writes `present.{l}.k` / `present.{l}.v` into the cache rows of the
 //! chunk's positions after the step (`lumen::generate` does), `kv_heads x head_dim` values per
 //! layer and token: O(1) per token, where a concatenating cache moves O(position).
 //!
@@ -25,6 +28,7 @@
 use crate::dsl::{Graph, Tensor};
 use crate::dtype::DType;
 use crate::error::CompileError;
+use crate::symbols::Dim;
 use crate::tensor::TensorError;
 
 /// The hyper-parameters of a Llama-architecture decoder (the fields of transformers'
@@ -59,9 +63,12 @@ pub struct LlamaConfig {
 pub const TOKEN: &str = "token";
 /// Name of the input holding the step's positions, i32 `[chunk]` (`0..T`).
 pub const POSITION: &str = "position";
-/// Name of the additive attention mask input, f32 `[chunk, T + chunk]`: for each token, 0
-/// for the cache rows written so far and the chunk's tokens up to itself, `-inf` for the rest.
+/// Name of the additive attention mask over the cache, f32 `[chunk, T]`: for each token, 0
+/// for the cache rows written so far, `-inf` for the rest.
 pub const MASK: &str = "mask";
+/// Name of the additive causal mask among the chunk's tokens, f32 `[chunk, chunk]`: 0 where
+/// the column's token is at or before the row's, `-inf` after.
+pub const CHUNK_MASK: &str = "chunk_mask";
 /// Name of the logits output, f32 `[chunk, V]`.
 pub const LOGITS: &str = "logits";
 /// Name of the rotary cosine table, a weight f32 `[T, head_dim]` (made by
@@ -209,35 +216,42 @@ fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor, head_dim: usize) -> Tensor {
 }
 
 /// The step of `chunk` tokens of `config` (see the module docs): inputs [`TOKEN`] and
-/// [`POSITION`] (i32 `[chunk]`), [`MASK`] (f32 `[chunk, T + chunk]`: row `c` for the cache's
-/// `T` rows, then for the chunk's own tokens) and every layer's cache (`cache.{l}.k`,
-/// `cache.{l}.v`, f32 `[kv_heads, T, head_dim]`); weights [`LlamaConfig::weights`] plus
-/// [`ROPE_COS`] and [`ROPE_SIN`]; outputs [`LOGITS`] `[chunk, V]` and every layer's
-/// `present.{l}.k` / `present.{l}.v` `[kv_heads, chunk, head_dim]`. `chunk` 1 is the decode
-/// step; a larger one runs a prompt's tokens together (a prefill), causally masked among
-/// themselves by the mask's last `chunk` columns.
+/// [`POSITION`] (i32 `[chunk]`), [`MASK`] (f32 `[chunk, T]`, over the cache's rows),
+/// [`CHUNK_MASK`] (f32 `[chunk, chunk]`, causal among the chunk's tokens) and every layer's
+/// cache (`cache.{l}.k`, `cache.{l}.v`, f32 `[kv_heads, T, head_dim]`); weights
+/// [`LlamaConfig::weights`] plus [`ROPE_COS`] and [`ROPE_SIN`]; outputs [`LOGITS`] `[chunk, V]`
+/// and every layer's `present.{l}.k` / `present.{l}.v` `[kv_heads, chunk, head_dim]`.
+/// `chunk` 1 is the decode step; a larger one runs a prompt's tokens together (a prefill);
+/// a symbol `seq <= N` ([`crate::Graph::symbol`] of the returned graph's kind, made here from
+/// [`Chunk::Symbolic`]) runs any number of tokens up to `N` per execute.
 ///
 /// # Errors
 /// [`CompileError::Program`] for sizes [`LlamaConfig::check`] refuses or a zero `chunk`.
-pub fn llama_step(config: &LlamaConfig, chunk: usize) -> Result<Graph, CompileError> {
+pub fn llama_step(config: &LlamaConfig, chunk: Chunk) -> Result<Graph, CompileError> {
     config.check()?;
-    if chunk == 0 {
-        return Err(CompileError::Program {
-            program: "llama",
-            message: "the chunk of tokens per step is 0".to_string(),
-        });
-    }
     let c = config;
-    let (t, hd, kvh, g, n) = (c.max_seq, c.head_dim, c.kv_heads, c.group(), chunk);
     let mut cx = Graph::new();
-    let tokens = cx.input_typed(TOKEN, [n], DType::I32);
-    let positions = cx.input_typed(POSITION, [n], DType::I32);
-    let mask = cx.input(MASK, [n, t + n]);
+    let s: Dim = match chunk {
+        Chunk::Fixed(n) if n > 0 => Dim::Fixed(n),
+        Chunk::Symbolic(n) if n > 0 => cx.symbol(SEQ, n).into(),
+        _ => {
+            return Err(CompileError::Program {
+                program: "llama",
+                message: "the chunk of tokens per step is 0".to_string(),
+            });
+        }
+    };
+    let (t, hd, kvh, g, n) = (c.max_seq, c.head_dim, c.kv_heads, c.group(), s.bound());
+    let tokens = cx.input_dims(TOKEN, [s], DType::I32);
+    let positions = cx.input_dims(POSITION, [s], DType::I32);
+    let mask = cx.input_dims(MASK, [s, Dim::Fixed(t)], DType::F32);
+    let chunk_mask = cx.input_dims(CHUNK_MASK, [s, s], DType::F32);
     let caches: Vec<[Tensor; 2]> = (0..c.layers)
         .map(|l| {
             let k = cx.input(LlamaConfig::cache_name(l, false), c.cache_shape());
             let v = cx.input(LlamaConfig::cache_name(l, true), c.cache_shape());
-            [k, v]
+            // [kv_heads, 1, T, hd]: one matrix per kv head, broadcast over its g query heads.
+            [k.reshape([kvh, 1, t, hd]), v.reshape([kvh, 1, t, hd])]
         })
         .collect();
     let weights: Vec<Tensor> =
@@ -257,19 +271,22 @@ pub fn llama_step(config: &LlamaConfig, chunk: usize) -> Result<Graph, CompileEr
     for (l, [k_cache, v_cache]) in caches.iter().enumerate() {
         let [norm1, wq, wk, wv, wo, norm2, wg, wu, wd] = std::array::from_fn(|_| next());
         let h = x.rms_norm(&norm1, c.eps);
-        // Heads first: [heads, n, hd], then each kv head's g query heads as g*n rows.
+        // Heads first: [kv_heads, g, n, hd], query heads grouped under their kv head.
         let q = rotate(&linear(&h, &wq).reshape([n, c.heads, hd]), &cos, &sin, hd);
-        let q = q.permute(&[1, 0, 2]).reshape([kvh, g * n, hd]);
+        let q = q.permute(&[1, 0, 2]).reshape([kvh, g, n, hd]);
         let k = rotate(&linear(&h, &wk).reshape([n, kvh, hd]), &cos, &sin, hd);
         let k = k.permute(&[1, 0, 2]).output(LlamaConfig::present_name(l, false));
         let v = linear(&h, &wv).reshape([n, kvh, hd]).permute(&[1, 0, 2]);
         let v = v.output(LlamaConfig::present_name(l, true));
-        // Scores against the cache and against the chunk's own keys, one softmax over both.
-        let cached = q.matmul(k_cache.transpose(-1, -2));
-        let own = q.matmul(k.transpose(-1, -2));
-        let scores = cx.concat(&[cached, own], -1).reshape([kvh, g, n, t + n]) * scale + &mask;
-        let p = scores.softmax(-1).reshape([kvh, g * n, t + n]);
-        let ctx = p.slice(-1, 0, t).matmul(v_cache) + p.slice(-1, t, t + n).matmul(&v);
+        let (k, v) = (k.reshape([kvh, 1, n, hd]), v.reshape([kvh, 1, n, hd]));
+        // Scores against the cache [kvh, g, n, T] and against the chunk's own keys
+        // [kvh, g, n, n]; one softmax over both: a common max, the sums added.
+        let cached = q.matmul(k_cache.transpose(-1, -2)) * scale + &mask;
+        let own = q.matmul(k.transpose(-1, -2)) * scale + &chunk_mask;
+        let top = cached.max(-1, true).maximum(own.max(-1, true));
+        let (e_cached, e_own) = ((cached - &top).exp(), (own - &top).exp());
+        let total = e_cached.sum(-1, true) + e_own.sum(-1, true);
+        let ctx = (e_cached.matmul(v_cache) + e_own.matmul(&v)) / total;
         let ctx = ctx.reshape([c.heads, n, hd]).permute(&[1, 0, 2]).reshape([n, c.heads * hd]);
         x = x + linear(&ctx, &wo);
         let h = x.rms_norm(&norm2, c.eps);
@@ -284,3 +301,15 @@ pub fn llama_step(config: &LlamaConfig, chunk: usize) -> Result<Graph, CompileEr
     }
     Ok(cx)
 }
+
+/// How many tokens a step program takes ([`llama_step`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunk {
+    /// Exactly this many per execute (1: the decode step).
+    Fixed(usize),
+    /// Any number from 1 to this bound per execute: the symbol [`SEQ`] on the token axis.
+    Symbolic(usize),
+}
+
+/// The symbol of a [`Chunk::Symbolic`] step's token axis.
+pub const SEQ: &str = "seq";
