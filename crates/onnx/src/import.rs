@@ -572,15 +572,23 @@ impl Importer {
             return self.if_branch(n);
         }
         if n.op_type == "Dropout" {
-            // Inference only: training_mode absent or a constant false.
-            // (training_mode may be a graph input whose given value is false.)
+            // Inference: training_mode absent or known false (a constant, or a graph input
+            // whose given value is false). Training mode with a ratio known to be 0 drops
+            // nothing and scales by 1: the same identity. Any other ratio is random.
+            let known_zero = |i: usize| {
+                self.needed_input(n, i).is_some_and(|c| c.to_f32().iter().all(|&v| v == 0.0))
+            };
             match self.input(n, 2) {
                 None => {}
-                Some(_)
-                    if self
-                        .needed_input(n, 2)
-                        .is_some_and(|c| c.to_i64().iter().all(|&v| v == 0)) => {}
-                Some(_) => return Err(self.unsupported(n, "training mode (lumen runs inference)")),
+                Some(_) if known_zero(2) => {}
+                Some(_) if self.input(n, 1).is_some() && known_zero(1) => {}
+                Some(_) => {
+                    return Err(self.unsupported(
+                        n,
+                        "training mode with a ratio other than a known 0 (random; lumen runs \
+                         inference)",
+                    ));
+                }
             }
         }
         let mut inputs: Vec<Option<Value>> = (0..n.input.len()).map(|i| self.input(n, i)).collect();

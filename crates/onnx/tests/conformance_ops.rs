@@ -1042,3 +1042,76 @@ fn what_a_fresh_user_broke_in_the_new_operators() {
     );
     close(&out[0], &[2], &[1.0, 1.0]);
 }
+
+#[test]
+fn batch_norm_training_mode_dropout_of_ratio_zero_and_empty_boolean_reductions() {
+    // x [2, 2, 1]: channel 0 holds 1 and 3 (mean 2, variance 1), channel 1 holds 2 and 2
+    // (mean 2, variance 0). Scale [1, 2], bias [0, 1], running mean [0, 10] and variance
+    // [1, 1] with momentum 0.5: y = +-1/sqrt(1 + 1e-5) and 1; running mean [1, 6], variance
+    // [1, 0.5].
+    let out = run_at(
+        15,
+        vec![node(
+            "BatchNormalization",
+            &["x", "s", "b", "m", "v"],
+            &["y", "rm", "rv"],
+            vec![int_attr("training_mode", 1), float_attr("momentum", 0.5)],
+        )],
+        vec![],
+        vec![
+            f32_in("x", &[2, 2, 1], &[1.0, 2.0, 3.0, 2.0]),
+            f32_in("s", &[2], &[1.0, 2.0]),
+            f32_in("b", &[2], &[0.0, 1.0]),
+            f32_in("m", &[2], &[0.0, 10.0]),
+            f32_in("v", &[2], &[1.0, 1.0]),
+        ],
+        &["y", "rm", "rv"],
+    );
+    let one = 1.0 / (1.0f32 + 1e-5).sqrt();
+    close(&out[0], &[2, 2, 1], &[-one, 1.0, one, 1.0]);
+    close(&out[1], &[2], &[1.0, 6.0]);
+    close(&out[2], &[2], &[1.0, 0.5]);
+    // Dropout in training mode with a ratio of 0 drops nothing: x, and a mask all true.
+    let bool_const = |name: &str, v: i32| TensorProto {
+        dims: vec![],
+        data_type: data_type::BOOL,
+        int32_data: vec![v],
+        name: name.into(),
+        ..Default::default()
+    };
+    let out = run_at(
+        22,
+        vec![node("Dropout", &["x", "r", "t"], &["y", "mask"], vec![])],
+        vec![floats("r", &[], &[0.0]), bool_const("t", 1)],
+        vec![f32_in("x", &[3], &[1.0, -2.0, 3.0])],
+        &["y", "mask"],
+    );
+    close(&out[0], &[3], &[1.0, -2.0, 3.0]);
+    close(&out[1], &[3], &[1.0, 1.0, 1.0]);
+    // Any other ratio is random: refused, naming training mode.
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: vec![node("Dropout", &["x", "r", "t"], &["y"], vec![])],
+            name: "g".into(),
+            initializer: vec![floats("r", &[], &[0.5]), bool_const("t", 1)],
+            input: vec![value("x", data_type::FLOAT, &[3])],
+            output: vec![value("y", data_type::FLOAT, &[3])],
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 22 }],
+        ..Default::default()
+    };
+    let e = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("Dropout") && e.contains("training mode"), "{e}");
+    // ReduceMax of booleans over an empty axis is false (any), ReduceMin true (all).
+    for (op, want) in [("ReduceMax", 0.0), ("ReduceMin", 1.0)] {
+        let out = run_at(
+            20,
+            vec![node(op, &["x", "axes"], &["y"], vec![])],
+            vec![ints("axes", &[1], &[1])],
+            vec![bool_in("x", &[2, 0, 3], &[])],
+            &["y"],
+        );
+        close(&out[0], &[2, 1, 3], &[want; 6]);
+    }
+}

@@ -348,7 +348,8 @@ fn invalid_graphs_found_by_a_fresh_user() {
     g.node[1] = node("Dropout", "drop", &["h", "", "train"], &["y"]);
     assert_eq!(
         err(&m).to_string(),
-        "unsupported operator Dropout (node `drop`, opset 17): training mode (lumen runs inference)"
+        "unsupported operator Dropout (node `drop`, opset 17): training mode with a ratio other \
+         than a known 0 (random; lumen runs inference)"
     );
     // No default-domain opset, no outputs.
     let mut m = model(17);

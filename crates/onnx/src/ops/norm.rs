@@ -1,4 +1,4 @@
-//! Normalizations: `BatchNormalization` (inference), `LayerNormalization`, `RMSNormalization`,
+//! Normalizations: `BatchNormalization` (inference, and opset 14's training mode), `LayerNormalization`, `RMSNormalization`,
 //! `LpNormalization`, `InstanceNormalization`, `GroupNormalization`,
 //! `MeanVarianceNormalization` and `LRN`, as compositions of reductions and maps.
 
@@ -20,12 +20,18 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("LRN", lrn),
 ];
 
-/// `BatchNormalization` (inference): per-channel statistics.
+/// `BatchNormalization`: per-channel (axis 1) statistics, `(x - mean) / sqrt(var + eps) *
+/// scale + bias`; with `training_mode = 1` (opset 14 on), the batch's own ([`batch_norm_training`]).
 fn batch_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
-    // Inference: per-channel (axis 1) statistics, `(x - mean) / sqrt(var + eps)
-    // * scale + bias`.
+    if attr_i(n, "training_mode", 0) != 0 && im.opset >= 14 {
+        return batch_norm_training(im, n);
+    }
     if attr_i(n, "training_mode", 0) != 0 || n.output.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err(im.unsupported(n, "training mode (lumen runs inference)"));
+        return Err(im.unsupported(
+            n,
+            "training mode before opset 14 (its saved statistics outputs; lumen computes \
+             opset 14's training_mode = 1)",
+        ));
     }
     if im.opset < 9 && attr_i(n, "spatial", 1) == 0 {
         return Err(im.unsupported(n, "spatial = 0 (statistics per element, not per channel)"));
@@ -51,6 +57,45 @@ fn batch_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError
     let [scale, bias, mean, var] = [0, 1, 2, 3].map(|i| per_channel[i].clone());
     let inv = (var + eps).sqrt().recip() * scale;
     one((x - mean) * inv + bias)
+}
+
+/// `BatchNormalization` with `training_mode = 1` (opset 14 on), as ONNX's reference: the
+/// batch's mean and (population) variance per channel, over every axis but 1, normalize `x`;
+/// the optional outputs are the running statistics `mean * momentum + batch_mean * (1 -
+/// momentum)` and likewise for the variance (`momentum` 0.9 by default).
+fn batch_norm_training(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let x = im.f32_tensor(n, 0)?;
+    let shape = x.shape().unwrap_or_default();
+    if shape.len() < 2 {
+        return Err(im.malformed(n, format!("input of shape {shape:?} (expected [N, C, ...])")));
+    }
+    let (eps, momentum) = (attr_f(n, "epsilon", 1e-5), attr_f(n, "momentum", 0.9));
+    let c = shape[1];
+    let mut per_channel = Vec::with_capacity(4);
+    for i in 1..5 {
+        let t = im.f32_tensor(n, i)?;
+        if t.shape().unwrap_or_default() != [c] {
+            return Err(im.malformed(
+                n,
+                format!("input {i} has shape {:?} (expected [{c}])", t.shape().unwrap_or_default()),
+            ));
+        }
+        per_channel.push(t);
+    }
+    let [scale, bias, mean, var] = [0, 1, 2, 3].map(|i| per_channel[i].clone());
+    // [C, everything else] rows, one per channel.
+    let rows = x.transpose(0, 1).reshape(vec![c, shape.iter().product::<usize>() / c.max(1)]);
+    let batch_mean = rows.mean(-1, false);
+    let centered = &rows - batch_mean.reshape(vec![c, 1]);
+    let batch_var = (&centered * &centered).mean(-1, false);
+    let mut broadcast = vec![c];
+    broadcast.resize(shape.len() - 1, 1);
+    let inv = (&batch_var + eps).sqrt().recip() * &scale;
+    let y = (&x - batch_mean.reshape(broadcast.clone())) * inv.reshape(broadcast.clone())
+        + bias.reshape(broadcast);
+    let running_mean = mean * momentum + batch_mean * (1.0 - momentum);
+    let running_var = var * momentum + batch_var * (1.0 - momentum);
+    Ok(vec![y, running_mean, running_var])
 }
 
 /// `LayerNormalization` over the axes from `axis` on (with Mean and InvStdDev outputs when asked).

@@ -89,7 +89,12 @@ fn reduce(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         let odd = (&half - super::elementwise::floor(&half)) * 2.0;
         return one(t.exp() * (odd * -2.0 + 1.0));
     }
+    // Booleans (0.0 and 1.0): ReduceMax is `any`, ReduceMin `all`, so an empty set gives
+    // false and true, not -inf and +inf.
+    let boolean = n.input.first().is_some_and(|i| im.bools.contains(i));
     one(match (op, shift) {
+        ("ReduceMax", _) if boolean => t.maximum(0.0),
+        ("ReduceMin", _) if boolean => (-t).minimum(1.0),
         ("ReduceMin", _) => -t,
         ("ReduceLogSum", _) => t.log(),
         ("ReduceL2", _) => t.sqrt(),
