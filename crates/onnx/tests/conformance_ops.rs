@@ -1115,3 +1115,54 @@ fn batch_norm_training_mode_dropout_of_ratio_zero_and_empty_boolean_reductions()
         close(&out[0], &[2, 1, 3], &[want; 6]);
     }
 }
+
+#[test]
+fn tfidf_vectorizer_counts_ngrams_with_skips_and_weights() {
+    // Pool: unigrams 4 and 5 (columns 0, 1), the bigram (4, 5) (column 2); skips up to 1.
+    // Row [4, 5, 5, 9, 4]: 4 twice, 5 twice, (4, 5) adjacent at 0 and one apart at 0 -> 2.
+    // Row [1, 1, 1, 1, 1]: nothing.
+    let list = |name: &str, ints: &[i64]| AttributeProto {
+        name: name.into(),
+        ints: ints.to_vec(),
+        r#type: 7,
+        ..Default::default()
+    };
+    let tfidf = |mode: &str, weights: bool| {
+        let mut attrs = vec![
+            string_attr("mode", mode),
+            int_attr("min_gram_length", 1),
+            int_attr("max_gram_length", 2),
+            int_attr("max_skip_count", 1),
+            list("ngram_counts", &[0, 2]),
+            list("ngram_indexes", &[0, 1, 2]),
+            list("pool_int64s", &[4, 5, 4, 5]),
+        ];
+        if weights {
+            attrs.push(AttributeProto {
+                name: "weights".into(),
+                floats: vec![0.5, 1.0, 2.0],
+                r#type: 6,
+                ..Default::default()
+            });
+        }
+        node("TfIdfVectorizer", &["x"], &["y"], attrs)
+    };
+    let x = [4, 5, 5, 9, 4, 1, 1, 1, 1, 1];
+    for (mode, weights, want) in [
+        ("TF", false, [2.0, 2.0, 2.0]),
+        ("TFIDF", true, [1.0, 2.0, 4.0]),
+        ("IDF", true, [0.5, 1.0, 2.0]),
+        ("IDF", false, [1.0, 1.0, 1.0]),
+    ] {
+        let out =
+            run_at(9, vec![tfidf(mode, weights)], vec![], vec![i64_in("x", &[2, 5], &x)], &["y"]);
+        let mut all = want.to_vec();
+        all.extend([0.0; 3]);
+        close(&out[0], &[2, 3], &all);
+    }
+    // A 1-D input gives a 1-D output; without skips the bigram one apart is not counted.
+    let mut no_skip = tfidf("TF", false);
+    no_skip.attribute[3] = int_attr("max_skip_count", 0);
+    let out = run_at(9, vec![no_skip], vec![], vec![i32_in("x", &[5], &[4, 5, 5, 9, 4])], &["y"]);
+    close(&out[0], &[3], &[2.0, 2.0, 1.0]);
+}

@@ -4,7 +4,8 @@
 //!
 //! A family is one file: [`elementwise`], [`movement`] (with the scatters' handlers in
 //! [`scatter`]), [`reduce`], [`norm`], [`linalg`], [`conv`], [`pool`], [`resize`],
-//! [`recurrent`], [`attention`], [`loss`]. Each
+//! [`recurrent`], [`attention`], [`loss`] (`TfIdfVectorizer`'s handler, a reduction row, in
+//! [`tfidf`]). Each
 //! exports its rows as `OPS`; a node whose inputs are all known at import time is folded before
 //! its row is consulted ([`crate::fold`]), so the operators that only ever compute shapes
 //! (`Shape`, `Size`, `ConstantOfShape`, ...) are listed in [`FOLDED_ONLY`] instead.
@@ -22,6 +23,7 @@ mod recurrent;
 mod reduce;
 mod resize;
 mod scatter;
+mod tfidf;
 
 use lumen_compiler::Tensor;
 

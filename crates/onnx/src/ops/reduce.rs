@@ -1,4 +1,5 @@
-//! Reductions over axes (`ReduceSum`, `ReduceMean`, ...) and the softmax family.
+//! Reductions over axes (`ReduceSum`, `ReduceMean`, ...) and the softmax family; the n-gram
+//! counts of `TfIdfVectorizer` (its handler in [`super::tfidf`]).
 
 use lumen_compiler::Tensor;
 
@@ -27,6 +28,7 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("ReduceLogSum", reduce),
     ("ReduceProd", reduce),
     ("Hardmax", hardmax),
+    ("TfIdfVectorizer", super::tfidf::tfidf_vectorizer),
 ];
 
 /// `ReduceMean`, `ReduceSum`, `ReduceMax`, `ReduceMin`, `ReduceL1`, `ReduceL2`,
