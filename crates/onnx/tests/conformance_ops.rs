@@ -1166,3 +1166,59 @@ fn tfidf_vectorizer_counts_ngrams_with_skips_and_weights() {
     let out = run_at(9, vec![no_skip], vec![], vec![i32_in("x", &[5], &[4, 5, 5, 9, 4])], &["y"]);
     close(&out[0], &[3], &[2.0, 2.0, 1.0]);
 }
+
+#[test]
+fn deform_conv_reads_between_pixels_with_mask_bias_and_groups() {
+    let ints_attr = |name: &str, v: &[i64]| AttributeProto {
+        name: name.into(),
+        ints: v.to_vec(),
+        r#type: 7,
+        ..Default::default()
+    };
+    // X [[1, 2], [3, 4]], a 1x1 kernel of 2, bias 10. Offsets (dh, dw) per output position:
+    // (0.5, 0) reads (0.5, 0) = 2; (0, -0.5) reads (0, 0.5) = 1.5; (1, 0) reads (2, 0), outside
+    // = 0; (-0.5, -0.5) reads (0.5, 0.5) = 2.5. Mask [1, 2, 1, 0.5]: 2 * [2, 3, 0, 1.25] + 10.
+    let out = run_at(
+        19,
+        vec![node(
+            "DeformConv",
+            &["x", "w", "offset", "b", "mask"],
+            &["y"],
+            vec![ints_attr("kernel_shape", &[1, 1])],
+        )],
+        vec![],
+        vec![
+            f32_in("x", &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]),
+            f32_in("w", &[1, 1, 1, 1], &[2.0]),
+            f32_in("offset", &[1, 2, 2, 2], &[0.5, 0.0, 1.0, -0.5, 0.0, -0.5, 0.0, -0.5]),
+            f32_in("b", &[1], &[10.0]),
+            f32_in("mask", &[1, 1, 2, 2], &[1.0, 2.0, 1.0, 0.5]),
+        ],
+        &["y"],
+    );
+    close(&out[0], &[1, 1, 2, 2], &[14.0, 16.0, 10.0, 12.5]);
+    // Two groups and two offset groups over [1, 2, 3] and [10, 20, 30], kernels [1, 1] and
+    // [1, -1] of width 2: the first group unshifted (3, 5), the second shifted one to the
+    // right (20 - 30 = -10, then 30 - 0 outside = 30).
+    let mut offset = vec![0.0; 16];
+    for i in [10, 11, 14, 15] {
+        offset[i] = 1.0;
+    }
+    let out = run_at(
+        19,
+        vec![node(
+            "DeformConv",
+            &["x", "w", "offset"],
+            &["y"],
+            vec![int_attr("group", 2), int_attr("offset_group", 2)],
+        )],
+        vec![],
+        vec![
+            f32_in("x", &[1, 2, 1, 3], &[1.0, 2.0, 3.0, 10.0, 20.0, 30.0]),
+            f32_in("w", &[2, 1, 1, 2], &[1.0, 1.0, 1.0, -1.0]),
+            f32_in("offset", &[1, 8, 1, 2], &offset),
+        ],
+        &["y"],
+    );
+    close(&out[0], &[1, 2, 1, 2], &[3.0, 5.0, -10.0, 30.0]);
+}

@@ -4,6 +4,7 @@
 //! ([`spatial_pads`]). A `BatchNormalization` that alone reads a convolution with constant
 //! weights is folded into its kernels and bias here ([`fold_batch_norm`]): one convolution
 //! instead of a convolution and four elementwise ops, as every inference engine does.
+//! `DeformConv`'s handler is in [`super::deform`].
 
 use std::rc::Rc;
 
@@ -15,8 +16,12 @@ use crate::importer::{ConvRecord, Handler, Importer, attr_i, attr_ints, attr_s, 
 use crate::proto::NodeProto;
 
 /// The convolution operators, by ONNX `op_type`.
-pub(super) const OPS: &[(&str, Handler)] =
-    &[("Conv", conv), ("ConvTranspose", conv_transpose), ("Col2Im", col2im)];
+pub(super) const OPS: &[(&str, Handler)] = &[
+    ("Conv", conv),
+    ("ConvTranspose", conv_transpose),
+    ("Col2Im", col2im),
+    ("DeformConv", super::deform::deform_conv),
+];
 
 /// A per-axis attribute of `spatial` entries, each at least `min` (`strides`, `dilations`,
 /// `kernel_shape`), or `default` when absent.
