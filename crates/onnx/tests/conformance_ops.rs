@@ -1222,3 +1222,50 @@ fn deform_conv_reads_between_pixels_with_mask_bias_and_groups() {
     );
     close(&out[0], &[1, 2, 1, 2], &[3.0, 5.0, -10.0, 30.0]);
 }
+
+#[test]
+fn scan_of_opset_8_runs_per_batch_item() {
+    // Opset 8: states [B, ...], scan inputs [B, T, ...], no sequence_lens. Running sums from 0
+    // over [1, 2, 3] and from 10 over [4, 5, 6]; then with the scan input reversed.
+    let body = GraphProto {
+        node: vec![
+            node("Add", &["s_in", "x_t"], &["s_out"], vec![]),
+            node("Identity", &["s_out"], &["y_t"], vec![]),
+        ],
+        name: "body".into(),
+        input: vec![value("s_in", data_type::FLOAT, &[1]), value("x_t", data_type::FLOAT, &[1])],
+        output: vec![value("s_out", data_type::FLOAT, &[1]), value("y_t", data_type::FLOAT, &[1])],
+        ..Default::default()
+    };
+    for (reverse, want) in
+        [(0, [1.0, 3.0, 6.0, 14.0, 19.0, 25.0]), (1, [3.0, 5.0, 6.0, 16.0, 21.0, 25.0])]
+    {
+        let attrs = vec![
+            AttributeProto {
+                name: "body".into(),
+                g: Some(body.clone()),
+                r#type: 5,
+                ..Default::default()
+            },
+            int_attr("num_scan_inputs", 1),
+            AttributeProto {
+                name: "directions".into(),
+                ints: vec![reverse],
+                r#type: 7,
+                ..Default::default()
+            },
+        ];
+        let out = run_at(
+            8,
+            vec![node("Scan", &["", "init", "xs"], &["last", "ys"], attrs)],
+            vec![],
+            vec![
+                f32_in("init", &[2, 1], &[0.0, 10.0]),
+                f32_in("xs", &[2, 3, 1], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]),
+            ],
+            &["last", "ys"],
+        );
+        close(&out[0], &[2, 1], &[6.0, 25.0]);
+        close(&out[1], &[2, 3, 1], &want);
+    }
+}

@@ -686,7 +686,7 @@ fn recurrent(im: &mut Importer, n: &NodeProto, cell: Cell) -> Result<Vec<Tensor>
 /// body reads outer values by name. Outputs: the final states, then the stacked scan outputs.
 fn scan(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     if im.opset < 9 {
-        return Err(im.unsupported(n, "Scan before opset 9 (its batch axis and sequence_lens)"));
+        return scan8(im, n);
     }
     let body =
         attr(n, "body").and_then(|a| a.g.clone()).ok_or_else(|| im.malformed(n, "no body"))?;
@@ -782,6 +782,117 @@ fn scan(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
         result.push(super::movement::join(im, &parts, a as isize));
     }
     Ok(result)
+}
+
+/// Element `at` of `v` (of shape `shape`) along `axis`, the axis removed.
+fn pick(v: &Value, shape: &[usize], axis: usize, at: usize) -> Value {
+    let mut squeezed = shape.to_vec();
+    squeezed.remove(axis);
+    match v {
+        Value::Tensor(t) => Value::Tensor(t.slice(axis as isize, at, at + 1).reshape(squeezed)),
+        Value::Const(c) => {
+            let view = lumen_compiler::view::View::contiguous(shape).slice(axis, at, at + 1);
+            Value::Const(Rc::new(c.through(&view).reshaped(squeezed)))
+        }
+    }
+}
+
+/// `Scan` of opset 8: every state and scan input has a batch axis first (the scan inputs'
+/// sequence axis second), and the body runs per batch item, unrolled at import as opset 9's
+/// form is; `directions` reverses a scan input. `sequence_lens` (the first input) may be absent
+/// or known at import with every length the full sequence (shorter ones are refused). Outputs:
+/// the final states `[B, ...]` and the scan outputs `[B, T, ...]`.
+fn scan8(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let body =
+        attr(n, "body").and_then(|a| a.g.clone()).ok_or_else(|| im.malformed(n, "no body"))?;
+    let total = n.input.len().saturating_sub(1);
+    let m = usize::try_from(attr_i(n, "num_scan_inputs", 0)).unwrap_or(0);
+    if m == 0 || m > total || body.input.len() != total || body.output.len() < total - m {
+        return Err(im.malformed(
+            n,
+            format!(
+                "{total} inputs after sequence_lens, num_scan_inputs {m}, a body of {} inputs \
+                 and {} outputs",
+                body.input.len(),
+                body.output.len()
+            ),
+        ));
+    }
+    let states_n = total - m;
+    let k = body.output.len() - states_n;
+    let dirs = attr_ints(n, "directions").unwrap_or_else(|| vec![0; m]);
+    if dirs.len() != m {
+        return Err(im.malformed(n, format!("directions {dirs:?} for {m} scan inputs")));
+    }
+    let mut values = Vec::with_capacity(total);
+    for i in 1..=total {
+        let v = im.input(n, i).ok_or_else(|| im.malformed(n, format!("input {i} is missing")))?;
+        let shape = im.shape_of(&v);
+        values.push((v, shape));
+    }
+    let batch = values.first().and_then(|(_, s)| s.first().copied()).unwrap_or(0);
+    let steps = values[states_n].1.get(1).copied().unwrap_or(0);
+    for (j, (_, shape)) in values.iter().enumerate() {
+        let scan = j >= states_n;
+        if shape.first() != Some(&batch) || (scan && shape.get(1) != Some(&steps)) {
+            return Err(im.malformed(
+                n,
+                format!(
+                    "input {} of shape {shape:?}: every state is [B, ...] and every scan input \
+                     [B, T, ...] (B {batch}, T {steps})",
+                    j + 1
+                ),
+            ));
+        }
+    }
+    if batch == 0 || steps == 0 {
+        return Err(im.unsupported(n, "an empty batch or sequence"));
+    }
+    if n.input.first().is_some_and(|s| !s.is_empty()) {
+        let lens = im.needed_input(n, 0).ok_or_else(|| {
+            im.unsupported(n, "sequence_lens must be known at import time (lumen unrolls a Scan)")
+        })?;
+        if lens.to_i64().iter().any(|&l| l != steps as i64) {
+            return Err(im.unsupported(
+                n,
+                format!("sequence_lens {:?} shorter than the sequence ({steps})", lens.to_i64()),
+            ));
+        }
+    }
+    let mut finals: Vec<Vec<Tensor>> = vec![Vec::new(); states_n];
+    let mut outputs: Vec<Vec<Tensor>> = vec![Vec::new(); k];
+    for b in 0..batch {
+        let mut states: Vec<Value> =
+            values[..states_n].iter().map(|(v, shape)| pick(v, shape, 0, b)).collect();
+        let mut collected: Vec<Vec<Tensor>> = vec![Vec::new(); k];
+        for step in 0..steps {
+            let mut inputs = states.clone();
+            for (j, (v, shape)) in values[states_n..].iter().enumerate() {
+                let at = if dirs[j] != 0 { steps - 1 - step } else { step };
+                let item = pick(v, shape, 0, b);
+                let mut inner = shape.clone();
+                inner.remove(0);
+                inputs.push(pick(&item, &inner, 0, at));
+            }
+            let mut outs = run_body(im, n, &body, &format!("scan{b}_{step}"), inputs)?;
+            for (j, (name, v)) in outs.drain(states_n..).enumerate() {
+                collected[j].push(im.materialize(n, name, v)?.unsqueeze(0));
+            }
+            states = outs.into_iter().map(|(_, v)| v).collect();
+        }
+        for (j, v) in states.into_iter().enumerate() {
+            let name = format!("{}/scan{b}/state{j}", node_name(n));
+            finals[j].push(im.materialize(n, name, v)?.unsqueeze(0));
+        }
+        for (j, parts) in collected.into_iter().enumerate() {
+            outputs[j].push(super::movement::join(im, &parts, 0).unsqueeze(0));
+        }
+    }
+    Ok(finals
+        .into_iter()
+        .chain(outputs)
+        .map(|parts| super::movement::join(im, &parts, 0))
+        .collect())
 }
 
 /// Most iterations an unrolled `Loop` may take (each one the body's nodes again).
