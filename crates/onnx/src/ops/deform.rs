@@ -5,8 +5,8 @@
 
 use lumen_compiler::{DType, Tensor};
 
-use super::conv::spatial_list;
 use super::elementwise::floor;
+use super::spatial::spatial_list;
 use crate::constant::Const;
 use crate::error::OnnxError;
 use crate::importer::{Importer, attr_i, attr_ints, one};

@@ -6,7 +6,7 @@
 
 use lumen_compiler::{DType, PadMode, ScatterReduction, Tensor};
 
-use super::conv::{spatial_list, spatial_pads};
+use super::spatial::{spatial_list, spatial_pads};
 use crate::constant::Const;
 use crate::error::OnnxError;
 use crate::importer::{Handler, Importer, attr_i, attr_ints, one};
