@@ -3,19 +3,18 @@
 //! positions, then runs every step of every generation, whatever the prompt length up to the
 //! bound: no recompiling per token or per prompt.
 //!
-//! The KV cache is a set of host tensors, `cache.{l}.k` / `cache.{l}.v` `[kv_heads, T,
-//! head_dim]` per layer, given to each execute as inputs: the CPU runtime reads f32 inputs
-//! in place (no copy into the slab), and after each step the generator writes the step's
-//! `present.{l}.k` / `.v` into the cache row of its position (`kv_heads * head_dim` values per
-//! layer, O(1) per token). The `mask` input (0 for rows `0..position`, `-inf` beyond) keeps
-//! the rows not yet written out of the softmax.
-//!
-//! On the CPU the step is ONE program whose token axis is a symbol `seq <= chunk`
+//! On the CPU the step is ONE program whose token axis is a symbol `seq <= chunk` and whose
+//! KV cache is the runtime's state with `total <= T` live rows
 //! ([`lumen_compiler::symbolic`]): prompt tokens run a chunk at a time at their own length
-//! (the prefill; nothing padded) and each new token at length 1 (the decode), with one copy
-//! of the weights. A runtime that does not bind symbols (CUDA) gets two programs of fixed
+//! (the prefill; nothing padded) and each new token at length 1 (the decode); each step
+//! appends its keys and values to the cache in place and attends over the live rows only; one
+//! copy of the weights. A runtime that does not bind symbols (CUDA) gets two programs of fixed
 //! sizes instead: the decode step of 1 token and a prefill step of `chunk` tokens, the last
-//! chunk padded (its padding never kept). The last prompt token's logits give the first new
+//! chunk padded (its padding never kept), reading the cache as host tensors `cache.{l}.k` /
+//! `cache.{l}.v` `[kv_heads, T, head_dim]` given to each execute; after each step the
+//! generator writes the step's `present.{l}.k` / `.v` into the cache rows of its positions
+//! (`kv_heads * head_dim` values per layer and token, O(1) per token), and the `mask` hides
+//! the rows not yet written. The last prompt token's logits give the first new
 //! token, and each new token but the last is fed back through the decode step. The new token is
 //! the first position of the largest logit (transformers' greedy `generate` and
 //! `torch.argmax` pick the same).
@@ -193,8 +192,10 @@ impl Generator {
         };
         let decode = prepare(decode, if symbolic { chunk } else { 1 })?;
         let prefill = prefill.map(|p| prepare(p, chunk)).transpose()?;
+        // A symbolic step keeps its cache in the runtime (states); the fixed ones read it from
+        // here.
         let mut caches = Tensors::new();
-        for l in 0..config.layers {
+        for l in (0..config.layers).filter(|_| !symbolic) {
             for value in [false, true] {
                 let cache = HostTensor::zeros(config.cache_shape())?;
                 caches.insert(LlamaConfig::cache_name(l, value), cache);
@@ -315,13 +316,17 @@ impl Generator {
     /// (a symbolic one at the tokens' own length). Returns the logits `[vocab]` of the last
     /// token; their keys and values are written into the cache rows of their positions.
     fn run(&mut self, tokens: &[i64], start: usize) -> Result<Vec<f32>, GenerateError> {
-        let (t, hd, vocab) = (self.config.max_seq, self.config.head_dim, self.config.vocab);
+        let (t, vocab) = (self.config.max_seq, self.config.vocab);
         let step = match &mut self.prefill {
             Some(p) if tokens.len() > 1 => p,
             _ => &mut self.decode,
         };
         let m = tokens.len();
-        let n = if step.symbolic { m } else { step.chunk };
+        if step.symbolic {
+            return Self::run_symbolic(step, tokens, start, vocab);
+        }
+        let hd = self.config.head_dim;
+        let n = step.chunk;
         // Ids below the vocabulary and positions below the bound fit an i32 (checked sizes);
         // padding rows (past `m`) read token 0 at the last position and are never kept.
         let ids: Vec<i32> = (0..n).map(|c| tokens.get(c).map_or(0, |&id| id as i32)).collect();
@@ -358,6 +363,31 @@ impl Generator {
                 }
             }
         }
+        let logits = outputs.swap_remove(LOGITS).map(HostTensor::into_data).unwrap_or_default();
+        Ok(logits[(m - 1) * vocab..m * vocab].to_vec())
+    }
+
+    /// [`Generator::run`] through the symbolic step: `m` tokens bind `seq = m` and the mask
+    /// `[m, start + m]` binds `total`; the step appends their keys and values to its states at
+    /// rows `start .. start + m` and attends over those `start + m` rows.
+    fn run_symbolic(
+        step: &mut Step,
+        tokens: &[i64],
+        start: usize,
+        vocab: usize,
+    ) -> Result<Vec<f32>, GenerateError> {
+        let (m, total) = (tokens.len(), start + tokens.len());
+        // Ids below the vocabulary and positions below the bound fit an i32 (checked sizes).
+        let ids: Vec<i32> = tokens.iter().map(|&id| id as i32).collect();
+        let positions: Vec<i32> = (start..total).map(|p| p as i32).collect();
+        // Token c sees the rows up to its own position, start + c.
+        let mask: Vec<f32> = (0..m * total)
+            .map(|i| if i % total <= start + i / total { 0.0 } else { f32::NEG_INFINITY })
+            .collect();
+        step.inputs.insert(TOKEN.to_string(), HostTensor::from_i32([m], ids)?);
+        step.inputs.insert(POSITION.to_string(), HostTensor::from_i32([m], positions)?);
+        step.inputs.insert(MASK.to_string(), HostTensor::new([m, total], mask)?);
+        let mut outputs = step.prepared.execute(&step.inputs)?;
         let logits = outputs.swap_remove(LOGITS).map(HostTensor::into_data).unwrap_or_default();
         Ok(logits[(m - 1) * vocab..m * vocab].to_vec())
     }

@@ -123,14 +123,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut text = String::new();
     text.push_str(&format!("lumen generate {}\n", args.model_dir.display()));
     text.push_str(&format!("  {}\n", model.describe()));
-    let programs = if generator.is_symbolic() {
-        format!("one step program of seq <= {} tokens", generator.prefill_chunk())
+    let (programs, cache) = if generator.is_symbolic() {
+        let chunk = generator.prefill_chunk();
+        (format!("one step program of seq <= {chunk} tokens"), "in the slab, appended in place")
     } else {
-        format!("a decode step and a prefill step of {} tokens", generator.prefill_chunk())
+        let chunk = generator.prefill_chunk();
+        let programs = if chunk > 1 {
+            format!("a decode step and a prefill step of {chunk} tokens")
+        } else {
+            "a decode step".to_string()
+        };
+        (programs, "host, read in place")
     };
     text.push_str(&format!(
         "  compiled once in {:.3} s (prepare {:.3} s) on {} ({} thread{}): {programs}, {} \
-         launches per step, slabs {} B, KV cache {} B (host, read in place), weights {} B\n",
+         launches per step, slabs {} B, KV cache {} B ({cache}), weights {} B\n",
         generator.compile_seconds(),
         generator.prepare_seconds(),
         runtime.name(),

@@ -1,20 +1,24 @@
 //! A decoder LLM of the Llama architecture (Touvron et al. 2023, as Hugging Face transformers'
-//! `LlamaForCausalLM` computes it) as one DSL program: a **step** of `chunk` tokens in, their
-//! logits and their keys and values out, reading a KV cache of a fixed bound. Chunk 1 is the
-//! decode step; a larger chunk runs a prompt's tokens together (the prefill).
+//! `LlamaForCausalLM` computes it) as one DSL program: a **step** of tokens in, their logits
+//! out, with a KV cache of a fixed bound `T` (positions `0..T`). The program is compiled once
+//! for the bound and runs every step of a generation whatever the prompt length: the tokens'
+//! positions are an input (they pick the rotary angles by a gather) and an additive mask hides
+//! what a token may not see (0 to keep, `-inf` to drop). Two forms ([`Chunk`]):
 //!
-//! The program is compiled once for the bound `T` (positions `0..T`) and runs every step of a
-//! generation whatever the prompt length: the tokens' positions are an input (they pick the
-//! rotary angles by a gather), the cache has all `T` rows, and additive mask inputs hide
-//! the rows not written yet and the chunk's later tokens (0 to keep, `-inf` to drop). The
-//! chunk may be a symbol ([`crate::symbolic`], `seq <= chunk`): one program then runs a
-//! prompt's chunks at their own lengths and the decode at 1. The chunk's own keys and values
-//! are not in the cache when the step runs: their scores are computed beside the cache's and
-//! share one softmax, split in two parts (a common max, the two sums of exponentials added)
-//! so nothing is joined along the chunk's axis and the step never copies the cache. The
-//! caller writes `present.{l}.k` / `present.{l}.v` into the cache rows of the
-//! chunk's positions after the step (`lumen::generate` does), `kv_heads x head_dim` values per
-//! layer and token: O(1) per token, where a concatenating cache moves O(position).
+//! - **Symbolic** (`Chunk::Symbolic(N)`, [`crate::symbolic`]): the token axis is the symbol
+//!   `seq <= N` and the cache's live rows the symbol `total <= T`. The cache is the runtime's
+//!   state ([`crate::Graph::state`], `cache.{l}.k` / `.v` `[total, kv_heads, head_dim]`): the
+//!   step appends its keys and values at rows `total - seq .. total` in place
+//!   ([`crate::Tensor::append_rows`]; O(1) per token, nothing moved) and attends over the
+//!   `total` live rows only, under a causal `mask` `[seq, total]`. One program runs a prompt's
+//!   chunks at their own lengths and every decode step at 1.
+//! - **Fixed** (`Chunk::Fixed(n)`, for a runtime that binds no symbols): `n` tokens, the cache
+//!   the caller's inputs `[kv_heads, T, head_dim]` (all `T` rows attended, `mask` `[n, T]`
+//!   hiding those not written yet). The chunk's own keys and values are not in the cache when
+//!   the step runs: their scores are computed beside the cache's (`chunk_mask` `[n, n]`) and
+//!   share one softmax split in two parts (a common max, the two sums of exponentials added),
+//!   so the step never copies the cache; the caller writes the outputs `present.{l}.k` / `.v`
+//!   into the cache rows of the chunk's positions (`lumen::generate` does).
 //!
 //! The layers, as transformers writes them: `h = x + o_proj(attn(rope(q_proj(rms(x))),
 //! rope(k_proj(rms(x))), v_proj(rms(x))))`, `x' = h + down_proj(silu(gate_proj(rms(h))) *
@@ -63,11 +67,12 @@ pub struct LlamaConfig {
 pub const TOKEN: &str = "token";
 /// Name of the input holding the step's positions, i32 `[chunk]` (`0..T`).
 pub const POSITION: &str = "position";
-/// Name of the additive attention mask over the cache, f32 `[chunk, T]`: for each token, 0
-/// for the cache rows written so far, `-inf` for the rest.
+/// Name of the additive attention mask, f32: symbolic steps `[seq, total]`, 0 where the row
+/// is at or before the token's position, `-inf` after; fixed steps `[chunk, T]` over the cache
+/// input, 0 for the rows written so far, `-inf` for the rest.
 pub const MASK: &str = "mask";
-/// Name of the additive causal mask among the chunk's tokens, f32 `[chunk, chunk]`: 0 where
-/// the column's token is at or before the row's, `-inf` after.
+/// Name of a fixed step's additive causal mask among the chunk's tokens, f32 `[chunk, chunk]`:
+/// 0 where the column's token is at or before the row's, `-inf` after.
 pub const CHUNK_MASK: &str = "chunk_mask";
 /// Name of the logits output, f32 `[chunk, V]`.
 pub const LOGITS: &str = "logits";
@@ -83,7 +88,8 @@ impl LlamaConfig {
         self.heads / self.kv_heads.max(1)
     }
 
-    /// Shape of one layer's key (or value) cache: `[kv_heads, T, head_dim]`, f32.
+    /// Shape of one layer's key (or value) cache input of a fixed step: `[kv_heads, T,
+    /// head_dim]`, f32 (a symbolic step's state is `[T, kv_heads, head_dim]`, the same bytes).
     pub fn cache_shape(&self) -> [usize; 3] {
         [self.kv_heads, self.max_seq, self.head_dim]
     }
@@ -215,18 +221,19 @@ fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor, head_dim: usize) -> Tensor {
     x * cos + rotated * sin
 }
 
-/// The step of `chunk` tokens of `config` (see the module docs): inputs [`TOKEN`] and
-/// [`POSITION`] (i32 `[chunk]`), [`MASK`] (f32 `[chunk, T]`, over the cache's rows),
-/// [`CHUNK_MASK`] (f32 `[chunk, chunk]`, causal among the chunk's tokens) and every layer's
-/// cache (`cache.{l}.k`, `cache.{l}.v`, f32 `[kv_heads, T, head_dim]`); weights
-/// [`LlamaConfig::weights`] plus [`ROPE_COS`] and [`ROPE_SIN`]; outputs [`LOGITS`] `[chunk, V]`
-/// and every layer's `present.{l}.k` / `present.{l}.v` `[kv_heads, chunk, head_dim]`.
-/// `chunk` 1 is the decode step; a larger one runs a prompt's tokens together (a prefill);
-/// a symbol `seq <= N` ([`crate::Graph::symbol`] of the returned graph's kind, made here from
-/// [`Chunk::Symbolic`]) runs any number of tokens up to `N` per execute.
+/// The step of `config` (see the module docs), of the form `chunk` says. Inputs [`TOKEN`] and
+/// [`POSITION`] (i32 `[seq]`) and [`MASK`]; weights [`LlamaConfig::weights`] plus [`ROPE_COS`]
+/// and [`ROPE_SIN`]; output [`LOGITS`] `[seq, V]`.
+///
+/// - [`Chunk::Symbolic`]`(N)`: `seq <= N` and `total <= T` symbols; `mask` f32 `[seq, total]`;
+///   states `cache.{l}.k` / `cache.{l}.v` f32 `[total, kv_heads, head_dim]`, appended to.
+/// - [`Chunk::Fixed`]`(n)`: `seq = n`; `mask` f32 `[n, T]` over the cache, [`CHUNK_MASK`] f32
+///   `[n, n]`; inputs `cache.{l}.k` / `cache.{l}.v` f32 `[kv_heads, T, head_dim]`; outputs
+///   `present.{l}.k` / `present.{l}.v` `[kv_heads, n, head_dim]` too. `Fixed(1)` is a decode
+///   step; a larger `n` runs a prompt's tokens together (a prefill).
 ///
 /// # Errors
-/// [`CompileError::Program`] for sizes [`LlamaConfig::check`] refuses or a zero `chunk`.
+/// [`CompileError::Program`] for sizes [`LlamaConfig::check`] refuses or a zero chunk.
 pub fn llama_step(config: &LlamaConfig, chunk: Chunk) -> Result<Graph, CompileError> {
     config.check()?;
     let c = config;
@@ -244,16 +251,36 @@ pub fn llama_step(config: &LlamaConfig, chunk: Chunk) -> Result<Graph, CompileEr
     let (t, hd, kvh, g, n) = (c.max_seq, c.head_dim, c.kv_heads, c.group(), s.bound());
     let tokens = cx.input_dims(TOKEN, [s], DType::I32);
     let positions = cx.input_dims(POSITION, [s], DType::I32);
-    let mask = cx.input_dims(MASK, [s, Dim::Fixed(t)], DType::F32);
-    let chunk_mask = cx.input_dims(CHUNK_MASK, [s, s], DType::F32);
-    let caches: Vec<[Tensor; 2]> = (0..c.layers)
-        .map(|l| {
-            let k = cx.input(LlamaConfig::cache_name(l, false), c.cache_shape());
-            let v = cx.input(LlamaConfig::cache_name(l, true), c.cache_shape());
-            // [kv_heads, 1, T, hd]: one matrix per kv head, broadcast over its g query heads.
-            [k.reshape([kvh, 1, t, hd]), v.reshape([kvh, 1, t, hd])]
-        })
-        .collect();
+    // Where the keys and values of earlier positions come from.
+    let cache = match chunk {
+        Chunk::Symbolic(_) => {
+            let total: Dim = cx.symbol(TOTAL, t).into();
+            let mask = cx.input_dims(MASK, [s, total], DType::F32);
+            let states = (0..c.layers)
+                .map(|l| {
+                    let dims = || [total, Dim::Fixed(kvh), Dim::Fixed(hd)];
+                    let k = cx.state(LlamaConfig::cache_name(l, false), dims());
+                    let v = cx.state(LlamaConfig::cache_name(l, true), dims());
+                    [k, v]
+                })
+                .collect();
+            Cache::State { mask, states }
+        }
+        Chunk::Fixed(_) => {
+            let mask = cx.input_dims(MASK, [s, Dim::Fixed(t)], DType::F32);
+            let chunk_mask = cx.input_dims(CHUNK_MASK, [s, s], DType::F32);
+            let inputs = (0..c.layers)
+                .map(|l| {
+                    let k = cx.input(LlamaConfig::cache_name(l, false), c.cache_shape());
+                    let v = cx.input(LlamaConfig::cache_name(l, true), c.cache_shape());
+                    // [kv_heads, 1, T, hd]: one matrix per kv head, broadcast over its g
+                    // query heads.
+                    [k.reshape([kvh, 1, t, hd]), v.reshape([kvh, 1, t, hd])]
+                })
+                .collect();
+            Cache::Inputs { mask, chunk_mask, inputs }
+        }
+    };
     let weights: Vec<Tensor> =
         c.weights().into_iter().map(|(name, shape)| cx.weight(name, shape)).collect();
     let mut weights = weights.into_iter();
@@ -268,25 +295,40 @@ pub fn llama_step(config: &LlamaConfig, chunk: Chunk) -> Result<Graph, CompileEr
     let linear = |x: &Tensor, w: &Tensor| x.matmul(w.transpose(0, 1));
     let scale = 1.0 / (hd as f32).sqrt();
     let mut x = embed.gather(&tokens);
-    for (l, [k_cache, v_cache]) in caches.iter().enumerate() {
+    for l in 0..c.layers {
         let [norm1, wq, wk, wv, wo, norm2, wg, wu, wd] = std::array::from_fn(|_| next());
         let h = x.rms_norm(&norm1, c.eps);
         // Heads first: [kv_heads, g, n, hd], query heads grouped under their kv head.
         let q = rotate(&linear(&h, &wq).reshape([n, c.heads, hd]), &cos, &sin, hd);
         let q = q.permute(&[1, 0, 2]).reshape([kvh, g, n, hd]);
+        // The step's keys and values, [n, kv_heads, hd].
         let k = rotate(&linear(&h, &wk).reshape([n, kvh, hd]), &cos, &sin, hd);
-        let k = k.permute(&[1, 0, 2]).output(LlamaConfig::present_name(l, false));
-        let v = linear(&h, &wv).reshape([n, kvh, hd]).permute(&[1, 0, 2]);
-        let v = v.output(LlamaConfig::present_name(l, true));
-        let (k, v) = (k.reshape([kvh, 1, n, hd]), v.reshape([kvh, 1, n, hd]));
-        // Scores against the cache [kvh, g, n, T] and against the chunk's own keys
-        // [kvh, g, n, n]; one softmax over both: a common max, the sums added.
-        let cached = q.matmul(k_cache.transpose(-1, -2)) * scale + &mask;
-        let own = q.matmul(k.transpose(-1, -2)) * scale + &chunk_mask;
-        let top = cached.max(-1, true).maximum(own.max(-1, true));
-        let (e_cached, e_own) = ((cached - &top).exp(), (own - &top).exp());
-        let total = e_cached.sum(-1, true) + e_own.sum(-1, true);
-        let ctx = (e_cached.matmul(v_cache) + e_own.matmul(&v)) / total;
+        let v = linear(&h, &wv).reshape([n, kvh, hd]);
+        let ctx = match &cache {
+            Cache::State { mask, states } => {
+                // Appended in place at rows total - n .. total; then one softmax over the
+                // `total` live rows [kvh, g, n, total].
+                let [k_state, v_state] = &states[l];
+                let keys = k_state.append_rows(&k).permute(&[1, 2, 0]).reshape([kvh, 1, hd, t]);
+                let values = v_state.append_rows(&v).permute(&[1, 0, 2]).reshape([kvh, 1, t, hd]);
+                let p = (q.matmul(&keys) * scale + mask).softmax(-1);
+                p.matmul(&values)
+            }
+            Cache::Inputs { mask, chunk_mask, inputs } => {
+                let [k_cache, v_cache] = &inputs[l];
+                let k = k.permute(&[1, 0, 2]).output(LlamaConfig::present_name(l, false));
+                let v = v.permute(&[1, 0, 2]).output(LlamaConfig::present_name(l, true));
+                let (k, v) = (k.reshape([kvh, 1, n, hd]), v.reshape([kvh, 1, n, hd]));
+                // Scores against the cache [kvh, g, n, T] and against the chunk's own keys
+                // [kvh, g, n, n]; one softmax over both: a common max, the sums added.
+                let cached = q.matmul(k_cache.transpose(-1, -2)) * scale + mask;
+                let own = q.matmul(k.transpose(-1, -2)) * scale + chunk_mask;
+                let top = cached.max(-1, true).maximum(own.max(-1, true));
+                let (e_cached, e_own) = ((cached - &top).exp(), (own - &top).exp());
+                let total = e_cached.sum(-1, true) + e_own.sum(-1, true);
+                (e_cached.matmul(v_cache) + e_own.matmul(&v)) / total
+            }
+        };
         let ctx = ctx.reshape([c.heads, n, hd]).permute(&[1, 0, 2]).reshape([n, c.heads * hd]);
         x = x + linear(&ctx, &wo);
         let h = x.rms_norm(&norm2, c.eps);
@@ -302,6 +344,16 @@ pub fn llama_step(config: &LlamaConfig, chunk: Chunk) -> Result<Graph, CompileEr
     Ok(cx)
 }
 
+/// The keys and values of earlier positions: a step's cache.
+enum Cache {
+    /// The runtime's states `cache.{l}.k` / `.v` `[total, kv_heads, head_dim]`, appended in
+    /// place; `mask` `[seq, total]`.
+    State { mask: Tensor, states: Vec<[Tensor; 2]> },
+    /// The caller's inputs `[kv_heads, T, head_dim]` (as `[kv_heads, 1, T, head_dim]`), the
+    /// step's own keys and values beside them; `mask` `[n, T]`, `chunk_mask` `[n, n]`.
+    Inputs { mask: Tensor, chunk_mask: Tensor, inputs: Vec<[Tensor; 2]> },
+}
+
 /// How many tokens a step program takes ([`llama_step`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chunk {
@@ -313,3 +365,6 @@ pub enum Chunk {
 
 /// The symbol of a [`Chunk::Symbolic`] step's token axis.
 pub const SEQ: &str = "seq";
+/// The symbol of a [`Chunk::Symbolic`] step's live cache rows: the positions before the step
+/// plus its tokens (at most the bound T).
+pub const TOTAL: &str = "total";

@@ -166,6 +166,29 @@ impl Graph {
         self.leaf(op, SourceLocation::caller())
     }
 
+    /// Declares a state: an f32 tensor the runtime owns and keeps from one execute to the next
+    /// ([`crate::BufferRole::State`]: zero at prepare, never given by the caller), of `dims`
+    /// (fixed lengths or symbols, as [`Graph::input_dims`]; the first axis holds its rows, and
+    /// with a symbol there the live rows are a prefix of the planned bytes). Written only by
+    /// [`Tensor::append_rows`]; a KV cache is one, `[positions, kv_heads, head_dim]`.
+    #[track_caller]
+    pub fn state(
+        &mut self,
+        name: impl Into<String>,
+        dims: impl IntoIterator<Item = Dim>,
+    ) -> Tensor {
+        let name = name.into();
+        self.inner.borrow_mut().hlir.states.insert(name.clone());
+        let location = SourceLocation::caller();
+        let dims: Vec<Dim> = dims.into_iter().collect();
+        let shape: Vec<usize> = dims.iter().map(|d| d.bound()).collect();
+        let axes: Vec<Option<SymbolId>> = dims.iter().map(|d| d.symbol()).collect();
+        if axes.iter().any(Option::is_some) {
+            self.inner.borrow_mut().hlir.symbols.inputs.insert(name.clone(), axes);
+        }
+        self.leaf(HlirOp::Input { name, shape, dtype: DType::F32 }, location)
+    }
+
     /// Declares an f32 weight of `shape` (elements, row-major), uploaded at prepare; again on
     /// every execute when the plan lets a later buffer reuse its bytes (see
     /// [`crate::CompileOptions::resident_weights`]).
@@ -791,6 +814,18 @@ impl Tensor {
     pub fn gather(&self, ids: impl std::borrow::Borrow<Tensor>) -> Tensor {
         let ids: &Tensor = std::borrow::Borrow::borrow(&ids);
         self.op(HlirOp::Gather, &[ids])
+    }
+
+    /// This state ([`Graph::state`], `[R, ...]` f32) with its last `r` rows along axis 0
+    /// replaced by `update` (`[r, ...]`, `r <= R`), written in place into the state's
+    /// persistent buffer ([`HlirOp::AppendRows`]); returns the state after the write. With a
+    /// symbolic `R` (the rows live after this step) and `r` (this step's rows), it appends at
+    /// rows `R - r .. R`: a KV cache that never moves its earlier rows. A state is read only
+    /// through what this returns, and appended to once per program.
+    #[track_caller]
+    pub fn append_rows(&self, update: impl std::borrow::Borrow<Tensor>) -> Tensor {
+        let update: &Tensor = std::borrow::Borrow::borrow(&update);
+        self.op(HlirOp::AppendRows, &[update])
     }
 
     /// Marks this tensor as the program output `name` (read back after the last launch) and

@@ -26,6 +26,7 @@ fn role_name(role: BufferRole) -> &'static str {
         BufferRole::Weight => "weight",
         BufferRole::Constant(_) => "constant",
         BufferRole::Workspace => "workspace",
+        BufferRole::State => "state",
         BufferRole::Intermediate => "intermediate",
         BufferRole::Output => "output",
     }
@@ -50,6 +51,7 @@ pub fn op_params(op: &LlirOp) -> String {
         }
         LlirOp::Gather { rows, dim, vocab } => format!("rows={rows} dim={dim} vocab={vocab}"),
         LlirOp::Concat { axis, len } => format!("axis={axis} len={len}"),
+        LlirOp::AppendRows { len } => format!("len={len}"),
         LlirOp::Conv { geometry, epilogue } => format!("{} epilogue={epilogue}", geometry.text()),
         LlirOp::MaxPool { geometry } => geometry.text(),
         LlirOp::Take { axis, len, extent, fill } => {
@@ -312,7 +314,7 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                     put("k", json!(k));
                     put("n", json!(n));
                 }
-                LlirOp::Map { len, .. } => put("len", json!(len)),
+                LlirOp::Map { len, .. } | LlirOp::AppendRows { len } => put("len", json!(len)),
                 LlirOp::Reduce { axis, len, extent, .. } => {
                     put("axis", json!(axis));
                     put("len", json!(len));

@@ -287,6 +287,12 @@ pub enum HlirOp {
         /// How an update combines with the element it lands on.
         reduction: ScatterReduction,
     },
+    /// A state ([`crate::Graph::state`], operand 0: `[R, ...]` f32) with its last `r` rows
+    /// along axis 0 replaced by `update` (operand 1: `[r, ...]`, `r <= R`), written in place:
+    /// the state's buffer keeps the rows before for the next execute. With a symbolic `R`
+    /// (the rows live after this step) and `r` (the step's rows), the write lands at rows
+    /// `R - r .. R`: a KV cache's append. The result is the state after the write.
+    AppendRows,
     /// The operands (at least one; equal shapes but along `axis`) joined along `axis`.
     Concat {
         /// The joined axis.
@@ -323,6 +329,7 @@ impl HlirOp {
             HlirOp::TopK { .. } => "topk",
             HlirOp::GatherElements { .. } => "gather_elements",
             HlirOp::ScatterElements { .. } => "scatter_elements",
+            HlirOp::AppendRows => "append_rows",
             HlirOp::Concat { .. } => "concat",
             HlirOp::Move(m) => m.name(),
             HlirOp::Output { .. } => "output",
@@ -356,6 +363,7 @@ impl HlirOp {
                 | HlirOp::TopK { .. }
                 | HlirOp::GatherElements { .. }
                 | HlirOp::ScatterElements { .. }
+                | HlirOp::AppendRows
                 | HlirOp::Concat { .. }
         )
     }
@@ -370,6 +378,7 @@ impl HlirOp {
             HlirOp::Matmul { .. }
             | HlirOp::Gather
             | HlirOp::Take { .. }
+            | HlirOp::AppendRows
             | HlirOp::GatherElements { .. } => 2,
             HlirOp::Conv { epilogue, .. } => epilogue.operands(),
             HlirOp::Reduce { .. }
@@ -474,6 +483,9 @@ pub struct Hlir {
     /// Symbolic dimensions ([`crate::symbolic`]): declared symbols and the input axes they
     /// are. Empty for a program of fixed shapes.
     pub symbols: crate::symbols::Symbols,
+    /// The inputs that are states ([`crate::Graph::state`]): persistent buffers the runtime
+    /// owns, not given by the caller.
+    pub states: BTreeSet<String>,
 }
 
 impl Hlir {
@@ -1032,6 +1044,22 @@ pub(crate) fn infer_type(
                 ));
             }
             (*data).clone()
+        }
+        (HlirOp::AppendRows, [state, update]) => {
+            f32_only(0, state)?;
+            f32_only(1, update)?;
+            let fits = !state.shape.is_empty()
+                && update.shape.len() == state.shape.len()
+                && update.shape[0] <= state.shape[0]
+                && update.shape[1..] == state.shape[1..];
+            if !fits {
+                return Err(mismatch(
+                    &state.shape,
+                    &update.shape,
+                    "the update must be rows of the state: its shape but a shorter axis 0".into(),
+                ));
+            }
+            (*state).clone()
         }
         (HlirOp::Concat { axis }, [first, rest @ ..]) => {
             f32_only(0, first)?;

@@ -259,6 +259,16 @@ pub fn eval_hlir(
                     ))
                 })?
             }
+            HlirOp::AppendRows => {
+                // The state's values (given like an input's; zeros when not given), its last
+                // rows replaced.
+                let mut out = v(0).clone();
+                out.resize(len, 0.0);
+                let update = v(1);
+                let at = len.saturating_sub(update.len());
+                out[at..].copy_from_slice(&update[..len - at]);
+                out
+            }
             HlirOp::Concat { axis } => {
                 let mut out = vec![0.0; len];
                 let whole = View::contiguous(&out_shape);

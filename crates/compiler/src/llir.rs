@@ -250,6 +250,15 @@ pub enum LlirOp {
         /// Updates (and indices).
         updates: usize,
     },
+    /// The `len` elements of one operand (read through its view in row-major order) written
+    /// contiguous into the last rows, along axis 0, of the output buffer, a state
+    /// ([`BufferRole::State`]): from row `R - r` where `R` is the state's rows and `r` the
+    /// operand's (live rows, with symbols: a KV cache's append, [`crate::HlirOp::AppendRows`]).
+    /// The rows before keep their bytes.
+    AppendRows {
+        /// Elements written.
+        len: usize,
+    },
     /// Operands joined along `axis` into one contiguous output of `len` elements.
     Concat {
         /// The joined axis.
@@ -280,6 +289,7 @@ impl LlirOp {
             LlirOp::TopK { .. } => "topk",
             LlirOp::GatherElements { .. } => "gather_elements",
             LlirOp::ScatterElements { .. } => "scatter_elements",
+            LlirOp::AppendRows { .. } => "append_rows",
             LlirOp::Concat { .. } => "concat",
             LlirOp::Readback => "readback",
         }
@@ -326,6 +336,7 @@ impl LlirOp {
             | LlirOp::GatherElements { .. }
             | LlirOp::Cast { .. }
             | LlirOp::Concat { .. }
+            | LlirOp::AppendRows { .. }
             | LlirOp::Upload
             | LlirOp::Readback => 0,
         }
@@ -351,6 +362,11 @@ pub enum BufferRole {
     Constant(Scalar),
     /// A matmul's cuBLASLt workspace: scratch, never read back.
     Workspace,
+    /// A persistent tensor the runtime owns ([`crate::Graph::state`]): zero at prepare, never
+    /// uploaded or read back, its bytes kept from one execute to the next and never shared
+    /// with another buffer (its uses span the program); written by
+    /// [`LlirOp::AppendRows`] (a KV cache).
+    State,
     /// A value produced and consumed inside the program (`t0`, `t1`, ...).
     Intermediate,
     /// A program output, read back after the last launch.

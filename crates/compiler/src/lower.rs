@@ -127,7 +127,13 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         let whole = view.offset == 0
             && view.is_contiguous()
             && Some(view.elements()) == element_count(&types[base.index()].shape);
-        if kind[base.index()] == Kind::Node && whole && output_name[base.index()].is_none() {
+        // A state's bytes stay the state's: an output of one is a copy.
+        let state = matches!(g[base].op, HlirOp::AppendRows);
+        if kind[base.index()] == Kind::Node
+            && whole
+            && !state
+            && output_name[base.index()].is_none()
+        {
             output_name[base.index()] = Some((name.clone(), shape));
             axes[base.index()] = axes[out.index()].clone();
             src[out.index()] = Some((base, view));
@@ -186,6 +192,10 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
     for n in leaves {
         let t = &types[n.index()];
         let (name, role) = match &g[n].op {
+            HlirOp::Input { name, .. } if hlir.states.contains(name) => {
+                check_state_use(hlir, n, name)?;
+                (name.clone(), BufferRole::State)
+            }
             HlirOp::Input { name, .. } => (name.clone(), BufferRole::Input),
             HlirOp::Weight { name, .. } => (name.clone(), BufferRole::Weight),
             HlirOp::Constant { value } => (format!("const({value})"), BufferRole::Constant(*value)),
@@ -200,7 +210,8 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         op: LlirOp::Upload,
         inputs: Vec::new(),
         reads: Vec::new(),
-        writes: (0..buffers.len()).collect(),
+        // A state is not uploaded: the runtime owns it (zero at prepare).
+        writes: (0..buffers.len()).filter(|&b| buffers[b].role != BufferRole::State).collect(),
         workspace: None,
     };
     let mut nodes = vec![upload];
@@ -296,6 +307,11 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                 LlirOp::Take { axis: *axis, len, extent, fill: *fill }
             }
             HlirOp::Concat { axis } => LlirOp::Concat { axis: *axis, len },
+            HlirOp::AppendRows => {
+                // Reads the update only; writes the state's own buffer (below).
+                reads.remove(0);
+                LlirOp::AppendRows { len: reads.first().map_or(0, |r| r.view.elements()) }
+            }
             HlirOp::Cast { to } => LlirOp::Cast { to: *to, len },
             HlirOp::TopK { axis, k, largest } => {
                 let extent =
@@ -355,6 +371,15 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         } else {
             None
         };
+        if let (LlirOp::AppendRows { .. }, Some(&state)) = (&op, operands.first()) {
+            let buffer = buffer_of[state.index()]
+                .ok_or_else(|| malformed("append_rows: the state has no buffer".into()))?;
+            buffer_of[n.index()] = Some(buffer);
+            inputs.sort_unstable();
+            inputs.dedup();
+            nodes.push(LlirNode { op, inputs, reads, writes: vec![buffer], workspace: None });
+            continue;
+        }
         let out = match (&output_name[n.index()], &g[n].name) {
             (Some((name, shape)), _) => tensor_buffer(
                 name.clone(),
@@ -402,10 +427,36 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         }
     }
     for buf in &mut buffers {
+        // A state keeps its bytes for the next execute: no other buffer may share them.
+        if buf.role == BufferRole::State {
+            buf.uses.extend([0, readback]);
+        }
         buf.uses.sort_unstable();
         buf.uses.dedup();
     }
     Ok(Llir { nodes, buffers, symbols: hlir.symbols.decls.clone() })
+}
+
+/// Checks that state `name` (node `n`) is read only as the state an append writes: one
+/// consumer, an [`HlirOp::AppendRows`] taking it as operand 0 (so no read of the state before
+/// the write, and one write per execute).
+///
+/// # Errors
+/// [`CompileError::Unsupported`] at the state's declaration otherwise.
+fn check_state_use(hlir: &Hlir, n: NodeIndex, name: &str) -> Result<(), CompileError> {
+    let users = hlir.consumers(n);
+    let appended = users.len() == 1
+        && users.iter().all(|&(c, i)| i == 0 && hlir.graph[c].op == HlirOp::AppendRows);
+    if appended || users.is_empty() {
+        return Ok(());
+    }
+    Err(CompileError::Unsupported {
+        what: format!(
+            "state `{name}` is read other than by one append_rows: read the state that \
+             append_rows returns (the rows after this step's write)"
+        ),
+        location: hlir.graph[n].location,
+    })
 }
 
 /// The LLIR form of `a [..., M, K] x b [..., K, N]` read through `va` and `vb`: `(batch, m,

@@ -138,6 +138,16 @@ pub fn propagate(hlir: &Hlir, types: &[TensorType]) -> Result<Vec<Axes>, Compile
                 a
             }
             HlirOp::Cast { .. } | HlirOp::Output { .. } => ins[0].clone(),
+            HlirOp::AppendRows => {
+                if ins[0][1..] != ins[1][1..] {
+                    return Err(err(format!(
+                        "the update's axes {} differ from the state's {} past axis 0",
+                        tags(ins[1], &name),
+                        tags(ins[0], &name)
+                    )));
+                }
+                ins[0].clone()
+            }
             HlirOp::TopK { axis, .. } => {
                 if let Some(s) = ins[0].get(*axis).copied().flatten() {
                     return Err(err(format!(
@@ -510,6 +520,9 @@ impl Llir {
                     LlirOp::TopK { axis, k, largest, len: out_len, extent: axis_len(axis) }
                 }
                 LlirOp::Concat { axis, .. } => LlirOp::Concat { axis, len: out_len },
+                LlirOp::AppendRows { .. } => {
+                    LlirOp::AppendRows { len: node.reads.first().map_or(0, |r| r.view.elements()) }
+                }
                 op => op,
             };
         }

@@ -208,6 +208,10 @@ impl Slab {
         Ok(Self { storage, base, len })
     }
 
+    fn elems(&self) -> &[f32] {
+        self.storage.get(self.base..self.base + self.len).unwrap_or(&[])
+    }
+
     fn elems_mut(&mut self) -> &mut [f32] {
         self.storage.get_mut(self.base..self.base + self.len).unwrap_or(&mut [])
     }
@@ -358,6 +362,8 @@ pub struct CpuProgram {
     // A program with symbolic dimensions: how each execute's values are bound (`None`
     // without symbols).
     symbolic: Option<Binding>,
+    // Each state's range in the slab and bound shape, by name.
+    states: BTreeMap<String, (Range<usize>, Vec<usize>)>,
 }
 
 /// The steps of one binding of a program's symbols, the input buffers at their live shapes,
@@ -505,7 +511,11 @@ impl CpuProgram {
         }
         let mut poison_after = vec![Vec::new(); llir.nodes.len()];
         if options.memory_debug {
+            // A state keeps its rows for the next execute.
             for (b, &last) in layout.last_use.iter().enumerate() {
+                if llir.buffers[b].role == BufferRole::State {
+                    continue;
+                }
                 poison_after[last].push(range(b));
             }
         }
@@ -517,6 +527,13 @@ impl CpuProgram {
         }
         let input_buffers =
             llir.buffers.iter().filter(|b| b.role == BufferRole::Input).cloned().collect();
+        let states = llir
+            .buffers
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.role == BufferRole::State)
+            .map(|(i, b)| (b.id.clone(), (range(i), b.shape.clone())))
+            .collect();
         let symbolic = (!llir.symbols.is_empty()).then(|| Binding {
             llir: llir.clone(),
             starts: (0..llir.buffers.len()).map(|b| range(b).start).collect(),
@@ -547,6 +564,7 @@ impl CpuProgram {
             profile: None,
             threads,
             symbolic,
+            states,
         })
     }
 
@@ -791,6 +809,22 @@ fn kernel_step(
             .ok_or_else(|| RuntimeError::invalid(label, "a kernel writes nothing"))
     };
     Ok(match node.op {
+        // A copy into the state's last rows: from element `state elements - len` of its range.
+        LlirOp::AppendRows { len } => {
+            let [x] = node.reads.as_slice() else {
+                return Err(RuntimeError::invalid(label, "append_rows operands"));
+            };
+            let state = out()?;
+            let elements: usize =
+                node.writes.first().map_or(0, |&w| llir.buffers[w].shape.iter().product());
+            let start = state.start + elements.saturating_sub(len);
+            let view = coalesce(std::slice::from_ref(&x.view)).swap_remove(0);
+            Step::Map {
+                op: ElemOp::Unary(lumen_compiler::UnaryOp::Contiguous),
+                ins: vec![(range(x.buffer), view)],
+                out: start..start + len,
+            }
+        }
         LlirOp::LtMatmul { batch, m, k, n, epilogue } => {
             let (_, act) = epilogue_parts(epilogue);
             let [a, b, rest @ ..] = node.reads.as_slice() else {
@@ -1194,6 +1228,12 @@ impl PreparedProgram for CpuProgram {
 
     fn last_profile(&self) -> Option<&ExecProfile> {
         self.profile.as_ref()
+    }
+
+    fn state(&self, name: &str) -> Option<HostTensor> {
+        let (range, shape) = self.states.get(name)?;
+        let words = self.slab.elems().get(range.clone())?;
+        HostTensor::new(shape.clone(), words.to_vec()).ok()
     }
 }
 

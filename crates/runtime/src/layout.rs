@@ -590,6 +590,27 @@ fn check_operands(
             }
             output(Some(len))?;
         }
+        LlirOp::AppendRows { len } => {
+            arity(1)?;
+            let x = &node.reads[0];
+            let [w] = node.writes.as_slice() else {
+                return Err(fail("writes no single state".to_string()));
+            };
+            let state = buf(*w);
+            let rows_fit = state.shape.first().is_some_and(|&r| r > 0)
+                && x.view.elements() == len
+                && len % (state.bytes / 4 / state.shape[0].max(1)).max(1) == 0
+                && len <= state.bytes / 4;
+            if state.role != BufferRole::State || state.dtype != DType::F32 || !rows_fit {
+                return Err(fail(format!(
+                    "appends {len} elements (`{}`) to `{}` ({}), not whole rows of an f32 state",
+                    buf(x.buffer).id,
+                    state.id,
+                    role_name(state.role)
+                )));
+            }
+            f32_reads()?;
+        }
         LlirOp::Cast { to, len } => {
             arity(1)?;
             let x = &node.reads[0];
@@ -834,6 +855,7 @@ pub fn role_name(role: BufferRole) -> &'static str {
         BufferRole::Weight => "weight",
         BufferRole::Constant(_) => "constant",
         BufferRole::Workspace => "workspace",
+        BufferRole::State => "state",
         BufferRole::Intermediate => "intermediate",
         BufferRole::Output => "output",
     }

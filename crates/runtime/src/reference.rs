@@ -259,6 +259,23 @@ pub fn execute_f64(
                 }
                 Some(out)
             }
+            LlirOp::AppendRows { len } => {
+                // The state's values so far (zeros before its first write), its last rows
+                // replaced.
+                let x = read(0)?;
+                let &w =
+                    node.writes.first().ok_or_else(|| bad(format!("node {n} writes nothing")))?;
+                let elements: usize = llir.buffers[w].shape.iter().product();
+                let mut state = vals[w].clone().unwrap_or_else(|| vec![0.0; elements]);
+                if x.1.elements() != len || len > state.len() {
+                    return Err(bad(format!("node {n}: append_rows of {len} elements")));
+                }
+                let start = state.len() - len;
+                for i in 0..len {
+                    state[start + i] = at(x, i);
+                }
+                Some(state)
+            }
             LlirOp::Cast { to, len } => {
                 let x = read(0)?;
                 if x.1.elements() != len {

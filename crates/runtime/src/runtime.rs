@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::error::TensorKind;
 use crate::phases::Peak;
-use crate::{RuntimeError, Tensors};
+use crate::{HostTensor, RuntimeError, Tensors};
 
 /// A backend that turns compiled programs into runnable ones.
 pub trait Runtime {
@@ -130,6 +130,14 @@ pub trait PreparedProgram {
     /// not in [`ExecProfile::upload_bytes`]. 0 where every input is copied.
     fn input_bytes_read_in_place(&self) -> usize {
         0
+    }
+
+    /// A copy of state `name` ([`lumen_compiler::Graph::state`]) as it stands after the latest
+    /// execute, at its bound shape (rows past those written hold zeros, or NaN under memory
+    /// debug); `None` for a name that is not a state or a runtime that keeps none.
+    fn state(&self, name: &str) -> Option<HostTensor> {
+        let _ = name;
+        None
     }
 }
 

@@ -210,3 +210,85 @@ fn a_bad_symbol_declaration_is_a_compile_error() {
     let err = cx.compile(&CompileOptions::default()).unwrap_err();
     assert!(err.to_string().contains("already a symbol"), "{err}");
 }
+
+/// A state `cache [total<=8, 3]` appended to by each execute: `x [seq<=4, 3]` doubled lands at
+/// rows `total - seq .. total`, the rows before kept from the earlier executes.
+fn cache_program() -> Graph {
+    let mut cx = Graph::new();
+    let seq = cx.symbol("seq", 4);
+    let total = cx.symbol("total", 8);
+    let x = cx.input_dims("x", [seq.into(), Dim::Fixed(3)], DType::F32);
+    let mask = cx.input_dims("mask", [seq.into(), total.into()], DType::F32);
+    let cache = cx.state("cache", [total.into(), Dim::Fixed(3)]);
+    let cache = cache.append_rows(&x * 2.0);
+    cache.sum(0, false).output("colsum");
+    (cache.sum(1, false) + mask.sum(0, false)).output("rows");
+    cx
+}
+
+#[test]
+fn a_state_keeps_its_rows_and_each_execute_appends_at_its_live_end() {
+    let weights = Tensors::new();
+    for (fuse, opts) in [
+        (false, CpuOptions::default()),
+        (true, CpuOptions::default()),
+        (false, CpuOptions { memory_debug: true, ..CpuOptions::default() }),
+        (false, CpuOptions { placement: Placement::NoReuse, ..CpuOptions::default() }),
+    ] {
+        let program = compile(&cache_program(), fuse);
+        let text = llir_text(&program);
+        assert!(text.contains("buffer cache f32[total<=8, 3] state"), "{text}");
+        assert!(text.contains("append_rows len=12"), "{text}");
+        let mut prepared = CpuRuntime::new(opts.clone()).prepare(&program, &weights).unwrap();
+        let mut rows: Vec<[f32; 3]> = Vec::new();
+        // Prefill 3 rows, then 1 at a time, then 4 more: total 3, 4, 5, 6, 10 is past 8.
+        for (step, n) in [3usize, 1, 1, 1].into_iter().enumerate() {
+            let x: Vec<f32> = (0..n * 3).map(|i| (step * 10 + i) as f32).collect();
+            rows.extend(x.chunks(3).map(|r| [r[0] * 2.0, r[1] * 2.0, r[2] * 2.0]));
+            let total = rows.len();
+            let mut inputs = Tensors::new();
+            inputs.insert("x".into(), HostTensor::new([n, 3], x).unwrap());
+            inputs.insert("mask".into(), HostTensor::zeros([n, total]).unwrap());
+            let out = prepared.execute(&inputs).unwrap();
+            let colsum: Vec<f32> = (0..3).map(|j| rows.iter().map(|r| r[j]).sum()).collect();
+            assert_eq!(out["colsum"].data(), colsum, "{opts:?} fuse={fuse} step {step}");
+            let per_row: Vec<f32> = rows.iter().map(|r| r.iter().sum()).collect();
+            assert_eq!(out["rows"].data(), per_row);
+            let state = prepared.state("cache").unwrap();
+            assert_eq!(state.shape(), [8, 3]);
+            assert_eq!(&state.data()[..total * 3], rows.concat().as_slice());
+        }
+        // Four more rows would need total 10, past the bound.
+        let mut inputs = Tensors::new();
+        inputs.insert("x".into(), HostTensor::zeros([4, 3]).unwrap());
+        inputs.insert("mask".into(), HostTensor::zeros([4, 10]).unwrap());
+        let err = prepared.execute(&inputs).unwrap_err();
+        assert_eq!(err.to_string(), "symbol `total` = 10 is outside 1..=8");
+        assert!(prepared.state("x").is_none());
+    }
+}
+
+#[test]
+fn a_state_is_read_only_through_its_append() {
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 3]);
+    let cache = cx.state("cache", [Dim::Fixed(4), Dim::Fixed(3)]);
+    cache.append_rows(&x).sum(0, false).output("a");
+    cache.sum(0, false).output("b");
+    let err = cx.compile(&CompileOptions::default()).unwrap_err();
+    assert!(
+        err.to_string().contains("state `cache` is read other than by one append_rows"),
+        "{err}"
+    );
+    // Without symbols an append writes the last rows: 2..4 of 4.
+    let mut cx = Graph::new();
+    let x = cx.input("x", [2, 3]);
+    let cache = cx.state("cache", [Dim::Fixed(4), Dim::Fixed(3)]);
+    cache.append_rows(&x).output("c");
+    let p = compile(&cx, false);
+    let mut prepared = CpuRuntime::default().prepare(&p, &Tensors::new()).unwrap();
+    let mut inputs = Tensors::new();
+    inputs.insert("x".into(), HostTensor::new([2, 3], vec![1.0; 6]).unwrap());
+    let out = prepared.execute(&inputs).unwrap();
+    assert_eq!(out["c"].data(), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
+}

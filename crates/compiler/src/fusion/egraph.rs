@@ -195,7 +195,11 @@ impl<'a> HlirBuilder<'a> {
         let (locations, names) = (&self.locations, &self.names);
         let eg = &loaded.egraph;
         let fallback = SourceLocation::caller();
-        let mut hlir = Hlir { symbols: original.symbols.clone(), ..Hlir::new() };
+        let mut hlir = Hlir {
+            symbols: original.symbols.clone(),
+            states: original.states.clone(),
+            ..Hlir::new()
+        };
         let mut leaf_node: BTreeMap<String, NodeIndex> = BTreeMap::new();
         for n in original.graph.node_indices() {
             let node = &original.graph[n];

@@ -441,6 +441,7 @@ impl CudaProgram {
                 | LlirOp::TopK { .. }
                 | LlirOp::GatherElements { .. }
                 | LlirOp::ScatterElements { .. }
+                | LlirOp::AppendRows { .. }
                 | LlirOp::Concat { .. } => Step::Kernels(
                     plans[n].kernels().iter().map(|k| resolve(n, k)).collect::<Result<_, _>>()?,
                 ),

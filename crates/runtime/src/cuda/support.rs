@@ -98,6 +98,11 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             )))
         }
         LlirOp::Upload | LlirOp::Readback => Ok(Launch::Copy),
+        LlirOp::AppendRows { .. } => Err(refuse(
+            "the CUDA runtime keeps no state between executes (a state's rows are the CPU \
+             runtime's)"
+                .into(),
+        )),
         LlirOp::LtMatmul { batch, m, k, n: cols, epilogue } => {
             let [x, w, rest @ ..] = node.reads.as_slice() else {
                 return Err(invalid("lt_matmul operands"));
