@@ -24,7 +24,7 @@
 
 use crate::error::{CompileError, ShapeText};
 use crate::hlir::{Hlir, HlirOp, MoveOp, TensorType};
-use crate::llir::{Llir, LlirOp};
+use crate::llir::{Llir, LlirNode, LlirOp};
 use crate::view::{View, row_major_strides};
 
 pub use crate::symbols::{
@@ -411,15 +411,11 @@ impl Llir {
             .collect()
     }
 
-    /// The live LLIR at symbol values `values` (declaration order; see the module docs):
-    /// every buffer's shape with its symbolic axes at their values, every operand's view
-    /// restrided for its buffer's live layout, every op's sizes recomputed. Byte sizes, uses
-    /// and the plan's offsets are the compiled ones (the bound's).
+    /// Checks `values` (declaration order): each in `1..=bound`.
     ///
     /// # Errors
-    /// [`BindError::OutOfRange`] for a value outside `1..=bound` or a missing one;
-    /// [`BindError::View`] for an operand view the live layout cannot express.
-    pub fn bind(&self, values: &[usize]) -> Result<Llir, BindError> {
+    /// [`BindError::OutOfRange`] naming the first symbol out of range or missing.
+    pub fn check_values(&self, values: &[usize]) -> Result<(), BindError> {
         for (i, d) in self.symbols.iter().enumerate() {
             let v = values.get(i).copied().unwrap_or(0);
             if v == 0 || v > d.bound {
@@ -430,103 +426,144 @@ impl Llir {
                 });
             }
         }
-        let mut live = self.clone();
-        let live_shape = |shape: &[usize], axes: &[Option<SymbolId>]| -> Vec<usize> {
-            shape
-                .iter()
-                .enumerate()
-                .map(|(i, &d)| axes.get(i).copied().flatten().map_or(d, |s| values[s.0]))
-                .collect()
+        Ok(())
+    }
+
+    /// Buffer `b`'s live shape at `values` (checked by [`Llir::check_values`]): its shape with
+    /// each symbolic axis at its value.
+    pub fn live_shape(&self, b: usize, values: &[usize]) -> Vec<usize> {
+        let buf = &self.buffers[b];
+        buf.shape
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| buf.axes.get(i).copied().flatten().map_or(d, |s| values[s.0]))
+            .collect()
+    }
+
+    /// The symbols node `i`'s live form depends on: those of the buffers it reads or writes,
+    /// ascending (empty: the node is the same at every binding).
+    pub fn node_symbols(&self, i: usize) -> Vec<SymbolId> {
+        let Some(node) = self.nodes.get(i) else { return Vec::new() };
+        let mut syms: Vec<SymbolId> = node
+            .buffers()
+            .filter_map(|b| self.buffers.get(b))
+            .flat_map(|b| b.axes.iter().flatten().copied())
+            .collect();
+        syms.sort_unstable();
+        syms.dedup();
+        syms
+    }
+
+    /// Node `i` of the live LLIR whose buffers have the shapes `live` (per buffer, from
+    /// [`Llir::live_shape`]): its operand views restrided and its sizes recomputed (see
+    /// [`Llir::bind`]).
+    ///
+    /// # Errors
+    /// [`BindError::View`] for an operand view the live layout cannot express.
+    pub fn bind_node(&self, i: usize, live: &[Vec<usize>]) -> Result<LlirNode, BindError> {
+        let orig = &self.nodes[i];
+        let mut node = orig.clone();
+        for (o, r) in node.reads.iter_mut().zip(&orig.reads) {
+            let buf = &self.buffers[r.buffer];
+            o.view = live_view(&buf.shape, &live[r.buffer], &r.view)
+                .map_err(|reason| BindError::View { buffer: buf.id.clone(), reason })?;
+        }
+        // A broadcast axis (stride 0) does not know its live length from its buffer: it
+        // is the length the other operands have there.
+        match node.op {
+            LlirOp::Map { .. } => {
+                let rank = node.reads.first().map_or(0, |r| r.view.rank());
+                for i in 0..rank {
+                    let len = node.reads.iter().find(|r| r.view.strides[i] != 0);
+                    if let Some(len) = len.map(|r| r.view.shape[i]) {
+                        node.reads.iter_mut().for_each(|r| r.view.shape[i] = len);
+                    }
+                }
+            }
+            LlirOp::LtMatmul { .. } => {
+                if let [a, b, ..] = node.reads.as_mut_slice() {
+                    let (ra, rb) = (a.view.rank(), b.view.rank());
+                    let mut pairs: Vec<(usize, usize)> = vec![(ra - 1, rb - 2)];
+                    if ra == rb {
+                        pairs.extend((0..ra - 2).map(|i| (i, i)));
+                    }
+                    for (i, j) in pairs {
+                        if a.view.strides[i] == 0 {
+                            a.view.shape[i] = b.view.shape[j];
+                        } else {
+                            b.view.shape[j] = a.view.shape[i];
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        let out_len = node.writes.first().map(|&w| live[w].iter().product::<usize>()).unwrap_or(0);
+        let axis_len = |axis: usize| {
+            node.reads.first().and_then(|r| r.view.shape.get(axis)).copied().unwrap_or(0)
         };
-        for buf in &mut live.buffers {
-            buf.shape = live_shape(&buf.shape, &buf.axes);
-        }
-        for (node, orig) in live.nodes.iter_mut().zip(&self.nodes) {
-            for (o, r) in node.reads.iter_mut().zip(&orig.reads) {
-                let buf = &self.buffers[r.buffer];
-                o.view = live_view(&buf.shape, &live.buffers[r.buffer].shape, &r.view)
-                    .map_err(|reason| BindError::View { buffer: buf.id.clone(), reason })?;
+        node.op = match node.op {
+            LlirOp::LtMatmul { epilogue, .. } => {
+                let (a, b) = (&node.reads[0].view, &node.reads[1].view);
+                let ra = a.rank();
+                LlirOp::LtMatmul {
+                    batch: a.shape[..ra - 2].iter().product(),
+                    m: a.shape[ra - 2],
+                    k: a.shape[ra - 1],
+                    n: b.shape[b.rank() - 1],
+                    epilogue,
+                }
             }
-            // A broadcast axis (stride 0) does not know its live length from its buffer: it
-            // is the length the other operands have there.
-            match node.op {
-                LlirOp::Map { .. } => {
-                    let rank = node.reads.first().map_or(0, |r| r.view.rank());
-                    for i in 0..rank {
-                        let len = node.reads.iter().find(|r| r.view.strides[i] != 0);
-                        if let Some(len) = len.map(|r| r.view.shape[i]) {
-                            node.reads.iter_mut().for_each(|r| r.view.shape[i] = len);
-                        }
-                    }
-                }
-                LlirOp::LtMatmul { .. } => {
-                    if let [a, b, ..] = node.reads.as_mut_slice() {
-                        let (ra, rb) = (a.view.rank(), b.view.rank());
-                        let mut pairs: Vec<(usize, usize)> = vec![(ra - 1, rb - 2)];
-                        if ra == rb {
-                            pairs.extend((0..ra - 2).map(|i| (i, i)));
-                        }
-                        for (i, j) in pairs {
-                            if a.view.strides[i] == 0 {
-                                a.view.shape[i] = b.view.shape[j];
-                            } else {
-                                b.view.shape[j] = a.view.shape[i];
-                            }
-                        }
-                    }
-                }
-                _ => {}
+            LlirOp::Map { op, .. } => LlirOp::Map { op, len: out_len },
+            LlirOp::Reduce { op, axis, .. } => {
+                LlirOp::Reduce { op, axis, len: out_len, extent: axis_len(axis) }
             }
-            let out_len = node
-                .writes
-                .first()
-                .map(|&w| live.buffers[w].shape.iter().product::<usize>())
-                .unwrap_or(0);
-            let axis_len = |axis: usize| {
-                node.reads.first().and_then(|r| r.view.shape.get(axis)).copied().unwrap_or(0)
-            };
-            node.op = match node.op {
-                LlirOp::LtMatmul { epilogue, .. } => {
-                    let (a, b) = (&node.reads[0].view, &node.reads[1].view);
-                    let ra = a.rank();
-                    LlirOp::LtMatmul {
-                        batch: a.shape[..ra - 2].iter().product(),
-                        m: a.shape[ra - 2],
-                        k: a.shape[ra - 1],
-                        n: b.shape[b.rank() - 1],
-                        epilogue,
-                    }
+            LlirOp::Gather { .. } => {
+                let table = &node.reads[0].view.shape;
+                LlirOp::Gather {
+                    rows: node.reads[1].view.elements(),
+                    dim: table.get(1).copied().unwrap_or(0),
+                    vocab: table.first().copied().unwrap_or(0),
                 }
-                LlirOp::Map { op, .. } => LlirOp::Map { op, len: out_len },
-                LlirOp::Reduce { op, axis, .. } => {
-                    LlirOp::Reduce { op, axis, len: out_len, extent: axis_len(axis) }
-                }
-                LlirOp::Gather { .. } => {
-                    let table = &node.reads[0].view.shape;
-                    LlirOp::Gather {
-                        rows: node.reads[1].view.elements(),
-                        dim: table.get(1).copied().unwrap_or(0),
-                        vocab: table.first().copied().unwrap_or(0),
-                    }
-                }
-                LlirOp::Take { axis, fill, .. } => {
-                    LlirOp::Take { axis, len: out_len, extent: axis_len(axis), fill }
-                }
-                LlirOp::Cast { to, .. } => LlirOp::Cast { to, len: out_len },
-                LlirOp::Arg { max, axis, last, .. } => {
-                    LlirOp::Arg { max, axis, last, len: out_len, extent: axis_len(axis) }
-                }
-                LlirOp::TopK { axis, k, largest, .. } => {
-                    LlirOp::TopK { axis, k, largest, len: out_len, extent: axis_len(axis) }
-                }
-                LlirOp::Concat { axis, .. } => LlirOp::Concat { axis, len: out_len },
-                LlirOp::AppendRows { .. } => {
-                    LlirOp::AppendRows { len: node.reads.first().map_or(0, |r| r.view.elements()) }
-                }
-                op => op,
-            };
+            }
+            LlirOp::Take { axis, fill, .. } => {
+                LlirOp::Take { axis, len: out_len, extent: axis_len(axis), fill }
+            }
+            LlirOp::Cast { to, .. } => LlirOp::Cast { to, len: out_len },
+            LlirOp::Arg { max, axis, last, .. } => {
+                LlirOp::Arg { max, axis, last, len: out_len, extent: axis_len(axis) }
+            }
+            LlirOp::TopK { axis, k, largest, .. } => {
+                LlirOp::TopK { axis, k, largest, len: out_len, extent: axis_len(axis) }
+            }
+            LlirOp::Concat { axis, .. } => LlirOp::Concat { axis, len: out_len },
+            LlirOp::AppendRows { .. } => {
+                LlirOp::AppendRows { len: node.reads.first().map_or(0, |r| r.view.elements()) }
+            }
+            op => op,
+        };
+        Ok(node)
+    }
+
+    /// The live LLIR at symbol values `values` (declaration order; see the module docs):
+    /// every buffer's shape with its symbolic axes at their values, every operand's view
+    /// restrided for its buffer's live layout, every op's sizes recomputed. Byte sizes, uses
+    /// and the plan's offsets are the compiled ones (the bound's).
+    ///
+    /// # Errors
+    /// [`BindError::OutOfRange`] for a value outside `1..=bound` or a missing one;
+    /// [`BindError::View`] for an operand view the live layout cannot express.
+    pub fn bind(&self, values: &[usize]) -> Result<Llir, BindError> {
+        self.check_values(values)?;
+        let live: Vec<Vec<usize>> =
+            (0..self.buffers.len()).map(|b| self.live_shape(b, values)).collect();
+        let nodes =
+            (0..self.nodes.len()).map(|i| self.bind_node(i, &live)).collect::<Result<_, _>>()?;
+        let mut out = Llir { nodes, buffers: self.buffers.clone(), symbols: self.symbols.clone() };
+        for (buf, shape) in out.buffers.iter_mut().zip(live) {
+            buf.shape = shape;
         }
-        Ok(live)
+        Ok(out)
     }
 }
 

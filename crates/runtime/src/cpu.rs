@@ -26,7 +26,7 @@ use lumen_compiler::hlir::checked_bytes_of;
 use lumen_compiler::view::coalesce;
 use lumen_compiler::{
     BufferRole, CompiledProgram, DType, ElemOp, Llir, LlirBuffer, LlirOp, ReduceOp,
-    ScatterReduction, View,
+    ScatterReduction, SymbolId, View,
 };
 
 use crate::error::TensorKind;
@@ -366,14 +366,11 @@ pub struct CpuProgram {
     states: BTreeMap<String, (Range<usize>, Vec<usize>)>,
 }
 
-/// The steps of one binding of a program's symbols, the input buffers at their live shapes,
-/// and the FLOP of one execute at those values.
-type Bound = (Vec<Step>, Vec<LlirBuffer>, u64);
-
 /// How a program with symbolic dimensions runs at each execute's values
-/// ([`lumen_compiler::symbolic`]): the inputs' shapes give the values, [`Llir::bind`] the live
-/// LLIR, whose steps are built once per distinct binding (kept for the next execute with the
-/// same values: a decode loop builds one set). Buffers keep their planned start; a live buffer
+/// ([`lumen_compiler::symbolic`]): the inputs' shapes give the values; when they differ from
+/// the active ones, only the steps of the nodes whose buffers carry a changed symbol are built
+/// again ([`Llir::bind_node`]): a decode step that moves `total` but not `seq` rebuilds its
+/// attention nodes, not its weight products. Buffers keep their planned start; a live buffer
 /// is the prefix of its range.
 #[derive(Debug)]
 struct Binding {
@@ -386,49 +383,120 @@ struct Binding {
     reuploads: Vec<(usize, Range<usize>)>,
     // Packed weights looked up by the live products (packed at prepare).
     packer: Packer,
-    // The values the program's active steps were built for.
+    // The values the program's active steps were built for, and each buffer's live shape.
     active: Vec<usize>,
-    // Steps of other bindings seen, by values.
-    built: BTreeMap<Vec<usize>, Bound>,
+    live: Vec<Vec<usize>>,
+    // The symbols each node depends on, and its FLOP at the active values.
+    node_symbols: Vec<Vec<SymbolId>>,
+    node_flops: Vec<u64>,
 }
 
-/// Distinct bindings whose steps are kept; past it the oldest are dropped (rebuilt if seen
-/// again), so a program bound to every value up to a large bound holds bounded memory.
-const KEPT_BINDINGS: usize = 64;
-
 impl Binding {
-    /// The steps of the program at symbol values `values`.
-    fn build(&mut self, label: &str, values: &[usize]) -> Result<Bound, RuntimeError> {
-        let live = self.llir.bind(values)?;
-        let words = |b: usize| {
-            let buf = &live.buffers[b];
-            checked_bytes_of(&buf.shape, buf.dtype).unwrap_or(usize::MAX).div_ceil(4)
+    fn new(
+        llir: &Llir,
+        starts: Vec<usize>,
+        external: BTreeMap<usize, Range<usize>>,
+        steps: &[Step],
+        packer: &Packer,
+    ) -> Self {
+        Self {
+            llir: llir.clone(),
+            starts,
+            external,
+            reuploads: match steps.first() {
+                Some(Step::Upload { weights, .. }) => weights.clone(),
+                _ => Vec::new(),
+            },
+            packer: Packer { off: packer.off, seen: packer.seen.clone(), weights: Vec::new() },
+            active: llir.symbols.iter().map(|d| d.bound).collect(),
+            live: llir.buffers.iter().map(|b| b.shape.clone()).collect(),
+            node_symbols: (0..llir.nodes.len()).map(|i| llir.node_symbols(i)).collect(),
+            node_flops: llir.nodes.iter().map(|n| n.op.flops()).collect(),
+        }
+    }
+
+    /// Rebinds `steps` (and the live input buffers, for the checks) from the active values to
+    /// `values`; returns the FLOP of one execute at them. All or nothing: on an error the steps
+    /// and the binding are as they were.
+    fn rebind(
+        &mut self,
+        label: &str,
+        values: Vec<usize>,
+        steps: &mut [Step],
+        inputs: &mut [LlirBuffer],
+    ) -> Result<u64, RuntimeError> {
+        let changed: Vec<bool> = values.iter().zip(&self.active).map(|(a, b)| a != b).collect();
+        let touched = |syms: &[SymbolId]| syms.iter().any(|s| changed[s.0]);
+        // New live shapes, keeping the old ones to put back on an error.
+        let mut old_shapes = Vec::new();
+        for b in 0..self.live.len() {
+            if self.llir.buffers[b].axes.iter().flatten().any(|s| changed[s.0]) {
+                let shape = self.llir.live_shape(b, &values);
+                old_shapes.push((b, std::mem::replace(&mut self.live[b], shape)));
+            }
+        }
+        let built = self.build_touched(label, &touched);
+        let built = match built {
+            Ok(built) => built,
+            Err(e) => {
+                for (b, shape) in old_shapes {
+                    self.live[b] = shape;
+                }
+                return Err(e);
+            }
         };
-        let range = |b: usize| match self.external.get(&b) {
+        for (i, step, flops) in built {
+            steps[i] = step;
+            self.node_flops[i] = flops;
+        }
+        for buf in inputs.iter_mut() {
+            if let Some(b) = self.llir.buffers.iter().position(|x| x.id == buf.id) {
+                buf.shape = self.live[b].clone();
+            }
+        }
+        self.active = values;
+        Ok(self.node_flops.iter().fold(0u64, |acc, &f| acc.saturating_add(f)))
+    }
+
+    /// The steps of the nodes `touched` picks by their symbols, at the live shapes.
+    fn build_touched(
+        &mut self,
+        label: &str,
+        touched: &dyn Fn(&[SymbolId]) -> bool,
+    ) -> Result<Vec<(usize, Step, u64)>, RuntimeError> {
+        let (llir, live, external, starts) = (&self.llir, &self.live, &self.external, &self.starts);
+        let range = |b: usize| match external.get(&b) {
             Some(r) => r.clone(),
-            None => self.starts[b]..self.starts[b] + words(b),
+            None => {
+                let dtype = llir.buffers[b].dtype;
+                let words = checked_bytes_of(&live[b], dtype).unwrap_or(usize::MAX).div_ceil(4);
+                starts[b]..starts[b] + words
+            }
         };
-        let mut steps = Vec::with_capacity(live.nodes.len());
-        for node in &live.nodes {
-            steps.push(match node.op {
+        let mut built = Vec::new();
+        for (i, syms) in self.node_symbols.iter().enumerate() {
+            if !touched(syms) {
+                continue;
+            }
+            let node = llir.bind_node(i, live)?;
+            let flops = node.op.flops();
+            let step = match node.op {
                 LlirOp::Upload => Step::Upload {
                     inputs: node
                         .writes
                         .iter()
                         .filter(|&&w| {
-                            live.buffers[w].role == BufferRole::Input
-                                && !self.external.contains_key(&w)
+                            llir.buffers[w].role == BufferRole::Input && !external.contains_key(&w)
                         })
-                        .map(|&w| (live.buffers[w].id.clone(), range(w)))
+                        .map(|&w| (llir.buffers[w].id.clone(), range(w)))
                         .collect(),
                     weights: self.reuploads.clone(),
                 },
-                _ => kernel_step(label, &live, node, &range, &mut self.packer, &Tensors::new())?,
-            });
+                _ => kernel_step(label, llir, &node, &range, &mut self.packer, &Tensors::new())?,
+            };
+            built.push((i, step, flops));
         }
-        let inputs = live.buffers.iter().filter(|b| b.role == BufferRole::Input).cloned().collect();
-        let flops = live.nodes.iter().fold(0u64, |acc, n| acc.saturating_add(n.op.flops()));
-        Ok((steps, inputs, flops))
+        Ok(built)
     }
 }
 
@@ -534,17 +602,9 @@ impl CpuProgram {
             .filter(|(_, b)| b.role == BufferRole::State)
             .map(|(i, b)| (b.id.clone(), (range(i), b.shape.clone())))
             .collect();
-        let symbolic = (!llir.symbols.is_empty()).then(|| Binding {
-            llir: llir.clone(),
-            starts: (0..llir.buffers.len()).map(|b| range(b).start).collect(),
-            external: external.clone(),
-            reuploads: match steps.first() {
-                Some(Step::Upload { weights, .. }) => weights.clone(),
-                _ => Vec::new(),
-            },
-            packer: Packer { off: packed.off, seen: packed.seen.clone(), weights: Vec::new() },
-            active: llir.symbols.iter().map(|d| d.bound).collect(),
-            built: BTreeMap::new(),
+        let symbolic = (!llir.symbols.is_empty()).then(|| {
+            let starts = (0..llir.buffers.len()).map(|b| range(b).start).collect();
+            Binding::new(llir, starts, external.clone(), &steps, &packed)
         });
         Ok(Self {
             label: program.label.clone(),
@@ -814,10 +874,9 @@ fn kernel_step(
             let [x] = node.reads.as_slice() else {
                 return Err(RuntimeError::invalid(label, "append_rows operands"));
             };
+            // The state's live range: f32, one word per element.
             let state = out()?;
-            let elements: usize =
-                node.writes.first().map_or(0, |&w| llir.buffers[w].shape.iter().product());
-            let start = state.start + elements.saturating_sub(len);
+            let start = state.start + state.len().saturating_sub(len);
             let view = coalesce(std::slice::from_ref(&x.view)).swap_remove(0);
             Step::Map {
                 op: ElemOp::Unary(lumen_compiler::UnaryOp::Contiguous),
@@ -950,12 +1009,14 @@ fn kernel_step(
             };
             Step::Arg { x: arg(x), max, axis, last, out: out()? }
         }
+        // Each output read whole: its view's shape is the buffer's (live) shape.
         LlirOp::Readback => Step::Readback {
             outputs: node
-                .read_buffers()
-                .map(|r| {
-                    let buf = &llir.buffers[r];
-                    (buf.id.clone(), buf.shape.clone(), buf.dtype, range(r))
+                .reads
+                .iter()
+                .map(|o| {
+                    let buf = &llir.buffers[o.buffer];
+                    (buf.id.clone(), o.view.shape.clone(), buf.dtype, range(o.buffer))
                 })
                 .collect(),
         },
@@ -1174,19 +1235,8 @@ impl PreparedProgram for CpuProgram {
         if let Some(b) = &mut self.symbolic {
             let values = b.llir.bind_inputs(|name| inputs.get(name).map(HostTensor::shape))?;
             if values != b.active {
-                let (steps, ins, flops) = match b.built.remove(&values) {
-                    Some(bound) => bound,
-                    None => b.build(&self.label, &values)?,
-                };
-                if b.built.len() >= KEPT_BINDINGS {
-                    b.built.pop_first();
-                }
-                let old = (
-                    std::mem::replace(&mut self.steps, steps),
-                    std::mem::replace(&mut self.input_buffers, ins),
-                    std::mem::replace(&mut self.flops, flops),
-                );
-                b.built.insert(std::mem::replace(&mut b.active, values), old);
+                self.flops =
+                    b.rebind(&self.label, values, &mut self.steps, &mut self.input_buffers)?;
             }
         }
         check_tensors(&self.input_buffers, TensorKind::Input, inputs)?;
