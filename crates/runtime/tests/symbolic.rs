@@ -292,3 +292,120 @@ fn a_state_is_read_only_through_its_append() {
     let out = prepared.execute(&inputs).unwrap();
     assert_eq!(out["c"].data(), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
 }
+
+/// One op of a random program over `x [seq, d]` (the last tensor, `[seq, width]`).
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// relu, exp of a scaled value, tanh.
+    Unary(u8),
+    /// A weight `[width]` added along the rows.
+    Bias,
+    /// A product with a weight `[width, 3]`.
+    Project,
+    /// Softmax over the rows (the symbolic axis) or over the columns.
+    Softmax(bool),
+    /// Attention over itself: `softmax(t t^T) t`, `[seq, seq]` scores.
+    SelfAttend,
+    /// Plus its column sums (a reduction over the symbolic axis, broadcast back).
+    AddColumnSums,
+    /// Split the columns in two heads, permute heads first, and back: a copy.
+    Heads,
+}
+
+fn random_program(seq: Option<usize>, bound: usize, d: usize, steps: &[Step]) -> Graph {
+    let mut cx = Graph::new();
+    let s: Dim = match seq {
+        Some(n) => Dim::Fixed(n),
+        None => cx.symbol("seq", bound).into(),
+    };
+    let n = s.bound();
+    let mut t = cx.input_dims("x", [s, Dim::Fixed(d)], DType::F32);
+    let mut width = d;
+    for (i, step) in steps.iter().enumerate() {
+        t = match *step {
+            Step::Unary(0) => t.relu(),
+            Step::Unary(1) => (&t * 0.25).exp(),
+            Step::Unary(_) => t.tanh(),
+            Step::Bias => &t + cx.weight(format!("b{i}"), [width]),
+            Step::Project => {
+                let w = cx.weight(format!("w{i}"), [width, 3]);
+                width = 3;
+                t.matmul(w)
+            }
+            Step::Softmax(rows) => t.softmax(if rows { 0 } else { -1 }),
+            Step::SelfAttend => t.matmul(t.transpose(0, 1)).softmax(-1).matmul(&t),
+            Step::AddColumnSums => &t + t.sum(0, true),
+            Step::Heads if width % 2 == 0 => {
+                let h = t.reshape([n, 2, width / 2]).permute(&[1, 0, 2]);
+                h.permute(&[1, 0, 2]).reshape([n, width])
+            }
+            Step::Heads => t.sigmoid(),
+        };
+    }
+    t.output("y");
+    t.sum(0, false).output("colsum");
+    cx
+}
+
+fn random_weights(d: usize, steps: &[Step]) -> Tensors {
+    let mut w = Tensors::new();
+    let mut width = d;
+    for (i, step) in steps.iter().enumerate() {
+        let vals =
+            |len: usize| (0..len).map(|j| ((i * 7 + j * 3) % 11) as f32 / 11.0 - 0.4).collect();
+        match step {
+            Step::Bias => {
+                w.insert(format!("b{i}"), HostTensor::new([width], vals(width)).unwrap());
+            }
+            Step::Project => {
+                w.insert(format!("w{i}"), HostTensor::new([width, 3], vals(width * 3)).unwrap());
+                width = 3;
+            }
+            _ => {}
+        }
+    }
+    w
+}
+
+fn step_strategy() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (0u8..3).prop_map(Step::Unary),
+        Just(Step::Bias),
+        Just(Step::Project),
+        any::<bool>().prop_map(Step::Softmax),
+        Just(Step::SelfAttend),
+        Just(Step::AddColumnSums),
+        Just(Step::Heads),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Any random program of these ops, compiled once at the bound, gives at every value the
+    /// bits of the same program compiled at that value, fused or not, over a sequence of
+    /// executes that moves the value up and down.
+    #[test]
+    fn a_random_program_bound_at_n_is_the_program_compiled_at_n(
+        steps in proptest::collection::vec(step_strategy(), 1..5),
+        d in 2usize..6,
+        bound in 2usize..7,
+        fuse in proptest::prelude::any::<bool>(),
+        values in proptest::collection::vec(1usize..7, 1..4),
+    ) {
+        let weights = random_weights(d, &steps);
+        let symbolic = compile(&random_program(None, bound, d, &steps), fuse);
+        let rt = CpuRuntime::new(CpuOptions { threads: Some(1), ..CpuOptions::default() });
+        let mut prepared = rt.prepare(&symbolic, &weights).unwrap();
+        for n in values.into_iter().map(|v| v.min(bound)) {
+            let x: Vec<f32> = (0..n * d).map(|i| ((i * 5) % 9) as f32 / 4.0 - 1.0).collect();
+            let mut inputs = Tensors::new();
+            inputs.insert("x".into(), HostTensor::new([n, d], x).unwrap());
+            let got = prepared.execute(&inputs).unwrap();
+            let fixed = compile(&random_program(Some(n), bound, d, &steps), fuse);
+            let want = rt.prepare(&fixed, &weights).unwrap().execute(&inputs).unwrap();
+            assert_same(&got, &want, &format!("{steps:?} d={d} bound={bound} n={n}"));
+        }
+    }
+}
