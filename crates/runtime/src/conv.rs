@@ -496,7 +496,10 @@ fn gemm_epilogue(
 /// padded plane scaled by the tap (vectorized along the innermost axis; a 3- or 5-wide kernel
 /// row in one pass). With a stride `s` along the innermost axis, each padded row is stored as
 /// `s` phases (the elements at `q ≡ r mod s` together), so every tap still reads a contiguous
-/// run. The plane's loops are compiled for the widest vector unit ([`depthwise_plane_widest`]).
+/// run. A 2-D plane with output rows of at least 4 (MobileNet's 3x3s, any stride) goes instead
+/// in blocks of up to 64 outputs held in registers across all its taps ([`flat_taps`]: one
+/// pass per row, no per-row tail; the same bits); a 1-D or 3-D one row by row. The plane's loops are compiled for the widest vector unit
+/// ([`depthwise_plane_widest`]).
 fn depthwise(
     g: &ConvGeometry,
     epi: &Epilogue<'_>,
@@ -573,7 +576,6 @@ fn depthwise_plane(
     dst: &mut [f32],
 ) {
     let [e0, e1, e2] = padded_extent(g);
-    let [o0, o1, o2] = g.output;
     let s2 = g.stride[2].max(1);
     let stored = phase_row(g, e2);
     let phase_len = stored / s2;
@@ -582,15 +584,20 @@ fn depthwise_plane(
     for q0 in 0..e0 {
         for q1 in 0..e1 {
             let row = &mut padded[(q0 * e1 + q1) * stored..(q0 * e1 + q1 + 1) * stored];
-            row.fill(0.0);
-            let (Some(i0), Some(i1)) = (src(0, q0), src(1, q1)) else { continue };
+            let (Some(i0), Some(i1)) = (src(0, q0), src(1, q1)) else {
+                row.fill(0.0);
+                continue;
+            };
             let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
             // The input's run along the innermost axis, between the zeros of the padding.
             let lo = g.pad[2].min(e2);
             let hi = (g.pad[2] + g.input[2]).min(e2).max(lo);
             if s2 == 1 && st.sp[2] == 1 {
+                row[..lo].fill(0.0);
                 row[lo..hi].copy_from_slice(&x[base..base + (hi - lo)]);
+                row[hi..].fill(0.0);
             } else {
+                row.fill(0.0);
                 // Phase r holds q = r, r + s2, ...: its first q at or past lo, then steps of s2
                 // (no division per element).
                 for r in 0..s2 {
@@ -605,6 +612,22 @@ fn depthwise_plane(
             }
         }
     }
+    if flat_plane(g) {
+        flat_taps(g, wk, padded, dst);
+    } else {
+        row_taps(g, wk, padded, dst);
+    }
+}
+
+/// The output rows of [`depthwise_plane`] from its padded plane, one kernel row at a time
+/// ([`accumulate_row`]): any stride, dilation and rank.
+#[inline(always)]
+fn row_taps(g: &ConvGeometry, wk: &[f32], padded: &[f32], dst: &mut [f32]) {
+    let [_, e1, e2] = padded_extent(g);
+    let [o0, o1, o2] = g.output;
+    let s2 = g.stride[2].max(1);
+    let stored = phase_row(g, e2);
+    let phase_len = stored / s2;
     let (k2, d2) = (g.kernel[2], g.dilation[2]);
     for a in 0..o0 {
         for b in 0..o1 {
@@ -620,6 +643,74 @@ fn depthwise_plane(
                 }
             }
         }
+    }
+}
+
+/// The shortest output row [`flat_taps`] takes (its smallest block); shorter rows go row by
+/// row.
+const FLAT_MIN_ROW: usize = 4;
+
+/// Whether [`flat_taps`] computes a plane: 2-D (one position along the first spatial axis)
+/// with output rows of at least [`FLAT_MIN_ROW`] elements, any strides and dilations.
+fn flat_plane(g: &ConvGeometry) -> bool {
+    g.output[2] >= FLAT_MIN_ROW && g.output[0] == 1 && g.kernel[0] == 1 && g.output[1] > 0
+}
+
+/// The plane of [`depthwise_plane`] when [`flat_plane`] holds. Output `(b, j)` is the sum over
+/// taps `(t1, t2)` of the padded element `(b * s1 + t1 * d1, j * s2 + t2 * d2)` scaled by the
+/// tap; with the padded rows stored as `s2` phases ([`phase_row`]), tap `(t1, t2)` of output
+/// row `b` reads a contiguous run at a fixed offset from the row's base `b * s1 * stored`. The
+/// taps go in the row-by-row path's order (so the same bits); each output row goes in blocks
+/// of `B` elements held in registers across all the taps (one pass, no read-modify-write of
+/// the row per kernel row); the row's last block is aligned to its end and overlaps the one
+/// before (the overlap is computed twice, with the same bits) instead of a scalar tail.
+#[inline(always)]
+fn flat_taps(g: &ConvGeometry, wk: &[f32], padded: &[f32], dst: &mut [f32]) {
+    let [_, _, e2] = padded_extent(g);
+    let [_, o1, o2] = g.output;
+    let (k1, k2) = (g.kernel[1], g.kernel[2]);
+    let (s1, s2) = (g.stride[1].max(1), g.stride[2].max(1));
+    let (d1, d2) = (g.dilation[1], g.dilation[2]);
+    let stored = phase_row(g, e2);
+    let phase_len = stored / s2;
+    let tap = |t1: usize, t2: usize| {
+        let q = t2 * d2;
+        (t1 * d1 * stored + (q % s2) * phase_len + q / s2, wk[t1 * k2 + t2])
+    };
+    let taps: Vec<(usize, f32)> =
+        (0..k1).flat_map(|t1| (0..k2).map(move |t2| tap(t1, t2))).collect();
+    for (b, row) in dst.chunks_exact_mut(o2).enumerate().take(o1) {
+        let src = &padded[b * s1 * stored..];
+        match o2 {
+            64.. => row_blocks::<64>(row, src, &taps),
+            32.. => row_blocks::<32>(row, src, &taps),
+            16.. => row_blocks::<16>(row, src, &taps),
+            8.. => row_blocks::<8>(row, src, &taps),
+            _ => row_blocks::<FLAT_MIN_ROW>(row, src, &taps),
+        }
+    }
+}
+
+/// One output row of [`flat_taps`] (at least `B` long) in blocks of `B`, the last block ending
+/// at the row's end.
+#[inline(always)]
+fn row_blocks<const B: usize>(row: &mut [f32], src: &[f32], taps: &[(usize, f32)]) {
+    let n = row.len();
+    let mut j = 0;
+    loop {
+        let at = j.min(n - B);
+        let mut acc = [0.0f32; B];
+        for &(off, wv) in taps {
+            let s: &[f32; B] = src[at + off..at + off + B].try_into().expect("B elements");
+            for (a, &v) in acc.iter_mut().zip(s) {
+                *a = *a + wv * v;
+            }
+        }
+        row[at..at + B].copy_from_slice(&acc);
+        if at + B >= n {
+            break;
+        }
+        j += B;
     }
 }
 
@@ -955,6 +1046,61 @@ fn max_pool_plane(
             } else {
                 fold_offsets::<false>(row, h, offsets);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lumen_compiler::ConvSpec;
+
+    use super::*;
+
+    /// The flat path gives the row-by-row path's bits, over plane sizes on both sides of each
+    /// block width (the overlapping last block), kernels 1 to 5 wide, any padding.
+    #[test]
+    fn flat_taps_match_the_row_path_bit_for_bit() {
+        let mut seed = 7u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        for (h, w, k, pad, stride, dilation) in [
+            (5, 8, 3, 1, 2, 1),
+            (56, 56, 3, 1, 2, 1),
+            (9, 40, 5, 2, 2, 1),
+            (11, 30, 3, 2, 1, 2),
+            (13, 41, 3, 1, 3, 2),
+            (5, 4, 3, 1, 1, 1),
+            (7, 7, 3, 1, 1, 1),
+            (14, 14, 3, 1, 1, 1),
+            (7, 16, 3, 1, 1, 1),
+            (6, 18, 3, 0, 1, 1),
+            (9, 17, 5, 2, 1, 1),
+            (4, 31, 1, 0, 1, 1),
+            (3, 33, 3, 1, 1, 1),
+            (8, 56, 3, 1, 1, 1),
+            (2, 64, 3, 1, 1, 1),
+            (3, 70, 5, 2, 1, 1),
+            (12, 130, 3, 1, 1, 1),
+        ] {
+            let spec = ConvSpec {
+                pads: vec![(pad, pad); 2],
+                strides: vec![stride; 2],
+                dilations: vec![dilation; 2],
+                groups: 1,
+            };
+            let g = ConvGeometry::new(&spec, &[1, 1, h, w], &[1, 1, k, k]).unwrap();
+            assert!(flat_plane(&g), "{h}x{w} k{k} s{stride} d{dilation}");
+            let [e0, e1, e2] = padded_extent(&g);
+            let padded: Vec<f32> = (0..e0 * e1 * phase_row(&g, e2)).map(|_| next()).collect();
+            let wk: Vec<f32> = (0..k * k).map(|_| next()).collect();
+            let p = g.output_positions();
+            let (mut flat, mut rows) = (vec![f32::NAN; p], vec![f32::NAN; p]);
+            flat_taps(&g, &wk, &padded, &mut flat);
+            row_taps(&g, &wk, &padded, &mut rows);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&flat), bits(&rows), "{h}x{w} k{k} pad {pad} s{stride} d{dilation}");
         }
     }
 }
