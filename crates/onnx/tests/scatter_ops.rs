@@ -7,37 +7,12 @@
 //! write indices given at run time, known at import or absent; a 4-D cache).
 
 use lumen_compiler::{CompileOptions, DType};
-use lumen_onnx::proto::{
-    GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, data_type,
-};
+use lumen_onnx::proto::{NodeProto, TensorProto};
 use lumen_onnx::{ImportOptions, import};
 use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
-use prost::Message;
 
 mod common;
 use common::*;
-
-fn model(
-    opset: i64,
-    nodes: Vec<NodeProto>,
-    initializers: Vec<TensorProto>,
-    inputs: &[Input],
-    outputs: &[&str],
-) -> Vec<u8> {
-    let m = ModelProto {
-        ir_version: 8,
-        graph: Some(GraphProto {
-            node: nodes,
-            name: "g".into(),
-            initializer: initializers,
-            input: inputs.iter().map(|i| value(i.name, i.elem_type, i.value.shape())).collect(),
-            output: outputs.iter().map(|n| value(n, data_type::FLOAT, &[])).collect(),
-        }),
-        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset }],
-        ..Default::default()
-    };
-    m.encode_to_vec()
-}
 
 /// Imports the graph (default opset `opset`), runs it fused and unfused on the CPU, returns
 /// the outputs, or the first error (import, compile or execute) as text.
@@ -48,7 +23,7 @@ fn try_run(
     inputs: Vec<Input>,
     outputs: &[&str],
 ) -> Result<Vec<HostTensor>, String> {
-    let bytes = model(opset, nodes, initializers, &inputs, outputs);
+    let bytes = model_of(opset, nodes, initializers, &inputs, outputs);
     let imported = import(&bytes, &ImportOptions::default()).map_err(|e| e.to_string())?;
     let given: Tensors = inputs.into_iter().map(|i| (i.name.to_string(), i.value)).collect();
     let bound = imported.bind_inputs(&given).map_err(|e| e.to_string())?;

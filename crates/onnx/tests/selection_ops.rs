@@ -6,37 +6,12 @@
 //! output_shape).
 
 use lumen_compiler::{CompileOptions, DType};
-use lumen_onnx::proto::{
-    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, data_type,
-};
+use lumen_onnx::proto::{AttributeProto, NodeProto, TensorProto};
 use lumen_onnx::{ImportOptions, import};
 use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
-use prost::Message;
 
 mod common;
 use common::*;
-
-fn model(
-    opset: i64,
-    nodes: Vec<NodeProto>,
-    initializers: Vec<TensorProto>,
-    inputs: &[Input],
-    outputs: &[&str],
-) -> Vec<u8> {
-    let m = ModelProto {
-        ir_version: 8,
-        graph: Some(GraphProto {
-            node: nodes,
-            name: "g".into(),
-            initializer: initializers,
-            input: inputs.iter().map(|i| value(i.name, i.elem_type, i.value.shape())).collect(),
-            output: outputs.iter().map(|n| value(n, data_type::FLOAT, &[])).collect(),
-        }),
-        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset }],
-        ..Default::default()
-    };
-    m.encode_to_vec()
-}
 
 /// Imports the graph with every input's value given (as `lumen run` does), runs it fused and
 /// unfused on the CPU; the outputs and the inputs the program was specialised to, or the first
@@ -48,7 +23,7 @@ fn try_run(
     inputs: Vec<Input>,
     outputs: &[&str],
 ) -> Result<(Vec<HostTensor>, Vec<String>), String> {
-    let bytes = model(opset, nodes, initializers, &inputs, outputs);
+    let bytes = model_of(opset, nodes, initializers, &inputs, outputs);
     let given: Tensors = inputs.into_iter().map(|i| (i.name.to_string(), i.value)).collect();
     let options = ImportOptions { values: given.clone(), ..Default::default() };
     let imported = import(&bytes, &options).map_err(|e| e.to_string())?;
@@ -79,7 +54,7 @@ fn run(
 
 /// The import error of a graph whose inputs' values are not given.
 fn import_error(opset: i64, nodes: Vec<NodeProto>, inputs: Vec<Input>) -> String {
-    let bytes = model(opset, nodes, vec![], &inputs, &["y"]);
+    let bytes = model_of(opset, nodes, vec![], &inputs, &["y"]);
     import(&bytes, &ImportOptions::default()).unwrap_err().to_string()
 }
 

@@ -3,10 +3,11 @@
 #![allow(dead_code)]
 
 use lumen_onnx::proto::{
-    AttributeProto, Dimension, NodeProto, TensorProto, TensorShapeProto, TypeProto,
-    TypeProtoTensor, ValueInfoProto, data_type,
+    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto,
+    TensorShapeProto, TypeProto, TypeProtoTensor, ValueInfoProto, data_type,
 };
 use lumen_runtime::HostTensor;
+use prost::Message;
 
 pub fn value(name: &str, elem_type: i32, dims: &[usize]) -> ValueInfoProto {
     ValueInfoProto {
@@ -77,4 +78,28 @@ pub fn i64_in(name: &'static str, shape: &[usize], data: &[i64]) -> Input {
 pub fn i32_in(name: &'static str, shape: &[usize], data: &[i32]) -> Input {
     let value = HostTensor::from_i32(shape, data.to_vec()).unwrap();
     Input { name, elem_type: data_type::INT32, value }
+}
+
+/// The encoded model of one graph `g` at `opset` (default domain): `nodes`, `initializers`,
+/// `inputs` declared with their values' shapes, f32 `outputs` of unknown shape.
+pub fn model_of(
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    inputs: &[Input],
+    outputs: &[&str],
+) -> Vec<u8> {
+    let m = ModelProto {
+        ir_version: 8,
+        graph: Some(GraphProto {
+            node: nodes,
+            name: "g".into(),
+            initializer: initializers,
+            input: inputs.iter().map(|i| value(i.name, i.elem_type, i.value.shape())).collect(),
+            output: outputs.iter().map(|n| value(n, data_type::FLOAT, &[])).collect(),
+        }),
+        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset }],
+        ..Default::default()
+    };
+    m.encode_to_vec()
 }
