@@ -34,7 +34,7 @@ use crate::error::{CompileError, SourceLocation};
 use crate::hlir::{Hlir, HlirNode, HlirOp, MoveOp, TensorName, TensorType, infer_type};
 use crate::llir::Epilogue;
 use crate::names::tensor_name_problem;
-use crate::ops::{BinaryOp, ElemOp, ReduceOp, ScatterReduction, UnaryOp};
+use crate::ops::{BinaryOp, ElemOp, IntOp, ReduceOp, ScatterReduction, UnaryOp};
 use crate::symbols::{Dim, Symbol, SymbolDecl, SymbolId};
 
 #[derive(Debug, Default)]
@@ -461,6 +461,16 @@ impl Tensor {
     #[track_caller]
     pub fn apply(&self, op: UnaryOp) -> Tensor {
         self.unary(op)
+    }
+
+    /// Any row of the integer op table ([`IntOp`]: bitwise and, or, xor, not, shifts),
+    /// elementwise and exact at every value: `x.int_op(IntOp::BitAnd, &[&y])`,
+    /// `x.int_op(IntOp::BitNot, &[])`. The operands are of one integer type (i32 or i64),
+    /// broadcast NumPy-style; the result has that type. A float operand, mixed types or a
+    /// wrong number of operands is reported by `compile`.
+    #[track_caller]
+    pub fn int_op(&self, op: IntOp, others: &[&Tensor]) -> Tensor {
+        self.op(HlirOp::IntMap(op), others)
     }
 
     /// Elementwise `max(x, 0)` (NaN stays NaN).

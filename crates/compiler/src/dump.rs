@@ -45,7 +45,7 @@ pub fn op_params(op: &LlirOp) -> String {
             let batch = if batch == 1 { String::new() } else { format!("batch={batch} ") };
             format!("{batch}m={m} k={k} n={n} epilogue={}", epilogue.name())
         }
-        LlirOp::Map { len, .. } => format!("len={len}"),
+        LlirOp::Map { len, .. } | LlirOp::IntMap { len, .. } => format!("len={len}"),
         LlirOp::Reduce { axis, len, extent, .. } => {
             format!("axis={axis} len={len} extent={extent}")
         }
@@ -314,7 +314,9 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
                     put("k", json!(k));
                     put("n", json!(n));
                 }
-                LlirOp::Map { len, .. } | LlirOp::AppendRows { len } => put("len", json!(len)),
+                LlirOp::Map { len, .. } | LlirOp::IntMap { len, .. } | LlirOp::AppendRows { len } => {
+                    put("len", json!(len));
+                }
                 LlirOp::Reduce { axis, len, extent, .. } => {
                     put("axis", json!(axis));
                     put("len", json!(len));

@@ -22,7 +22,7 @@ use crate::dtype::{DType, Scalar};
 use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::llir::Epilogue;
 pub use crate::names::{is_reserved_name, tensor_name_problem};
-use crate::ops::{ElemOp, ReduceOp, ScatterReduction};
+use crate::ops::{ElemOp, IntOp, ReduceOp, ScatterReduction};
 use crate::view::{View, broadcast_shapes, window_count};
 
 /// A tensor shape in elements, row-major.
@@ -187,6 +187,10 @@ pub enum HlirOp {
     },
     /// An elementwise op over `op.arity()` f32 operands broadcast NumPy-style to one shape.
     Map(ElemOp),
+    /// An exact integer elementwise op ([`IntOp`]: bitwise logic, shifts) over `op.arity()`
+    /// operands of one integer type (i32 or i64) broadcast NumPy-style to one shape; the
+    /// result has that type.
+    IntMap(IntOp),
     /// A reduction over `axis` of one f32 operand; the axis is removed from the shape.
     Reduce {
         /// Sum or max.
@@ -317,6 +321,7 @@ impl HlirOp {
             HlirOp::Weight { .. } => "weight",
             HlirOp::Constant { .. } => "constant",
             HlirOp::Map(op) => op.name(),
+            HlirOp::IntMap(op) => op.name(),
             HlirOp::Reduce { op, .. } => op.name(),
             HlirOp::Matmul { .. } => "matmul",
             HlirOp::Gather => "gather",
@@ -352,6 +357,7 @@ impl HlirOp {
         matches!(
             self,
             HlirOp::Map(_)
+                | HlirOp::IntMap(_)
                 | HlirOp::Reduce { .. }
                 | HlirOp::Matmul { .. }
                 | HlirOp::Gather
@@ -373,6 +379,7 @@ impl HlirOp {
         match self {
             HlirOp::Input { .. } | HlirOp::Weight { .. } | HlirOp::Constant { .. } => 0,
             HlirOp::Map(op) => op.arity(),
+            HlirOp::IntMap(op) => op.arity(),
             HlirOp::Matmul { epilogue } if epilogue.has_bias() => 3,
             HlirOp::ScatterElements { .. } => 3,
             HlirOp::Matmul { .. }
@@ -754,6 +761,30 @@ pub(crate) fn infer_type(
                 };
             }
             TensorType::f32(shape)
+        }
+        (HlirOp::IntMap(_), ops) => {
+            let dtype = ops.first().map_or(DType::I64, |t| t.dtype);
+            let mut shape: Shape = Vec::new();
+            for (i, t) in ops.iter().enumerate() {
+                if !IntOp::takes(t.dtype) || t.dtype != dtype {
+                    let expected = if i == 0 { "i32 or i64" } else { "operand 0's type" };
+                    return Err(CompileError::DType {
+                        op,
+                        operand: i,
+                        expected,
+                        got: t.dtype,
+                        location,
+                    });
+                }
+                shape = if i == 0 {
+                    t.shape.clone()
+                } else {
+                    broadcast_shapes(&shape, &t.shape).ok_or_else(|| {
+                        mismatch(&shape, &t.shape, broadcast_reason(&shape, &t.shape))
+                    })?
+                };
+            }
+            TensorType { shape, dtype }
         }
         (HlirOp::Reduce { axis, .. }, [x]) => {
             f32_only(0, x)?;

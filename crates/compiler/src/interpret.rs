@@ -78,7 +78,7 @@ pub fn eval_hlir(
                 leaves.get(name).cloned().unwrap_or_default()
             }
             HlirOp::Constant { value } => vec![f64::from(value.value())],
-            HlirOp::Map(op) => {
+            HlirOp::Map(_) | HlirOp::IntMap(_) => {
                 let args: Vec<Vec<f64>> = (0..ops.len())
                     .map(|i| {
                         let view = View::contiguous(&shape(i)).expand(&out_shape);
@@ -86,7 +86,17 @@ pub fn eval_hlir(
                     })
                     .collect::<Result<_, _>>()?;
                 let arg = |k: usize, i: usize| args.get(k).map_or(0.0, |a| a[i]);
-                (0..len).map(|i| op.eval_f64([arg(0, i), arg(1, i), arg(2, i)])).collect()
+                match &hlir.graph[n].op {
+                    // Integers held as f64: exact for i32, and for i64 up to 2^53.
+                    HlirOp::IntMap(op) => {
+                        let dtype = types[n.index()].dtype;
+                        (0..len).map(|i| op.eval_f64(dtype, arg(0, i), arg(1, i))).collect()
+                    }
+                    HlirOp::Map(op) => {
+                        (0..len).map(|i| op.eval_f64([arg(0, i), arg(1, i), arg(2, i)])).collect()
+                    }
+                    other => return Err(bad(format!("{} is not elementwise", other.name()))),
+                }
             }
             HlirOp::Reduce { op, axis } => {
                 let s = shape(0);

@@ -54,7 +54,7 @@ pub use hlir::{Hlir, HlirNode, HlirOp, MoveOp, Shape, TensorType};
 pub use llir::{
     BufferId, BufferRole, Epilogue, Llir, LlirBuffer, LlirNode, LlirOp, NodeId, Operand,
 };
-pub use ops::{BinaryOp, ElemOp, ReduceOp, ScatterReduction, UnaryOp};
+pub use ops::{BinaryOp, ElemOp, IntOp, ReduceOp, ScatterReduction, UnaryOp};
 pub use options::{CompileOptions, LLIR_DUMP_DIR};
 pub use plan::plan_hlir;
 pub use program::{CompiledProgram, Figures, ProgramOptions};

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::conv::{ConvEpilogue, ConvGeometry};
 use crate::dtype::{DType, Scalar};
-use crate::ops::{ElemOp, ReduceOp, ScatterReduction, UnaryOp};
+use crate::ops::{ElemOp, IntOp, ReduceOp, ScatterReduction, UnaryOp};
 use crate::view::View;
 
 /// Index of a node in [`Llir::nodes`] (its canonical number).
@@ -127,6 +127,16 @@ pub enum LlirOp {
         /// The elementwise op ([`crate::ops`]).
         #[serde(rename = "elem")]
         op: ElemOp,
+        /// Output elements.
+        len: usize,
+    },
+    /// `out[i] = op(operands at i)` over `len` elements of one integer type (i32 or i64,
+    /// the operands' and the output's): an exact integer op ([`IntOp`]). Every operand's view
+    /// has the output's shape (broadcast operands have stride-0 axes).
+    IntMap {
+        /// The integer op ([`crate::ops::IntOp`]).
+        #[serde(rename = "int")]
+        op: IntOp,
         /// Output elements.
         len: usize,
     },
@@ -278,6 +288,7 @@ impl LlirOp {
             LlirOp::Upload => "upload",
             LlirOp::LtMatmul { .. } => "lt_matmul",
             LlirOp::Map { op, .. } => op.name(),
+            LlirOp::IntMap { op, .. } => op.name(),
             LlirOp::Reduce { op, .. } => op.name(),
             LlirOp::Gather { .. } => "gather",
             LlirOp::Conv { .. } => "conv",
@@ -304,7 +315,7 @@ impl LlirOp {
     /// whose epilogue does `e` per element ([`Epilogue::flops_per_element`]); `len x`
     /// [`ElemOp::flops_per_element`] for a map; `len x extent` for a reduction;
     /// [`ConvGeometry::flops`] for a convolution; one per window tap of every output for a max
-    /// pool; one per update for a scatter with a reduction; none for gather, take, concat, a
+    /// pool; one per update for a scatter with a reduction; none for an integer map, gather, take, concat, a
     /// plain scatter, upload and readback (copies).
     ///
     /// Saturates at `u64::MAX` rather than wrapping: a `[2^21, 2^21] x [2^21, 2^21]` matmul
@@ -331,7 +342,9 @@ impl LlirOp {
             // One combine per update; a plain scatter only copies.
             LlirOp::ScatterElements { reduction: ScatterReduction::None, .. } => 0,
             LlirOp::ScatterElements { updates, .. } => wide(updates),
-            LlirOp::Gather { .. }
+            // Integer ops: no floating-point operation.
+            LlirOp::IntMap { .. }
+            | LlirOp::Gather { .. }
             | LlirOp::Take { .. }
             | LlirOp::GatherElements { .. }
             | LlirOp::Cast { .. }

@@ -256,7 +256,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         let t = &types[n.index()];
         let len = element_count(&t.shape).unwrap_or(usize::MAX);
         let op = match &g[n].op {
-            HlirOp::Map(op) => {
+            op @ (HlirOp::Map(_) | HlirOp::IntMap(_)) => {
                 for r in &mut reads {
                     r.view = r.view.expand(&t.shape).ok_or_else(|| {
                         malformed(format!(
@@ -266,7 +266,11 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
                         ))
                     })?;
                 }
-                LlirOp::Map { op: *op, len }
+                match op {
+                    HlirOp::IntMap(op) => LlirOp::IntMap { op: *op, len },
+                    HlirOp::Map(op) => LlirOp::Map { op: *op, len },
+                    other => return Err(malformed(format!("{} is not elementwise", other.name()))),
+                }
             }
             HlirOp::Reduce { op, axis } => {
                 let extent =

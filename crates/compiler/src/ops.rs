@@ -10,8 +10,9 @@
 //! together (candle does the same with its `UnaryOpT` trait).
 //!
 //! Every row states its contract on NaN, signed zero and infinities; the f32 and f64 forms
-//! and the CUDA source sit side by side so they keep to it. All tensors are f32; comparisons
-//! return 1.0 or 0.0.
+//! and the CUDA source sit side by side so they keep to it. These ops compute in f32;
+//! comparisons return 1.0 or 0.0. The exact integer ops on i32/i64 tensors (bitwise logic and
+//! shifts) have a table of their own, [`IntOp`], with the same facts per op.
 
 use std::fmt;
 use std::str::FromStr;
@@ -577,6 +578,155 @@ impl FromStr for BinaryOp {
             ElemOp::Binary(op) => Ok(op),
             _ => Err(UnknownOp(s.to_string())),
         }
+    }
+}
+
+/// Exact integer elementwise ops, on i32 or i64 operands of one type (broadcast NumPy-style)
+/// giving that type: what [`crate::HlirOp::IntMap`] computes. Every fact about each op lives
+/// here, as [`ElemOp`]'s do for the f32 ops: its name, arity, its meaning in the operands'
+/// own width ([`IntOp::eval`]: every engine's, the CPU kernels', the emulator's and, through
+/// [`IntOp::eval_f64`], both f64 interpreters') and its CUDA C ([`IntOp::cuda_expr`]).
+///
+/// The results are exact at every value of the type, bit for bit; no op reads or writes
+/// floats. The f64 interpreters hold integers as f64, so they are exact for i32 values and for
+/// i64 values of magnitude up to 2^53.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntOp {
+    /// `a & b`, bit by bit (ONNX's `BitwiseAnd`).
+    BitAnd,
+    /// `a | b`, bit by bit (ONNX's `BitwiseOr`).
+    BitOr,
+    /// `a ^ b`, bit by bit (ONNX's `BitwiseXor`).
+    BitXor,
+    /// `!a` (C's `~a`), every bit flipped: `-a - 1` (ONNX's `BitwiseNot`).
+    BitNot,
+    /// `a << b`: bits moved past the sign bit are dropped (two's complement wrap-around, as
+    /// the unsigned shift of C); a shift `b` outside `0..width` gives 0 (ONNX's `BitShift`
+    /// `LEFT`, opset 28's rule).
+    ShiftLeft,
+    /// `a >> b`, arithmetic (the sign bit copied in); a shift `b` outside `0..width` gives
+    /// what the sign alone gives: -1 for a negative `a`, else 0 (ONNX's `BitShift` `RIGHT`,
+    /// opset 28's rule).
+    ShiftRight,
+}
+
+impl IntOp {
+    /// Every integer op, in declaration order.
+    pub const ALL: [IntOp; 6] = [
+        IntOp::BitAnd,
+        IntOp::BitOr,
+        IntOp::BitXor,
+        IntOp::BitNot,
+        IntOp::ShiftLeft,
+        IntOp::ShiftRight,
+    ];
+
+    /// The name in the DSL, dumps, errors and the CUDA kernels: `bit_and`, `bit_or`,
+    /// `bit_xor`, `bit_not`, `shift_left`, `shift_right`.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntOp::BitAnd => "bit_and",
+            IntOp::BitOr => "bit_or",
+            IntOp::BitXor => "bit_xor",
+            IntOp::BitNot => "bit_not",
+            IntOp::ShiftLeft => "shift_left",
+            IntOp::ShiftRight => "shift_right",
+        }
+    }
+
+    /// Operands: 1 (`bit_not`) or 2.
+    pub fn arity(self) -> usize {
+        match self {
+            IntOp::BitNot => 1,
+            _ => 2,
+        }
+    }
+
+    /// Whether `dtype` is a type the ops compute on: i32 or i64.
+    pub fn takes(dtype: DType) -> bool {
+        matches!(dtype, DType::I32 | DType::I64)
+    }
+
+    /// The op on `a` and `b` (ignored by a unary op) in the width of `dtype`: 32 bits for
+    /// i32 (the operands then hold i32 values, and so does the result), 64 for any other.
+    /// What every engine computes.
+    #[inline]
+    pub fn eval(self, dtype: DType, a: i64, b: i64) -> i64 {
+        let width: i64 = if dtype == DType::I32 { 32 } else { 64 };
+        let outside = !(0..width).contains(&b);
+        let y = match self {
+            IntOp::BitAnd => a & b,
+            IntOp::BitOr => a | b,
+            IntOp::BitXor => a ^ b,
+            IntOp::BitNot => !a,
+            IntOp::ShiftLeft if outside => 0,
+            // In 64 bits, then cut to the width below: the low bits are the unsigned shift's.
+            IntOp::ShiftLeft => ((a as u64) << b) as i64,
+            IntOp::ShiftRight if outside => {
+                if a < 0 {
+                    -1
+                } else {
+                    0
+                }
+            }
+            IntOp::ShiftRight => a >> b,
+        };
+        if width == 32 { i64::from(y as i32) } else { y }
+    }
+
+    /// [`IntOp::eval`] on operands held as f64 (what both f64 interpreters carry): each
+    /// operand taken as the integer it holds (they only ever hold integers of `dtype`), the
+    /// result as f64. Exact for i32, and for i64 values up to 2^53 in magnitude.
+    pub fn eval_f64(self, dtype: DType, a: f64, b: f64) -> f64 {
+        self.eval(dtype, a as i64, b as i64) as f64
+    }
+
+    /// The op as one CUDA C expression over `a` and `b` of `dtype`'s C type (`int`, `long
+    /// long`): a left shift through the unsigned type (a signed one past the sign bit is
+    /// undefined in C), a right shift of the signed type (arithmetic on NVIDIA's compilers,
+    /// and C++20's rule).
+    pub fn cuda_expr(self, dtype: DType) -> String {
+        let (unsigned, width) = match dtype {
+            DType::I32 => ("unsigned int", 32),
+            _ => ("unsigned long long", 64),
+        };
+        let outside = format!("(b < 0 || b >= {width})");
+        match self {
+            IntOp::BitAnd => "a & b".to_string(),
+            IntOp::BitOr => "a | b".to_string(),
+            IntOp::BitXor => "a ^ b".to_string(),
+            IntOp::BitNot => "~a".to_string(),
+            IntOp::ShiftLeft => format!("{outside} ? 0 : ({unsigned})a << b"),
+            IntOp::ShiftRight => format!("{outside} ? (a < 0 ? -1 : 0) : a >> b"),
+        }
+    }
+
+    /// The op's CUDA C device function for `dtype`, `lumen_int_{name}_{dtype}(T a, T b)`,
+    /// which the generated integer map kernels call once per element.
+    pub fn cuda_fn(self, dtype: DType) -> String {
+        let t = if dtype == DType::I32 { "int" } else { "long long" };
+        format!(
+            "__device__ __forceinline__ {t} lumen_int_{}_{dtype}({t} a, {t} b) {{\n    \
+             (void)b;\n    return ({t})({});\n}}\n",
+            self.name(),
+            self.cuda_expr(dtype)
+        )
+    }
+}
+
+impl fmt::Display for IntOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for IntOp {
+    type Err = UnknownOp;
+
+    /// The op named `s` ([`IntOp::name`]).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        IntOp::ALL.into_iter().find(|op| op.name() == s).ok_or_else(|| UnknownOp(s.to_string()))
     }
 }
 
@@ -1505,6 +1655,51 @@ mod tests {
         assert!(ReduceOp::Max.combine_f32(f32::NAN, 1.0).is_nan());
         assert!(ReduceOp::Max.combine_f32(-0.0, 0.0).is_sign_negative());
         assert_eq!(ReduceOp::Max.identity_f32(), f32::NEG_INFINITY);
+    }
+
+    /// The integer ops by hand, at the values of ONNX's BitShift and Bitwise cases: shifts
+    /// past the sign bit, outside `0..width` both ways, arithmetic right shifts; the names.
+    #[test]
+    fn int_ops_by_hand() {
+        use DType::{I32, I64};
+        let e = |op: IntOp, d: DType, pairs: &[(i64, i64)]| -> Vec<i64> {
+            pairs.iter().map(|&(a, b)| op.eval(d, a, b)).collect()
+        };
+        let (min32, max32) = (i64::from(i32::MIN), i64::from(i32::MAX));
+        assert_eq!(e(IntOp::ShiftLeft, I32, &[(16, 1), (4, 2), (1, 3)]), [32, 16, 8]);
+        assert_eq!(
+            e(IntOp::ShiftLeft, I32, &[(1 << 30, 1), (1, 31), (-(1 << 30), 1)]),
+            [min32, min32, min32]
+        );
+        assert_eq!(
+            e(IntOp::ShiftLeft, I32, &[(-8, 32), (4, 33), (-1, 100), (-8, -1)]),
+            [0, 0, 0, 0]
+        );
+        assert_eq!(
+            e(IntOp::ShiftRight, I32, &[(-8, 1), (-1, 1), (min32, 1)]),
+            [-4, -1, -(1 << 30)]
+        );
+        assert_eq!(
+            e(IntOp::ShiftRight, I32, &[(-8, -1), (4, -32), (-1, 64), (4, 32)]),
+            [-1, 0, -1, 0]
+        );
+        // 32 is inside an i64's width, 64 outside.
+        assert_eq!(e(IntOp::ShiftLeft, I64, &[(1, 32), (1, 63), (1, 64)]), [1 << 32, i64::MIN, 0]);
+        assert_eq!(e(IntOp::ShiftRight, I64, &[(i64::MIN, 63), (i64::MIN, 64)]), [-1, -1]);
+        assert_eq!(e(IntOp::BitNot, I32, &[(-356_387_803, 0), (max32, 0)]), [356_387_802, min32]);
+        assert_eq!(e(IntOp::BitAnd, I64, &[(0b1100, 0b1010), (-1, i64::MAX)]), [0b1000, i64::MAX]);
+        assert_eq!(e(IntOp::BitOr, I32, &[(0b1100, 0b1010), (min32, 1)]), [0b1110, min32 + 1]);
+        assert_eq!(e(IntOp::BitXor, I32, &[(2_135_392_491, 2_135_392_491), (-1, 0)]), [0, -1]);
+        assert_eq!(IntOp::ShiftRight.eval_f64(I32, -8.0, 1.0), -4.0);
+        for op in IntOp::ALL {
+            assert_eq!(op.name().parse::<IntOp>(), Ok(op));
+            for d in [I32, I64] {
+                let f = op.cuda_fn(d);
+                assert!(f.contains(&format!("lumen_int_{}_{d}(", op.name())), "{f}");
+                assert!(!f.contains("INFINITY"), "{f}");
+            }
+        }
+        assert!(IntOp::takes(I32) && IntOp::takes(I64) && !IntOp::takes(DType::F32));
     }
 
     #[test]

@@ -76,12 +76,14 @@ pub fn propagate(hlir: &Hlir, types: &[TensorType]) -> Result<Vec<Axes>, Compile
                 None => vec![None; rank],
             },
             HlirOp::Weight { .. } | HlirOp::Constant { .. } => vec![None; rank],
-            HlirOp::Map(_) => broadcast(&ins, &shapes, rank).map_err(|(i, s)| {
-                err(format!(
-                    "axis {i} has a fixed length where another operand has symbol `{}`",
-                    name(s)
-                ))
-            })?,
+            HlirOp::Map(_) | HlirOp::IntMap(_) => {
+                broadcast(&ins, &shapes, rank).map_err(|(i, s)| {
+                    err(format!(
+                        "axis {i} has a fixed length where another operand has symbol `{}`",
+                        name(s)
+                    ))
+                })?
+            }
             HlirOp::Reduce { axis, .. } | HlirOp::Arg { axis, .. } => {
                 let mut a = ins.first().map(|a| (*a).clone()).unwrap_or_default();
                 if *axis < a.len() {
@@ -515,6 +517,7 @@ impl Llir {
                 }
             }
             LlirOp::Map { op, .. } => LlirOp::Map { op, len: out_len },
+            LlirOp::IntMap { op, .. } => LlirOp::IntMap { op, len: out_len },
             LlirOp::Reduce { op, axis, .. } => {
                 LlirOp::Reduce { op, axis, len: out_len, extent: axis_len(axis) }
             }

@@ -25,7 +25,7 @@ use std::time::Instant;
 use lumen_compiler::hlir::checked_bytes_of;
 use lumen_compiler::view::coalesce;
 use lumen_compiler::{
-    BufferRole, CompiledProgram, DType, ElemOp, Llir, LlirBuffer, LlirOp, ReduceOp,
+    BufferRole, CompiledProgram, DType, ElemOp, IntOp, Llir, LlirBuffer, LlirOp, ReduceOp,
     ScatterReduction, SymbolId, View,
 };
 
@@ -293,6 +293,12 @@ enum Step {
         x: Arg,
         from: DType,
         to: DType,
+        out: Range<usize>,
+    },
+    IntMap {
+        op: IntOp,
+        dtype: DType,
+        ins: Vec<Arg>,
         out: Range<usize>,
     },
     Arg {
@@ -772,6 +778,13 @@ impl CpuProgram {
                 let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
                 kernels::cast((bufs[0], &x.1), *from, *to, dst)?;
             }
+            Step::IntMap { op, dtype, ins, out: o } => {
+                let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
+                let (dst, bufs) = split(slab, ext, o, &reads, &self.label)?;
+                let args: Vec<kernels::Input<'_>> =
+                    bufs.iter().zip(ins).map(|(b, x)| (*b, &x.1)).collect();
+                kernels::int_map(*op, *dtype, &args, dst)?;
+            }
             Step::TopK { x, axis, k, largest, out: o } => {
                 let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
                 kernels::top_k((bufs[0], &x.1), *axis, *k, *largest, dst)?;
@@ -959,6 +972,13 @@ fn kernel_step(
                 indices_name: indices_buf.id.clone(),
                 out: out()?,
             }
+        }
+        LlirOp::IntMap { op, .. } => {
+            let Some(first) = node.reads.first() else {
+                return Err(RuntimeError::invalid(label, "int_map operands"));
+            };
+            let dtype = llir.buffers[first.buffer].dtype;
+            Step::IntMap { op, dtype, ins: node.reads.iter().map(arg).collect(), out: out()? }
         }
         LlirOp::Cast { to, .. } => {
             let [x] = node.reads.as_slice() else {

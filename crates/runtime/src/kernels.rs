@@ -15,7 +15,7 @@ use std::ops::Range;
 
 use lumen_compiler::DType;
 use lumen_compiler::view::{walk, walk_rows};
-use lumen_compiler::{BinaryOp, ElemOp, ReduceOp, ScatterReduction, UnaryOp, View};
+use lumen_compiler::{BinaryOp, ElemOp, IntOp, ReduceOp, ScatterReduction, UnaryOp, View};
 
 use crate::RuntimeError;
 pub use crate::gemm::{Activation, epilogue_parts};
@@ -1080,6 +1080,62 @@ pub fn cast(
             _ => dst[0] = v as f32,
         }
     });
+    Ok(())
+}
+
+/// An integer map ([`LlirOp::IntMap`]): `out[i] = op(operands at i)` over their common
+/// shape, every operand (slab words of `dtype`: an i32 one word, an i64 two) read through its
+/// view in row-major order, the result by [`IntOp::eval`] in `dtype`'s width (exact at every
+/// value), written contiguous. One thread: these ops are rare and memory-bound.
+///
+/// # Errors
+/// [`RuntimeError::Kernel`] for an arity other than the op's, a type other than i32/i64,
+/// views of another shape or leaving their buffers, or an output of another size.
+///
+/// [`LlirOp::IntMap`]: lumen_compiler::LlirOp::IntMap
+pub fn int_map(
+    op: IntOp,
+    dtype: DType,
+    ins: &[Input<'_>],
+    out: &mut [f32],
+) -> Result<(), RuntimeError> {
+    const K: &str = "int_map";
+    if !IntOp::takes(dtype) {
+        return Err(RuntimeError::kernel(K, format!("{dtype} is not an integer type")));
+    }
+    let wide = dtype == DType::I64;
+    let w = if wide { 2 } else { 1 };
+    let Some(&(_, first)) = ins.first() else {
+        return Err(RuntimeError::kernel(K, "no operands"));
+    };
+    if ins.len() != op.arity() {
+        return Err(RuntimeError::kernel(K, format!("{} operands for {op}", ins.len())));
+    }
+    for (k, &(x, v)) in ins.iter().enumerate() {
+        check_view(K, format_args!("operand {k}"), v, x.len() / w, None)?;
+        if v.shape != first.shape {
+            return Err(RuntimeError::kernel(K, format!("operand {k} has another shape")));
+        }
+    }
+    check_len(K, "out", out.len(), first.elements().checked_mul(w))?;
+    let mut at = 0usize;
+    let mut put = |y: i64| {
+        if wide {
+            let bits = y as u64;
+            out[at] = f32::from_bits(bits as u32);
+            out[at + 1] = f32::from_bits((bits >> 32) as u32);
+        } else {
+            out[at] = f32::from_bits(y as i32 as u32);
+        }
+        at += w;
+    };
+    match ins {
+        [(x, xv)] => walk(&xv.shape, [*xv], |[e]| put(op.eval(dtype, id_at(x, e, wide), 0))),
+        [(x, xv), (y, yv)] => walk(&xv.shape, [*xv, *yv], |[e, f]| {
+            put(op.eval(dtype, id_at(x, e, wide), id_at(y, f, wide)));
+        }),
+        _ => return Err(RuntimeError::kernel(K, "more than two operands")),
+    }
     Ok(())
 }
 

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use lumen_compiler::{
-    BufferId, BufferRole, CompiledProgram, DType, Llir, LlirBuffer, LlirNode, LlirOp, NodeId,
+    BufferId, BufferRole, CompiledProgram, DType, IntOp, Llir, LlirBuffer, LlirNode, LlirOp, NodeId,
 };
 use lumen_planner::{SlabOptions, VerifyError};
 
@@ -484,6 +484,32 @@ fn check_operands(
                 )));
             }
             output(Some(len))?;
+        }
+        LlirOp::IntMap { op, len } => {
+            arity(op.arity())?;
+            let dtype = buf(node.reads[0].buffer).dtype;
+            if let Some(o) = node.reads.iter().find(|o| {
+                let b = buf(o.buffer);
+                !IntOp::takes(b.dtype) || b.dtype != dtype
+            }) {
+                return Err(fail(format!(
+                    "reads `{}` of dtype {}, the op needs i32 or i64 operands of one type",
+                    buf(o.buffer).id,
+                    buf(o.buffer).dtype
+                )));
+            }
+            if let Some(o) = node
+                .reads
+                .iter()
+                .find(|o| o.view.elements() != len || o.view.shape != node.reads[0].view.shape)
+            {
+                return Err(fail(format!(
+                    "reads `{}` through a view of shape {:?}, the op needs {len} elements in one shape",
+                    buf(o.buffer).id,
+                    o.view.shape
+                )));
+            }
+            output_of(Some(len), dtype)?;
         }
         LlirOp::Reduce { axis, len, extent, .. } => {
             arity(1)?;

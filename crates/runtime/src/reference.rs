@@ -10,7 +10,7 @@
 //! and independent of the kernels' loop nests.
 
 use indexmap::IndexMap;
-use lumen_compiler::{BufferRole, Llir, LlirOp, ReduceOp, View};
+use lumen_compiler::{BufferRole, DType, Llir, LlirOp, ReduceOp, View};
 
 use crate::error::TensorKind;
 use crate::kernels::epilogue_parts;
@@ -150,6 +150,17 @@ pub fn execute_f64(
                 }
                 let arg = |k: usize, i: usize| ins.get(k).map_or(0.0, |&x| at(x, i));
                 Some((0..len).map(|i| op.eval_f64([arg(0, i), arg(1, i), arg(2, i)])).collect())
+            }
+            LlirOp::IntMap { op, len } => {
+                let ins = (0..op.arity()).map(read).collect::<Result<Vec<_>, _>>()?;
+                if ins.iter().any(|x| x.1.elements() != len) {
+                    return Err(bad(format!("node {n}: operand size != {len}")));
+                }
+                let dtype = node.reads.first().and_then(|o| llir.buffers.get(o.buffer));
+                let dtype = dtype.map_or(DType::I64, |b| b.dtype);
+                let arg = |k: usize, i: usize| ins.get(k).map_or(0.0, |&x| at(x, i));
+                // Integers held as f64: exact for i32, and for i64 up to 2^53.
+                Some((0..len).map(|i| op.eval_f64(dtype, arg(0, i), arg(1, i))).collect())
             }
             LlirOp::Reduce { op, axis, len, extent } => {
                 let x = read(0)?;

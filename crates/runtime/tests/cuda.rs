@@ -772,6 +772,21 @@ fn emulated_cuda_plans_match_the_cpu_on_casts_and_args_bit_for_bit() {
             let t = emulated["f32_t_f32"].data();
             assert_eq!((t[4].to_bits(), t[8].to_bits()), (0x7fc0_1234, 0xffc0_0001));
             assert_eq!(emulated["i64_t_i64"].dtype(), DType::I64);
+        } else if program.label.starts_with("bits") {
+            // Row 0 by hand (x: MIN, MAX, -1, 0, 1, then 16_777_217 or 2^32; shifts 1, 0, 31,
+            // 32, -1, 63): bits past the sign dropped, the sign copied in from the right, a
+            // shift outside 0..width 0 (or -1 for a negative value shifted right).
+            let row = |name: &str| emulated[name].index_values().expect(name)[..6].to_vec();
+            let (max, min) = (i64::from(i32::MAX), i64::from(i32::MIN));
+            assert_eq!(row("i32_shift_left"), [0, max, min, 0, 0, 0]);
+            assert_eq!(row("i32_shift_right"), [min / 2, max, -1, 0, 0, 0]);
+            assert_eq!(row("i64_shift_left"), [0, i64::MAX, -(1 << 31), 0, 0, 0]);
+            assert_eq!(row("i64_shift_right"), [i64::MIN / 2, i64::MAX, -1, 0, 0, 0]);
+            assert_eq!(row("i32_bit_not")[..3], [max, min, 0]);
+            assert_eq!(row("i64_bit_not")[..3], [i64::MAX, i64::MIN, 0]);
+            assert_eq!(row("i32_bit_xor")[0], 0);
+            assert_eq!(row("i64_bit_and")[0], i64::MIN);
+            assert_eq!(emulated["i32_bit_or"].dtype(), DType::I32);
         } else {
             // x's rows along the last axis, by hand: a first NaN wins, a NaN after, ties.
             let am = emulated["argmax2"].index_values().expect("i64");
@@ -806,8 +821,17 @@ fn emulated_cuda_plans_match_the_cpu_on_casts_and_args_bit_for_bit() {
             assert!(ranks.contains(&1) && ranks.contains(&2), "max {max} last {last}: {ranks:?}");
         }
     }
+    // Every integer op on both types.
+    for op in lumen_compiler::IntOp::ALL {
+        for dtype in cuda::codegen::INT_TYPES {
+            let ran = specs.iter().any(|s| {
+                matches!(*s, cuda::KernelSpec::IntMap { op: o, dtype: d, .. } if (o, d) == (op, dtype))
+            });
+            assert!(ran, "{op} on {dtype} never ran");
+        }
+    }
     println!(
-        "{} cast and arg programs: emulated cuda plans match the cpu bit for bit ({elements} \
+        "{} cast, arg and bit programs: emulated cuda plans match the cpu bit for bit ({elements} \
          elements, {} kernels)",
         cases.len(),
         specs.len()

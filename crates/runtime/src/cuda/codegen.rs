@@ -98,7 +98,7 @@
 use std::fmt::Write as _;
 
 use lumen_compiler::conv::{ConvEpilogue, ConvGeometry, MAX_SPATIAL};
-use lumen_compiler::{DType, ElemOp, ReduceOp, ScatterReduction, UnaryOp, View};
+use lumen_compiler::{DType, ElemOp, IntOp, ReduceOp, ScatterReduction, UnaryOp, View};
 
 /// Most axes a kernel view has after [`collapse`].
 pub const MAX_RANK: usize = 6;
@@ -136,6 +136,17 @@ pub enum KernelSpec {
     Map {
         /// The elementwise op.
         op: ElemOp,
+        /// View rank.
+        rank: usize,
+    },
+    /// `lumen_int_map_{op}_{i32|i64}_r{rank}(T* out, const T* in0.., lumen_views<rank,
+    /// arity>)`: an exact integer op ([`IntOp`]) on operands and output of one integer type
+    /// `T` (`int`, `long long`), calling the op table's `lumen_int_{op}_{dtype}`.
+    IntMap {
+        /// The integer op.
+        op: IntOp,
+        /// The operands' and output's type: i32 or i64.
+        dtype: DType,
         /// View rank.
         rank: usize,
     },
@@ -241,16 +252,20 @@ pub enum KernelSpec {
     },
 }
 
+/// The element types an integer map kernel computes on ([`IntOp::takes`]), in kernel order.
+pub const INT_TYPES: [DType; 2] = [DType::I32, DType::I64];
+
 /// The element types a cast kernel converts between, in kernel order.
 pub const CAST_TYPES: [DType; 3] = [DType::F32, DType::I32, DType::I64];
 
 impl KernelSpec {
-    /// The kernel family: `map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`,
+    /// The kernel family: `map`, `int_map`, `copy`, `reduce`, `gather`, `gather_report`, `conv`,
     /// `max_pool`, `take`,
     /// `cast`, `arg`, `topk`, `gather_elements`, `scatter_elements`.
     pub fn family(&self) -> &'static str {
         match self {
             KernelSpec::Map { .. } => "map",
+            KernelSpec::IntMap { .. } => "int_map",
             KernelSpec::Copy { .. } => "copy",
             KernelSpec::Reduce { .. } => "reduce",
             KernelSpec::Gather { .. } => "gather",
@@ -271,6 +286,9 @@ impl KernelSpec {
         let id = |wide: bool| if wide { "i64" } else { "i32" };
         match *self {
             KernelSpec::Map { op, rank } => format!("lumen_map_{}_r{rank}", op.name()),
+            KernelSpec::IntMap { op, dtype, rank } => {
+                format!("lumen_int_map_{}_{dtype}_r{rank}", op.name())
+            }
             KernelSpec::Copy { rank } => format!("lumen_copy_r{rank}"),
             KernelSpec::Reduce { op, form, rank } => {
                 format!("lumen_reduce_{}_{}_r{rank}", op.name(), form.name())
@@ -319,6 +337,23 @@ impl KernelSpec {
                      \x20       unsigned long long off[{n}];\n\
                      \x20       lumen_offsets(v, i, off);\n\
                      \x20       out[i] = lumen_op_{op}({a});\n\
+                     \x20   }}\n}}\n",
+                    op = op.name(),
+                    a = args.join(", ")
+                )
+            }
+            KernelSpec::IntMap { op, dtype, rank } => {
+                let (n, t) = (op.arity(), c_type(dtype));
+                let ins: String = (0..n).map(|k| format!(", const {t}* in{k}")).collect();
+                let args: Vec<String> = (0..2)
+                    .map(|k| if k < n { format!("in{k}[off[{k}]]") } else { "0".into() })
+                    .collect();
+                format!(
+                    "extern \"C\" __global__ void {name}({t}* out{ins}, lumen_views<{rank}, {n}> v) {{\n\
+                     \x20   LUMEN_GRID_STRIDE(i, v.len) {{\n\
+                     \x20       unsigned long long off[{n}];\n\
+                     \x20       lumen_offsets(v, i, off);\n\
+                     \x20       out[i] = lumen_int_{op}_{dtype}({a});\n\
                      \x20   }}\n}}\n",
                     op = op.name(),
                     a = args.join(", ")
@@ -711,7 +746,7 @@ fn c_type(dtype: DType) -> &'static str {
 }
 
 /// Every kernel the runtime can launch, in a fixed order: each elementwise op at each rank,
-/// the copies, each reduction in both forms at each row rank, the gathers and their reports,
+/// each integer op on i32 and i64 at each rank, the copies, each reduction in both forms at each row rank, the gathers and their reports,
 /// a convolution per epilogue ([`conv_epilogues`]), the max pool, the takes (i32 and i64 at each rank), a
 /// cast per pair of [`CAST_TYPES`] at each rank, argmax and argmin (first and last of equals)
 /// at each row rank, top-k (largest and smallest) at each row rank, gather_elements (i32 and
@@ -721,6 +756,11 @@ pub fn all_specs() -> Vec<KernelSpec> {
     let mut specs = Vec::new();
     for op in ElemOp::ALL {
         specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::Map { op, rank }));
+    }
+    for op in IntOp::ALL {
+        for dtype in INT_TYPES {
+            specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::IntMap { op, dtype, rank }));
+        }
     }
     specs.extend((1..=MAX_RANK).map(|rank| KernelSpec::Copy { rank }));
     for op in ReduceOp::ALL {
@@ -1081,6 +1121,18 @@ pub fn module_source(specs: &[KernelSpec]) -> String {
     ops.dedup();
     for op in ops {
         src.push_str(&op.cuda_fn());
+    }
+    let mut int_ops: Vec<(IntOp, DType)> = specs
+        .iter()
+        .filter_map(|s| match *s {
+            KernelSpec::IntMap { op, dtype, .. } => Some((op, dtype)),
+            _ => None,
+        })
+        .collect();
+    int_ops.sort_unstable();
+    int_ops.dedup();
+    for (op, dtype) in int_ops {
+        src.push_str(&op.cuda_fn(dtype));
     }
     if specs.iter().any(|s| matches!(s, KernelSpec::ScatterElements { .. })) {
         src.push_str(&scatter_prelude());

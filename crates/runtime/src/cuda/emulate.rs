@@ -26,7 +26,7 @@
 //! scatter's threads run in index order, the CPU's order; the device's order with several
 //! updates on one element is unspecified, which this does not check.
 
-use lumen_compiler::{BufferRole, CompiledProgram, DType, ElemOp, LlirOp, ReduceOp};
+use lumen_compiler::{BufferRole, CompiledProgram, DType, ElemOp, IntOp, LlirOp, ReduceOp};
 
 use super::codegen::{ConvArgs, KernelSpec, TakeArgs, TopKArgs, offsets_of_packed};
 use super::support::{self, KernelLaunch, Launch, Ptr};
@@ -447,6 +447,40 @@ fn run_cast(
     Ok(())
 }
 
+/// The integer map kernel (`lumen_int_map_*`): per output element, its operands read as
+/// `dtype` through the packed views, the op table's [`IntOp::eval`] (what the kernel's
+/// `lumen_int_{op}_{dtype}` computes), written as `dtype`.
+fn run_int_map(
+    k: &KernelLaunch,
+    (op, dtype, rank): (IntOp, DType, usize),
+    bufs: &mut [Vec<f32>],
+) -> Result<(), RuntimeError> {
+    let bad = |what: &str| RuntimeError::kernel("emulate", format!("int_map {what}"));
+    let [views] = k.words.as_slice() else { return Err(bad("words")) };
+    let Some((&out, ins)) = k.ptrs.split_first() else { return Err(bad("pointers")) };
+    let out = buffer(out)?;
+    let ins: Vec<usize> = ins.iter().map(|&p| buffer(p)).collect::<Result<_, _>>()?;
+    if ins.len() != op.arity() {
+        return Err(bad("operand count"));
+    }
+    let int = |e: Elem| match e {
+        Elem::I32(v) => i64::from(v),
+        Elem::I64(v) => v,
+        Elem::F32(_) => 0,
+    };
+    for i in 0..views[0] {
+        let off = offsets_of_packed(views, rank, ins.len(), i);
+        let mut a = [0i64; 2];
+        for (s, (&b, &o)) in a.iter_mut().zip(ins.iter().zip(&off)) {
+            *s = int(Elem::read(bufs, b, o, dtype)?);
+        }
+        let y = op.eval(dtype, a[0], a[1]);
+        let y = if dtype == DType::I32 { Elem::I32(y as i32) } else { Elem::I64(y) };
+        y.write(bufs, out, i)?;
+    }
+    Ok(())
+}
+
 /// The arg kernel (`lumen_arg*`): per output row, the kernel's loop over the axis: stop at a
 /// NaN (it wins), else keep the element that compares better (`>`, or `>=` for the last of
 /// equals; `<` / `<=` for argmin).
@@ -708,6 +742,7 @@ fn run_kernel(
         KernelSpec::MaxPool => return run_max_pool(k, bufs),
         KernelSpec::Take { wide, rank } => return run_take(k, (wide, rank), bufs, errors),
         KernelSpec::Cast { from, to, rank } => return run_cast(k, (from, to, rank), bufs),
+        KernelSpec::IntMap { op, dtype, rank } => return run_int_map(k, (op, dtype, rank), bufs),
         KernelSpec::Arg { max, last, rank } => return run_arg(k, (max, last, rank), bufs),
         KernelSpec::TopK { largest, rank } => return run_topk(k, (largest, rank), bufs),
         KernelSpec::GatherElements { wide, rank } => {
@@ -789,6 +824,7 @@ fn run_kernel(
             }
         }
         KernelSpec::Conv { .. }
+        | KernelSpec::IntMap { .. }
         | KernelSpec::MaxPool
         | KernelSpec::Take { .. }
         | KernelSpec::Cast { .. }

@@ -431,6 +431,7 @@ impl CudaProgram {
                     _ => return Err(RuntimeError::invalid(&program.label, "lt_matmul launch")),
                 },
                 LlirOp::Map { .. }
+                | LlirOp::IntMap { .. }
                 | LlirOp::Reduce { .. }
                 | LlirOp::Gather { .. }
                 | LlirOp::Conv { .. }

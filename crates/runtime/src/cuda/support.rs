@@ -6,7 +6,7 @@
 //! is refused with [`RuntimeError::Unsupported`] naming the op, the node and why. Host-only,
 //! so CI checks every program without a GPU.
 
-use lumen_compiler::{CompiledProgram, DType, ElemOp, LlirNode, LlirOp, ReduceOp, View};
+use lumen_compiler::{CompiledProgram, DType, ElemOp, IntOp, LlirNode, LlirOp, ReduceOp, View};
 
 use super::codegen::{
     BLOCK, CAST_TYPES, ConvArgs, KernelSpec, MAX_GRID, MAX_RANK, ReduceForm, TakeArgs, TopKArgs,
@@ -163,6 +163,26 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             let bufs: Vec<usize> = node.reads.iter().map(|r| r.buffer).collect();
             let k =
                 map_launch(op, &shape, &views, out()?, &bufs).map_err(|e| refuse(e.to_string()))?;
+            Ok(Launch::Kernels(k.into_iter().collect()))
+        }
+        LlirOp::IntMap { op, len } => {
+            if node.reads.len() != op.arity() {
+                return Err(invalid("int_map operand count"));
+            }
+            let shape = node.reads[0].view.shape.clone();
+            if node.reads.iter().any(|r| r.view.shape != shape)
+                || View::contiguous(&shape).elements() != len
+            {
+                return Err(invalid("int_map operand shapes"));
+            }
+            let dtype = program.llir.buffers.get(node.reads[0].buffer).map(|b| b.dtype);
+            let dtype = dtype.filter(|&d| IntOp::takes(d));
+            let dtype = dtype.ok_or_else(|| invalid("int_map of a type other than i32/i64"))?;
+            let views: Vec<&View> = node.reads.iter().map(|r| &r.view).collect();
+            let bufs: Vec<usize> = node.reads.iter().map(|r| r.buffer).collect();
+            let spec = |rank| KernelSpec::IntMap { op, dtype, rank };
+            let k = elementwise_launch(spec, &shape, &views, out()?, &bufs)
+                .map_err(|e| refuse(e.to_string()))?;
             Ok(Launch::Kernels(k.into_iter().collect()))
         }
         LlirOp::Reduce { op, axis, .. } => {
@@ -669,6 +689,19 @@ fn map_launch(
     out: usize,
     bufs: &[usize],
 ) -> Result<Option<KernelLaunch>, RuntimeError> {
+    elementwise_launch(|rank| KernelSpec::Map { op, rank }, shape, views, out, bufs)
+}
+
+/// The one launch of an elementwise kernel (a map's or an integer map's: `spec` of the views'
+/// collapsed rank) writing `out` contiguous over `shape` from `bufs` read through `views`
+/// (`None` when `shape` is empty).
+fn elementwise_launch(
+    spec: impl Fn(usize) -> KernelSpec,
+    shape: &[usize],
+    views: &[&View],
+    out: usize,
+    bufs: &[usize],
+) -> Result<Option<KernelLaunch>, RuntimeError> {
     let (cs, cv) = collapse(shape, views);
     if cs.len() > MAX_RANK {
         return Err(RuntimeError::kernel(
@@ -683,7 +716,7 @@ fn map_launch(
     let mut ptrs = vec![Ptr::Buffer(out)];
     ptrs.extend(bufs.iter().map(|&b| Ptr::Buffer(b)));
     Ok(Some(KernelLaunch {
-        spec: KernelSpec::Map { op, rank: cs.len() },
+        spec: spec(cs.len()),
         ptrs,
         words: vec![pack_views(&cs, &cv)],
         grid: grid_for(len),

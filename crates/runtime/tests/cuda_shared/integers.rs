@@ -243,7 +243,52 @@ pub fn arg_programs() -> Vec<Case> {
 pub fn integer_programs() -> Vec<Case> {
     let mut cases = cast_programs();
     cases.extend(arg_programs());
+    cases.extend(bit_programs());
     cases
+}
+
+/// Shift amounts of the bit programs (`[6]`, broadcast over the rows): in range, 0, the
+/// width's last bit, and outside `0..width` on both sides.
+pub fn shift_amounts() -> Vec<i64> {
+    vec![1, 0, 31, 32, -1, 63]
+}
+
+/// The integer bit ops ([`lumen_compiler::IntOp`]) on i32 and i64 (4 x 6, the cast edges):
+/// and, or, xor of a tensor with its transpose's view (read through strides), not, and both
+/// shifts by a broadcast row of amounts ([`shift_amounts`]), fused and unfused. Labels
+/// `bits-fused` and `bits-unfused`.
+pub fn bit_programs() -> Vec<Case> {
+    use lumen_compiler::IntOp;
+    let mut out = Vec::new();
+    for fuse in [false, true] {
+        let mut cx = Graph::new();
+        for (name, dtype) in [("i32", DType::I32), ("i64", DType::I64)] {
+            let x = cx.input_typed(name, [4, 6], dtype);
+            let s = cx.input_typed(&format!("{name}_s"), [6], dtype);
+            let t = x.reshape([6, 4]).transpose(0, 1);
+            for op in [IntOp::BitAnd, IntOp::BitOr, IntOp::BitXor] {
+                x.int_op(op, &[&t]).output(&format!("{name}_{op}"));
+            }
+            x.int_op(IntOp::BitNot, &[]).output(&format!("{name}_bit_not"));
+            x.int_op(IntOp::ShiftLeft, &[&s]).output(&format!("{name}_shift_left"));
+            x.int_op(IntOp::ShiftRight, &[&s]).output(&format!("{name}_shift_right"));
+        }
+        let program = compiled(&cx, "bits", fuse);
+        let shifts = shift_amounts();
+        let inputs: Tensors = [
+            ("i32".to_string(), HostTensor::from_i32([4, 6], i32_edges()).expect("i32")),
+            ("i64".to_string(), HostTensor::from_i64([4, 6], i64_edges()).expect("i64")),
+            (
+                "i32_s".to_string(),
+                HostTensor::from_i32([6], shifts.iter().map(|&v| v as i32).collect())
+                    .expect("i32_s"),
+            ),
+            ("i64_s".to_string(), HostTensor::from_i64([6], shifts).expect("i64_s")),
+        ]
+        .into();
+        out.push((program, Tensors::new(), inputs));
+    }
+    out
 }
 
 /// An output as its type, shape and slab words: what "bit for bit" compares (an integer
