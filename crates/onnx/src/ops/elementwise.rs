@@ -1,6 +1,7 @@
 //! Elementwise operators: arithmetic, activations, comparisons, `Where`, `Clip`, `Cast`. Each
 //! becomes DSL calls over the op table's primitives (a `LeakyRelu` is a `less_than` and a
-//! `select`), broadcast NumPy-style.
+//! `select`), broadcast NumPy-style. The integer bit operators' handlers are in
+//! [`super::bitwise`].
 
 use lumen_compiler::{DType, ElemOp, Tensor, UnaryOp};
 
@@ -81,6 +82,11 @@ pub(super) const OPS: &[(&str, Handler)] = &[
     ("Asinh", math),
     ("Acosh", math),
     ("Atanh", math),
+    ("BitwiseAnd", super::bitwise::bitwise),
+    ("BitwiseOr", super::bitwise::bitwise),
+    ("BitwiseXor", super::bitwise::bitwise),
+    ("BitwiseNot", super::bitwise::bitwise),
+    ("BitShift", super::bitwise::bit_shift),
 ];
 
 /// `Add`, `Sub`, `Mul`, `Div`: broadcasting binary arithmetic. `x * HardSigmoid(x)` with

@@ -5,13 +5,14 @@
 //! A family is one file: [`elementwise`], [`movement`] (with the scatters' handlers in
 //! [`scatter`]), [`reduce`], [`norm`], [`linalg`], [`conv`], [`pool`], [`resize`],
 //! [`recurrent`], [`attention`], [`loss`] (`TfIdfVectorizer`'s handler, a reduction row, in
-//! [`tfidf`]; `DeformConv`'s, a convolution row, in [`deform`]; the spatial attributes
+//! [`tfidf`]; the integer bit operators', elementwise rows, in [`bitwise`]; `DeformConv`'s, a convolution row, in [`deform`]; the spatial attributes
 //! convolutions and pools share in [`spatial`]). Each
 //! exports its rows as `OPS`; a node whose inputs are all known at import time is folded before
 //! its row is consulted ([`crate::fold`]), so the operators that only ever compute shapes
 //! (`Shape`, `Size`, `ConstantOfShape`, ...) are listed in [`FOLDED_ONLY`] instead.
 
 mod attention;
+mod bitwise;
 mod conv;
 mod deform;
 mod elementwise;
