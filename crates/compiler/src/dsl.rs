@@ -131,14 +131,15 @@ impl Graph {
         let mut inner = self.inner.borrow_mut();
         let decls = &mut inner.hlir.symbols.decls;
         let problem = if bound == 0 {
-            Some("its bound is 0".to_string())
+            Some("given a bound of 0 (a symbol's bound is at least 1)".to_string())
         } else if decls.iter().any(|d| d.name == name) {
-            Some("the name is already a symbol".to_string())
+            Some("already used".to_string())
         } else {
             tensor_name_problem(&name)
         };
         let id = SymbolId(decls.len());
         decls.push(SymbolDecl { name: name.clone(), bound: bound.max(1) });
+        inner.hlir.symbols.locations.push(location);
         if let Some(problem) = problem {
             inner.errors.push(CompileError::BadName { kind: "symbol", name, problem, location });
         }

@@ -79,6 +79,20 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
     let g = &hlir.graph;
     let n_hlir = g.node_count();
     let live = live_nodes(hlir);
+    // An append no output reads would be dropped as dead code, its write with it.
+    if let Some(n) = g.node_indices().find(|&n| g[n].op == HlirOp::AppendRows && !live[n.index()]) {
+        let state = match hlir.operands(n).first().map(|&s| &g[s].op) {
+            Some(HlirOp::Input { name, .. }) => name.clone(),
+            _ => String::new(),
+        };
+        return Err(CompileError::Unsupported {
+            what: format!(
+                "append_rows to state `{state}` reaches no output, so its write would be dropped as dead \
+                 code: read the state it returns"
+            ),
+            location: g[n].location,
+        });
+    }
     let topo = petgraph::algo::toposort(g, None).map_err(|_| CompileError::Cyclic)?;
 
     // Where every live node's value lives: a node with a buffer of its own, and the view of

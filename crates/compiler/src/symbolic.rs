@@ -22,7 +22,7 @@
 //! gather/scatter of elements). What it cannot see is a constant computed from a bound: a
 //! mean over a symbolic axis divides by the bound (write sum / a length input instead).
 
-use crate::error::{CompileError, ShapeText};
+use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::hlir::{Hlir, HlirOp, MoveOp, TensorType};
 use crate::llir::{Llir, LlirNode, LlirOp};
 use crate::view::{View, row_major_strides};
@@ -46,6 +46,29 @@ pub fn propagate(hlir: &Hlir, types: &[TensorType]) -> Result<Vec<Axes>, Compile
     let fixed = |n: usize| vec![None; types.get(n).map_or(0, |t| t.shape.len())];
     if hlir.symbols.is_empty() {
         return Ok((0..g.node_count()).map(fixed).collect());
+    }
+    // Every symbol must appear in some input's shape: the inputs' shapes bind it.
+    for (i, d) in hlir.symbols.decls.iter().enumerate() {
+        let bound_by_input =
+            hlir.symbols.inputs.iter().any(|(name, axes)| {
+                !hlir.states.contains(name) && axes.contains(&Some(SymbolId(i)))
+            });
+        if !bound_by_input {
+            return Err(CompileError::Symbolic {
+                op: "symbol",
+                message: format!(
+                    "`{}` appears in no input's shape, so no execute could bind it (declare an \
+                     input with it, e.g. a mask or a length)",
+                    d.name
+                ),
+                location: hlir
+                    .symbols
+                    .locations
+                    .get(i)
+                    .copied()
+                    .unwrap_or_else(SourceLocation::caller),
+            });
+        }
     }
     let order = petgraph::algo::toposort(g, None).map_err(|_| CompileError::Cyclic)?;
     let mut axes: Vec<Axes> = (0..g.node_count()).map(fixed).collect();
@@ -77,11 +100,8 @@ pub fn propagate(hlir: &Hlir, types: &[TensorType]) -> Result<Vec<Axes>, Compile
             },
             HlirOp::Weight { .. } | HlirOp::Constant { .. } => vec![None; rank],
             HlirOp::Map(_) | HlirOp::IntMap(_) => {
-                broadcast(&ins, &shapes, rank).map_err(|(i, s)| {
-                    err(format!(
-                        "axis {i} has a fixed length where another operand has symbol `{}`",
-                        name(s)
-                    ))
+                broadcast(&ins, &shapes, rank).map_err(|(i, s, other)| {
+                    err(format!("axis {i}: symbol `{}` against {}", name(s), tag(other, &name)))
                 })?
             }
             HlirOp::Reduce { axis, .. } | HlirOp::Arg { axis, .. } => {
@@ -104,22 +124,22 @@ pub fn propagate(hlir: &Hlir, types: &[TensorType]) -> Result<Vec<Axes>, Compile
                             tag(b[rb - 2], &name)
                         )));
                     }
-                    if epilogue.has_bias()
-                        && let Some(s) = b[rb - 1]
-                    {
+                    let bias = ins.get(2).and_then(|t| t.first().copied()).flatten();
+                    if epilogue.has_bias() && bias != b[rb - 1] {
                         return Err(err(format!(
-                            "a bias over symbolic columns `{}` has a fixed length",
-                            name(s)
+                            "the bias is {} where the columns are {}",
+                            tag(bias, &name),
+                            tag(b[rb - 1], &name)
                         )));
                     }
                     let batch_ins = [&a[..ra - 2], &b[..rb - 2]];
                     let batch_shapes = [&shapes[0][..ra - 2], &shapes[1][..shapes[1].len() - 2]];
                     let batch = broadcast_slices(&batch_ins, &batch_shapes, rank - 2).map_err(
-                        |(i, s)| {
+                        |(i, s, other)| {
                             err(format!(
-                                "batch axis {i} has a fixed length where another operand has \
-                                 symbol `{}`",
-                                name(s)
+                                "batch axis {i}: symbol `{}` against {}",
+                                name(s),
+                                tag(other, &name)
                             ))
                         },
                     )?;
@@ -207,9 +227,13 @@ fn tags<'a>(a: &Axes, name: &impl Fn(SymbolId) -> &'a str) -> String {
     format!("[{}]", parts.join(", "))
 }
 
+/// What broadcasting found wrong: the output axis, the symbol, and what it met there (another
+/// symbol, or `None`: a fixed length other than 1).
+type Clash = (usize, SymbolId, Option<SymbolId>);
+
 /// NumPy broadcasting of symbolic axes (aligned right): a symbolic axis meets the same symbol
-/// or a length-1 axis; `Err((output axis, symbol))` when it meets a fixed length.
-fn broadcast(ins: &[&Axes], shapes: &[&[usize]], rank: usize) -> Result<Axes, (usize, SymbolId)> {
+/// or a length-1 axis; `Err` ([`Clash`]) when it meets another symbol or a fixed length.
+fn broadcast(ins: &[&Axes], shapes: &[&[usize]], rank: usize) -> Result<Axes, Clash> {
     let ins: Vec<&[Option<SymbolId>]> = ins.iter().map(|a| a.as_slice()).collect();
     broadcast_slices(&ins, shapes, rank)
 }
@@ -218,7 +242,7 @@ fn broadcast_slices(
     ins: &[&[Option<SymbolId>]],
     shapes: &[&[usize]],
     rank: usize,
-) -> Result<Axes, (usize, SymbolId)> {
+) -> Result<Axes, Clash> {
     let mut out = vec![None; rank];
     for (i, slot) in out.iter_mut().enumerate() {
         let at = |a: &[Option<SymbolId>], s: &[usize]| -> Option<(Option<SymbolId>, usize)> {
@@ -228,8 +252,10 @@ fn broadcast_slices(
         let present: Vec<(Option<SymbolId>, usize)> =
             ins.iter().zip(shapes).filter_map(|(a, s)| at(a, s)).collect();
         let Some(sym) = present.iter().find_map(|(t, _)| *t) else { continue };
-        if present.iter().any(|&(t, len)| t != Some(sym) && !(t.is_none() && len == 1)) {
-            return Err((i, sym));
+        if let Some(&(other, _)) =
+            present.iter().find(|&&(t, len)| t != Some(sym) && !(t.is_none() && len == 1))
+        {
+            return Err((i, sym, other));
         }
         *slot = Some(sym);
     }
@@ -339,6 +365,22 @@ pub enum BindError {
         expected: String,
         /// The shape given.
         got: Vec<usize>,
+    },
+    /// An append of more rows than its state has live: the rows `total - seq .. total` would
+    /// start before row 0.
+    #[error(
+        "append_rows to `{state}` writes {rows} rows but the state has {live} live rows{}",
+        symbol.as_ref().map_or(String::new(), |s| format!(" (`{s}` = {live})"))
+    )]
+    AppendPastState {
+        /// The state.
+        state: String,
+        /// Rows the update has.
+        rows: usize,
+        /// Rows the state has at this binding.
+        live: usize,
+        /// The symbol of the state's rows, if any.
+        symbol: Option<String>,
     },
     /// A view the live layout cannot express (a program [`propagate`] should have refused).
     #[error("buffer `{buffer}`: {reason}")]
@@ -541,6 +583,20 @@ impl Llir {
             }
             LlirOp::Concat { axis, .. } => LlirOp::Concat { axis, len: out_len },
             LlirOp::AppendRows { .. } => {
+                let rows = node.reads.first().and_then(|r| r.view.shape.first()).copied();
+                let state = node.writes.first().map(|&w| (w, &live[w]));
+                if let (Some(rows), Some((w, shape))) = (rows, state)
+                    && rows > shape.first().copied().unwrap_or(0)
+                {
+                    let buf = &self.buffers[w];
+                    let symbol = buf.axes.first().copied().flatten();
+                    return Err(BindError::AppendPastState {
+                        state: buf.id.clone(),
+                        rows,
+                        live: shape.first().copied().unwrap_or(0),
+                        symbol: symbol.and_then(|s| self.symbols.get(s.0)).map(|d| d.name.clone()),
+                    });
+                }
                 LlirOp::AppendRows { len: node.reads.first().map_or(0, |r| r.view.elements()) }
             }
             op => op,
@@ -600,9 +656,18 @@ pub fn live_view(bound: &[usize], live: &[usize], view: &View) -> Result<View, S
     let mut shape = Vec::with_capacity(view.rank());
     let mut strides = Vec::with_capacity(view.rank());
     for (&len, &stride) in view.shape.iter().zip(&view.strides) {
-        if stride == 0 || len <= 1 {
+        if stride == 0 {
             shape.push(len);
             strides.push(0);
+            continue;
+        }
+        if len <= 1 {
+            // Any stride addresses one element, but kernels choose their path by strides: keep
+            // the one the program compiled at the live shape has (that of the buffer axis
+            // with this stride, at the live layout).
+            shape.push(len);
+            strides
+                .push((0..bound.len()).rev().find(|&j| bs[j] == stride).map_or(stride, |j| ls[j]));
             continue;
         }
         // The innermost buffer axis this axis steps within: bs[j] <= stride < bs[j-1].

@@ -33,8 +33,10 @@ pub fn all_fixed(axes: &Axes) -> bool {
 pub struct Symbols {
     /// Declared symbols, in declaration order.
     pub decls: Vec<SymbolDecl>,
-    /// The symbolic axes of each input that has one, by input name.
+    /// The symbolic axes of each input (or state) that has one, by name.
     pub inputs: BTreeMap<String, Axes>,
+    /// Where each symbol was declared, in declaration order (for errors).
+    pub locations: Vec<crate::error::SourceLocation>,
 }
 
 impl Symbols {

@@ -1253,6 +1253,16 @@ impl PreparedProgram for CpuProgram {
     fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
         let start = Instant::now();
         if let Some(b) = &mut self.symbolic {
+            // A missing input is reported as such, before its symbols are found unbound.
+            if let Some(buf) =
+                self.input_buffers.iter().find(|buf| !inputs.contains_key(buf.id.as_str()))
+            {
+                return Err(RuntimeError::Missing {
+                    kind: TensorKind::Input,
+                    name: buf.id.clone(),
+                    shape: buf.shape.clone(),
+                });
+            }
             let values = b.llir.bind_inputs(|name| inputs.get(name).map(HostTensor::shape))?;
             if values != b.active {
                 self.flops =

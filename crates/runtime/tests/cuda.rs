@@ -1667,3 +1667,42 @@ fn emulated_max_pools_match_the_cpu_bit_for_bit() {
     let elements = assert_bit_identical(&program.label, &emulated, &cpu);
     println!("max pools: emulated cuda plans match the cpu bit for bit ({elements} elements)");
 }
+
+/// Symbolic dimensions and a state through the launch plans: a program over `seq <= 6` (a
+/// product with a symbolic inner axis, a softmax over it, a fused bias), emulated at several
+/// values against the CPU runtime; an append into a state `[total <= 8, 3]` lands in its last
+/// live rows. The device runtime refuses symbols at prepare (it binds none yet).
+#[test]
+fn emulated_cuda_plans_bind_symbols_and_append_to_states() {
+    use lumen_compiler::{DType, Dim};
+    let mut cx = Graph::new();
+    let seq = cx.symbol("seq", 6);
+    let total = cx.symbol("total", 8);
+    let x = cx.input_dims("x", [seq.into(), Dim::Fixed(4)], DType::F32);
+    let mask = cx.input_dims("mask", [seq.into(), total.into()], DType::F32);
+    let w = cx.weight("w", [4, 4]);
+    let b = cx.weight("b", [4]);
+    let cache = cx.state("cache", [total.into(), Dim::Fixed(4)]).append_rows(&x);
+    let scores = x.matmul(cache.transpose(0, 1)) + &mask;
+    (scores.softmax(-1).matmul(&cache).matmul(&w) + &b).relu().output("y");
+    cache.sum(0, false).output("colsum");
+    let mut weights = Tensors::new();
+    let vals = |n: usize, k: f32| (0..n).map(|i| ((i as f32) * k).sin()).collect::<Vec<f32>>();
+    weights.insert("w".into(), HostTensor::new([4, 4], vals(16, 0.3)).unwrap());
+    weights.insert("b".into(), HostTensor::new([4], vals(4, 0.9)).unwrap());
+    for fuse in [false, true] {
+        let program = cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap();
+        // One execute each: the state's rows before this step are zero, on both.
+        for (n, rows) in [(3, 3), (1, 4), (6, 8), (2, 7)] {
+            let mut inputs = Tensors::new();
+            inputs.insert("x".into(), HostTensor::new([n, 4], vals(n * 4, 0.7)).unwrap());
+            inputs.insert("mask".into(), HostTensor::zeros([n, rows]).unwrap());
+            let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
+            let emulated = cuda::emulate::emulate(&program, &weights, &inputs).expect("emulate");
+            close_to_cpu(&format!("fuse {fuse} seq {n} total {rows}"), &emulated, &cpu);
+            assert_eq!(emulated["y"].shape(), [n, 4]);
+        }
+        let err = cuda::support::check_supported(&program);
+        assert!(err.is_ok(), "the launch plans take symbols: {err:?}");
+    }
+}

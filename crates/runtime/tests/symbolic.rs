@@ -184,7 +184,7 @@ fn ops_that_would_change_a_symbol_are_refused_at_the_users_line() {
             let w = cx.weight("w", [4, 6]);
             drop((x + w).output("y"))
         },
-        "axis 0 has a fixed length where another operand has symbol `seq`",
+        "axis 0: symbol `seq` against a fixed axis",
     );
     refused(&|_, x| drop(x.top_k(0, 2, true).output("y")), "k of a live length");
     // Allowed: reductions, permutes, reshapes that keep the axis, broadcasting a length 1.
@@ -202,13 +202,87 @@ fn a_bad_symbol_declaration_is_a_compile_error() {
     let x = cx.input_dims("x", [seq.into()], DType::F32);
     x.relu().output("y");
     let err = cx.compile(&CompileOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("its bound is 0"), "{err}");
+    assert!(err.to_string().contains("symbol name \"seq\" is given a bound of 0"), "{err}");
     let mut cx = Graph::new();
     let a = cx.symbol("n", 3);
     let _ = cx.symbol("n", 4);
     cx.input_dims("x", [a.into()], DType::F32).relu().output("y");
     let err = cx.compile(&CompileOptions::default()).unwrap_err();
-    assert!(err.to_string().contains("already a symbol"), "{err}");
+    assert!(err.to_string().contains("symbol name \"n\" is already used"), "{err}");
+    // A symbol no input carries (only a state, or nothing) could never be bound.
+    for state_only in [false, true] {
+        let mut cx = Graph::new();
+        let seq = cx.symbol("seq", 4);
+        let ghost = cx.symbol("ghost", 4);
+        let x = cx.input_dims("x", [seq.into(), Dim::Fixed(2)], DType::F32);
+        if state_only {
+            let cache = cx.state("cache", [ghost.into(), Dim::Fixed(2)]);
+            cache.append_rows(&x).sum(0, false).output("s");
+        }
+        x.relu().output("y");
+        let err = cx.compile(&CompileOptions::default()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("`ghost` appears in no input's shape") && text.contains("symbolic.rs:"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn binding_and_state_misuse_are_one_line_errors() {
+    // Two symbols of one bound are still two symbols.
+    let err = compile_with(|cx, x| {
+        let u = cx.symbol("u", 4);
+        let y = cx.input_dims("y", [u.into(), Dim::Fixed(6)], DType::F32);
+        drop((x + y).output("z"));
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("axis 0: symbol `seq` against symbol `u`"), "{err}");
+    // A bias over symbolic columns, fused or not.
+    for fuse in [false, true] {
+        let mut cx = Graph::new();
+        let s = cx.symbol("s", 5);
+        let a = cx.input("a", [3, 4]);
+        let b = cx.input_dims("b", [Dim::Fixed(4), s.into()], DType::F32);
+        let c = cx.input_dims("c", [s.into()], DType::F32);
+        (a.matmul(b) + c).relu().output("y");
+        let p = compile(&cx, fuse);
+        let mut prepared = CpuRuntime::default().prepare(&p, &Tensors::new()).unwrap();
+        let mut inputs = Tensors::new();
+        inputs.insert("a".into(), HostTensor::new([3, 4], vec![1.0; 12]).unwrap());
+        inputs.insert("b".into(), HostTensor::new([4, 2], vec![0.5; 8]).unwrap());
+        inputs.insert("c".into(), HostTensor::new([2], vec![-1.0, -3.0]).unwrap());
+        let y = prepared.execute(&inputs).unwrap().swap_remove("y").unwrap();
+        assert_eq!(y.data(), [1.0, 0.0, 1.0, 0.0, 1.0, 0.0], "fuse {fuse}");
+        // A missing input is named as missing, not as an unbound symbol.
+        inputs.swap_remove("b");
+        let err = prepared.execute(&inputs).unwrap_err();
+        assert!(err.to_string().starts_with("missing input `b`"), "{err}");
+    }
+    // An append of more rows than the state has live.
+    let program = compile(&cache_program(), false);
+    let mut prepared = CpuRuntime::default().prepare(&program, &Tensors::new()).unwrap();
+    let mut inputs = Tensors::new();
+    inputs.insert("x".into(), HostTensor::zeros([3, 3]).unwrap());
+    inputs.insert("mask".into(), HostTensor::zeros([3, 2]).unwrap());
+    let err = prepared.execute(&inputs).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "append_rows to `cache` writes 3 rows but the state has 2 live rows (`total` = 2)"
+    );
+    // An append nothing reads would be dropped: refused, fused or not.
+    for fuse in [false, true] {
+        let mut cx = Graph::new();
+        let x = cx.input("x", [2, 3]);
+        let _ = cx.state("cache", [Dim::Fixed(4), Dim::Fixed(3)]).append_rows(&x);
+        x.relu().output("y");
+        let err = cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap_err();
+        assert!(
+            err.to_string().contains("append_rows to state `cache` reaches no output"),
+            "{err}"
+        );
+    }
 }
 
 /// A state `cache [total<=8, 3]` appended to by each execute: `x [seq<=4, 3]` doubled lands at
@@ -406,6 +480,39 @@ proptest::proptest! {
             let fixed = compile(&random_program(Some(n), bound, d, &steps), fuse);
             let want = rt.prepare(&fixed, &weights).unwrap().execute(&inputs).unwrap();
             assert_same(&got, &want, &format!("{steps:?} d={d} bound={bound} n={n}"));
+        }
+    }
+}
+
+/// A product with one output column (the GEMV paths pick by strides) and one with one row:
+/// the same bits as the program compiled at each value.
+#[test]
+fn one_column_and_one_row_products_keep_their_bits() {
+    for (rows, cols) in [(1, 1), (2, 1), (5, 1), (1, 3)] {
+        let build = |seq: Option<usize>| {
+            let mut cx = Graph::new();
+            let s: Dim = match seq {
+                Some(n) => Dim::Fixed(n),
+                None => cx.symbol("s", 6).into(),
+            };
+            let a = cx.input_dims("a", [Dim::Fixed(rows), s], DType::F32);
+            let b = cx.input_dims("b", [s, Dim::Fixed(cols)], DType::F32);
+            a.matmul(b).output("y");
+            cx
+        };
+        let symbolic = compile(&build(None), true);
+        let rt = CpuRuntime::default();
+        let mut prepared = rt.prepare(&symbolic, &Tensors::new()).unwrap();
+        for n in [3, 6, 1, 4] {
+            let mut inputs = Tensors::new();
+            let a: Vec<f32> = (0..rows * n).map(|i| (i as f32 * 0.37).sin()).collect();
+            let b: Vec<f32> = (0..n * cols).map(|i| (i as f32 * 0.71).cos()).collect();
+            inputs.insert("a".into(), HostTensor::new([rows, n], a).unwrap());
+            inputs.insert("b".into(), HostTensor::new([n, cols], b).unwrap());
+            let got = prepared.execute(&inputs).unwrap();
+            let fixed = compile(&build(Some(n)), true);
+            let want = rt.prepare(&fixed, &Tensors::new()).unwrap().execute(&inputs).unwrap();
+            assert_same(&got, &want, &format!("[{rows}, s] x [s, {cols}] at s = {n}"));
         }
     }
 }

@@ -47,12 +47,25 @@ pub fn emulate(
     weights: &Tensors,
     inputs: &Tensors,
 ) -> Result<Tensors, RuntimeError> {
+    // A program with symbolic dimensions runs as its live LLIR at the inputs' values
+    // ([`lumen_compiler::symbolic`]): the launch plans take their sizes from it.
+    let bound;
+    let program = if program.llir.symbols.is_empty() {
+        program
+    } else {
+        let values = program.llir.bind_inputs(|name| inputs.get(name).map(HostTensor::shape))?;
+        bound = CompiledProgram { llir: program.llir.bind(&values)?, ..program.clone() };
+        &bound
+    };
     let llir = &program.llir;
     check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
     check_tensors(&llir.buffers, TensorKind::Input, inputs)?;
     let plans = support::launches(program)?;
+    // A state starts at zero, as the device's slab does (one execute: its first).
+    let fill =
+        |b: &lumen_compiler::LlirBuffer| if b.role == BufferRole::State { 0.0 } else { f32::NAN };
     let mut bufs: Vec<Vec<f32>> =
-        llir.buffers.iter().map(|b| vec![f32::NAN; b.bytes.div_ceil(4)]).collect();
+        llir.buffers.iter().map(|b| vec![fill(b); b.bytes.div_ceil(4)]).collect();
     let mut errors = vec![u64::MAX; 4 * support::error_records(program)];
     let mut out = Tensors::new();
     let bad = |what: &str| RuntimeError::kernel("emulate", what.to_string());
@@ -74,7 +87,10 @@ pub fn emulate(
             (LlirOp::Readback, _) => {
                 for r in node.read_buffers() {
                     let b = &llir.buffers[r];
-                    let t = HostTensor::from_words(b.shape.clone(), b.dtype, &bufs[r])?;
+                    // The live words (a prefix of the buffer's, with symbols).
+                    let words = lumen_compiler::hlir::checked_bytes_of(&b.shape, b.dtype)
+                        .map_or(bufs[r].len(), |bytes| bytes.div_ceil(4).min(bufs[r].len()));
+                    let t = HostTensor::from_words(b.shape.clone(), b.dtype, &bufs[r][..words])?;
                     out.insert(b.id.clone(), t);
                 }
             }

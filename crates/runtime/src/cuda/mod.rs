@@ -284,6 +284,22 @@ impl CudaProgram {
         let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
+        // The launch plans (and the emulator) honour symbols, but the device steps, their
+        // cuBLASLt layouts and the uploads are made once, at prepare, for fixed sizes.
+        if !llir.symbols.is_empty() {
+            let names: Vec<String> =
+                llir.symbols.iter().map(|d| format!("{}<={}", d.name, d.bound)).collect();
+            return Err(RuntimeError::Unsupported {
+                runtime: "cuda",
+                op: "upload".into(),
+                node: 0,
+                reason: format!(
+                    "the program has symbolic dimensions ({}): the CUDA runtime does not bind \
+                     them at execute yet (the CPU runtime does)",
+                    names.join(", ")
+                ),
+            });
+        }
         // Refused before any device memory is touched.
         let plans = support::launches(program)?;
         device.bind()?;
@@ -474,7 +490,8 @@ impl CudaProgram {
         if options.memory_debug {
             for (b, &last) in layout.last_use.iter().enumerate() {
                 let bytes = layout.spans[b].bytes;
-                if bytes > 0 {
+                // A state keeps its rows for the next execute.
+                if bytes > 0 && llir.buffers[b].role != BufferRole::State {
                     poison_after[last].push((addr(b), bytes));
                 }
             }

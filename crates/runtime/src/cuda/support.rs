@@ -87,22 +87,29 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
     let invalid = |what: &str| RuntimeError::invalid(&program.label, format!("node {n}: {what}"));
     let out = || node.writes.first().copied().ok_or_else(|| invalid("writes nothing"));
     match node.op {
-        // Launch words could carry live sizes, but cuBLASLt's layouts and the launch grids are
-        // made once for fixed sizes: the binding is the CPU runtime's for now.
-        LlirOp::Upload if !program.llir.symbols.is_empty() => {
-            let names: Vec<String> =
-                program.llir.symbols.iter().map(|d| format!("{}<={}", d.name, d.bound)).collect();
-            Err(refuse(format!(
-                "the program has symbolic dimensions ({}), which only the CPU runtime binds",
-                names.join(", ")
-            )))
-        }
         LlirOp::Upload | LlirOp::Readback => Ok(Launch::Copy),
-        LlirOp::AppendRows { .. } => Err(refuse(
-            "the CUDA runtime keeps no state between executes (a state's rows are the CPU \
-             runtime's)"
-                .into(),
-        )),
+        // One copy into the state's last rows: its elements (live, with symbols) less `len`.
+        LlirOp::AppendRows { len } => {
+            let [x] = node.reads.as_slice() else { return Err(invalid("append_rows operands")) };
+            let state = out()?;
+            let elements: usize = program.llir.buffers[state].shape.iter().product();
+            let at = elements.checked_sub(len).ok_or_else(|| invalid("append_rows length"))?;
+            let rows = View { offset: at, ..View::contiguous(&x.view.shape) };
+            let (cs, cv) = collapse(&x.view.shape, &[&x.view, &rows]);
+            if cs.len() > MAX_RANK {
+                return Err(refuse(format!("an update of rank {} after collapsing", cs.len())));
+            }
+            if len == 0 {
+                return Ok(Launch::Kernels(Vec::new()));
+            }
+            Ok(Launch::Kernels(vec![KernelLaunch {
+                spec: KernelSpec::Copy { rank: cs.len() },
+                ptrs: vec![Ptr::Buffer(state), Ptr::Buffer(x.buffer)],
+                words: vec![pack_views(&cs, &cv)],
+                grid: grid_for(len as u64),
+                block: BLOCK,
+            }]))
+        }
         LlirOp::LtMatmul { batch, m, k, n: cols, epilogue } => {
             let [x, w, rest @ ..] = node.reads.as_slice() else {
                 return Err(invalid("lt_matmul operands"));
