@@ -40,8 +40,9 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 16)]
     max_new_tokens: usize,
     /// The bound: positions (prompt plus new tokens) the program is compiled for; the KV cache
-    /// holds this many rows per layer and every step attends over all of them (default: the
-    /// prompt plus the new tokens, at most the config's max_position_embeddings).
+    /// holds this many rows per layer (default: the prompt plus the new tokens, at most the
+    /// config's max_position_embeddings; a larger bound is accepted, the rotary angles
+    /// computed for it, as transformers accepts longer sequences).
     #[arg(long, value_name = "T", value_parser = clap::value_parser!(u32).range(1..))]
     max_seq: Option<u32>,
     /// Prompt tokens per prefill step, at most (and at most the bound). On the CPU one program

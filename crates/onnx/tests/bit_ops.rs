@@ -4,10 +4,10 @@
 //! f32 arithmetic would round; and the errors naming the node, the operator and the attribute
 //! or input.
 
-use lumen_compiler::{CompileOptions, DType};
+use lumen_compiler::DType;
 use lumen_onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
 use lumen_onnx::{ImportOptions, import};
-use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+use lumen_runtime::{HostTensor, Tensors};
 use prost::Message;
 
 mod common;
@@ -36,18 +36,8 @@ fn try_run(
     let imported =
         import(&m.encode_to_vec(), &ImportOptions::default()).map_err(|e| e.to_string())?;
     let bound = imported.bind_inputs(&given).map_err(|e| e.to_string())?;
-    let mut results: Vec<Vec<HostTensor>> = Vec::new();
-    for fuse in [false, true] {
-        let options = CompileOptions { fuse, name: "bits".into(), ..Default::default() };
-        let program = imported.graph.compile(&options).map_err(|e| e.to_string())?;
-        let mut prepared = CpuRuntime::default()
-            .prepare(&program, &imported.weights)
-            .map_err(|e| e.to_string())?;
-        let out = prepared.execute(&bound).map_err(|e| e.to_string())?;
-        results.push(imported.outputs.iter().map(|(_, l)| out[l].clone()).collect());
-    }
-    assert_eq!(results[0], results[1], "fused and unfused differ");
-    Ok(results.remove(0))
+    let outputs = run_fused_and_unfused(&imported, &bound, "bits")?;
+    Ok(outputs)
 }
 
 fn values(t: &HostTensor, dtype: DType) -> Vec<i64> {

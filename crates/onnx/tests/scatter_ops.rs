@@ -6,10 +6,10 @@
 //! (batch_dims 0 and 1, integer data, constant indices); TensorScatter (linear and circular,
 //! write indices given at run time, known at import or absent; a 4-D cache).
 
-use lumen_compiler::{CompileOptions, DType};
+use lumen_compiler::DType;
 use lumen_onnx::proto::{NodeProto, TensorProto};
 use lumen_onnx::{ImportOptions, import};
-use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+use lumen_runtime::{HostTensor, Tensors};
 
 mod common;
 use common::*;
@@ -27,18 +27,8 @@ fn try_run(
     let imported = import(&bytes, &ImportOptions::default()).map_err(|e| e.to_string())?;
     let given: Tensors = inputs.into_iter().map(|i| (i.name.to_string(), i.value)).collect();
     let bound = imported.bind_inputs(&given).map_err(|e| e.to_string())?;
-    let mut results: Vec<Vec<HostTensor>> = Vec::new();
-    for fuse in [false, true] {
-        let options = CompileOptions { fuse, name: "scatter".into(), ..Default::default() };
-        let program = imported.graph.compile(&options).map_err(|e| e.to_string())?;
-        let mut prepared = CpuRuntime::default()
-            .prepare(&program, &imported.weights)
-            .map_err(|e| e.to_string())?;
-        let out = prepared.execute(&bound).map_err(|e| e.to_string())?;
-        results.push(imported.outputs.iter().map(|(_, l)| out[l].clone()).collect());
-    }
-    assert_eq!(results[0], results[1], "fused and unfused differ");
-    Ok(results.remove(0))
+    let outputs = run_fused_and_unfused(&imported, &bound, "scatter")?;
+    Ok(outputs)
 }
 
 fn run(

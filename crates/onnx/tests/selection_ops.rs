@@ -5,10 +5,10 @@
 //! output (ties, storage orders, several planes, ceil_mode) and MaxUnpool (with and without
 //! output_shape).
 
-use lumen_compiler::{CompileOptions, DType};
+use lumen_compiler::DType;
 use lumen_onnx::proto::{AttributeProto, NodeProto, TensorProto};
 use lumen_onnx::{ImportOptions, import};
-use lumen_runtime::{CpuRuntime, HostTensor, Runtime, Tensors};
+use lumen_runtime::{HostTensor, Tensors};
 
 mod common;
 use common::*;
@@ -28,18 +28,8 @@ fn try_run(
     let options = ImportOptions { values: given.clone(), ..Default::default() };
     let imported = import(&bytes, &options).map_err(|e| e.to_string())?;
     let bound = imported.bind_inputs(&given).map_err(|e| e.to_string())?;
-    let mut results: Vec<Vec<HostTensor>> = Vec::new();
-    for fuse in [false, true] {
-        let options = CompileOptions { fuse, name: "select".into(), ..Default::default() };
-        let program = imported.graph.compile(&options).map_err(|e| e.to_string())?;
-        let mut prepared = CpuRuntime::default()
-            .prepare(&program, &imported.weights)
-            .map_err(|e| e.to_string())?;
-        let out = prepared.execute(&bound).map_err(|e| e.to_string())?;
-        results.push(imported.outputs.iter().map(|(_, l)| out[l].clone()).collect());
-    }
-    assert_eq!(results[0], results[1], "fused and unfused differ");
-    Ok((results.remove(0), imported.specialized))
+    let outputs = run_fused_and_unfused(&imported, &bound, "select")?;
+    Ok((outputs, imported.specialized))
 }
 
 fn run(

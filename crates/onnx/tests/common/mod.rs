@@ -103,3 +103,27 @@ pub fn model_of(
     };
     m.encode_to_vec()
 }
+
+/// Compiles `imported` fused and unfused (programs named `name`), runs both on the CPU with
+/// the inputs `bound`, checks they agree, and returns the outputs in the graph's order, or the
+/// first error as text.
+pub fn run_fused_and_unfused(
+    imported: &lumen_onnx::Imported,
+    bound: &lumen_runtime::Tensors,
+    name: &str,
+) -> Result<Vec<HostTensor>, String> {
+    use lumen_runtime::Runtime;
+    let mut results: Vec<Vec<HostTensor>> = Vec::new();
+    for fuse in [false, true] {
+        let options =
+            lumen_compiler::CompileOptions { fuse, name: name.into(), ..Default::default() };
+        let program = imported.graph.compile(&options).map_err(|e| e.to_string())?;
+        let mut prepared = lumen_runtime::CpuRuntime::default()
+            .prepare(&program, &imported.weights)
+            .map_err(|e| e.to_string())?;
+        let out = prepared.execute(bound).map_err(|e| e.to_string())?;
+        results.push(imported.outputs.iter().map(|(_, l)| out[l].clone()).collect());
+    }
+    assert_eq!(results[0], results[1], "fused and unfused differ");
+    Ok(results.remove(0))
+}
