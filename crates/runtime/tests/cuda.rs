@@ -1668,12 +1668,9 @@ fn emulated_max_pools_match_the_cpu_bit_for_bit() {
     println!("max pools: emulated cuda plans match the cpu bit for bit ({elements} elements)");
 }
 
-/// Symbolic dimensions and a state through the launch plans: a program over `seq <= 6` (a
-/// product with a symbolic inner axis, a softmax over it, a fused bias), emulated at several
-/// values against the CPU runtime; an append into a state `[total <= 8, 3]` lands in its last
-/// live rows. The device runtime refuses symbols at prepare (it binds none yet).
-#[test]
-fn emulated_cuda_plans_bind_symbols_and_append_to_states() {
+/// A program over `seq <= 6` with a state `cache [total <= 8, 4]` appended to: a product with
+/// a symbolic inner axis, a softmax over it, a fused bias; its weights.
+fn symbolic_program() -> (Graph, Tensors) {
     use lumen_compiler::{DType, Dim};
     let mut cx = Graph::new();
     let seq = cx.symbol("seq", 6);
@@ -1687,22 +1684,62 @@ fn emulated_cuda_plans_bind_symbols_and_append_to_states() {
     (scores.softmax(-1).matmul(&cache).matmul(&w) + &b).relu().output("y");
     cache.sum(0, false).output("colsum");
     let mut weights = Tensors::new();
-    let vals = |n: usize, k: f32| (0..n).map(|i| ((i as f32) * k).sin()).collect::<Vec<f32>>();
-    weights.insert("w".into(), HostTensor::new([4, 4], vals(16, 0.3)).unwrap());
-    weights.insert("b".into(), HostTensor::new([4], vals(4, 0.9)).unwrap());
+    weights.insert("w".into(), HostTensor::new([4, 4], wave(16, 0.3)).unwrap());
+    weights.insert("b".into(), HostTensor::new([4], wave(4, 0.9)).unwrap());
+    (cx, weights)
+}
+
+fn wave(n: usize, k: f32) -> Vec<f32> {
+    (0..n).map(|i| ((i as f32) * k).sin()).collect()
+}
+
+/// The inputs of [`symbolic_program`] for `n` new rows after `past` written ones.
+fn symbolic_inputs(n: usize, past: usize) -> Tensors {
+    let mut inputs = Tensors::new();
+    inputs.insert("x".into(), HostTensor::new([n, 4], wave(n * 4, 0.7 + past as f32)).unwrap());
+    inputs.insert("mask".into(), HostTensor::zeros([n, past + n]).unwrap());
+    inputs
+}
+
+/// Symbolic dimensions and a state through the launch plans: [`symbolic_program`] emulated at
+/// several values against the CPU runtime (one execute each, the state's earlier rows zero on
+/// both); an append lands in the state's last live rows.
+#[test]
+fn emulated_cuda_plans_bind_symbols_and_append_to_states() {
+    let (cx, weights) = symbolic_program();
     for fuse in [false, true] {
         let program = cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap();
-        // One execute each: the state's rows before this step are zero, on both.
-        for (n, rows) in [(3, 3), (1, 4), (6, 8), (2, 7)] {
-            let mut inputs = Tensors::new();
-            inputs.insert("x".into(), HostTensor::new([n, 4], vals(n * 4, 0.7)).unwrap());
-            inputs.insert("mask".into(), HostTensor::zeros([n, rows]).unwrap());
+        for (n, past) in [(3, 0), (1, 3), (6, 2), (2, 5)] {
+            let inputs = symbolic_inputs(n, past);
             let cpu = run(&program, CpuOptions::default(), &weights, &inputs);
             let emulated = cuda::emulate::emulate(&program, &weights, &inputs).expect("emulate");
-            close_to_cpu(&format!("fuse {fuse} seq {n} total {rows}"), &emulated, &cpu);
+            close_to_cpu(&format!("fuse {fuse} seq {n} past {past}"), &emulated, &cpu);
             assert_eq!(emulated["y"].shape(), [n, 4]);
         }
         let err = cuda::support::check_supported(&program);
         assert!(err.is_ok(), "the launch plans take symbols: {err:?}");
+    }
+}
+
+/// On a GPU: one prepared program executed at a sequence of bindings (the state's rows kept
+/// from one execute to the next, as a KV cache's), against the CPU runtime doing the same.
+#[test]
+fn cuda_binds_symbols_and_keeps_states_across_executes() {
+    let Some(rt) = gpu(fp32()) else { return };
+    let (cx, weights) = symbolic_program();
+    for fuse in [false, true] {
+        let program = cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap();
+        let mut on_gpu = rt.prepare_cuda(&program, &weights).expect("prepare on CUDA");
+        let mut on_cpu =
+            CpuRuntime::new(CpuOptions::default()).prepare(&program, &weights).expect("prepare");
+        let mut past = 0;
+        for n in [3, 1, 1, 2, 1] {
+            let inputs = symbolic_inputs(n, past);
+            let got = on_gpu.execute(&inputs).expect("execute on CUDA");
+            let want = on_cpu.execute(&inputs).expect("execute on the CPU");
+            let err = max_rel_diff(&got, &want);
+            assert!(err < 1e-4, "fuse {fuse} seq {n} past {past}: {err:.2e}");
+            past += n;
+        }
     }
 }

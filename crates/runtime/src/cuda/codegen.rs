@@ -1306,7 +1306,8 @@ mod tests {
         let specs = all_specs();
         // Ops x 6 ranks, 6 copies, 2 reductions x 2 forms x 5 ranks, 2 x 2 x 6 gathers, 2 x 2
         // x (1 + 7 activations) convolutions, 1 max pool, 2 x 6 takes, 3 x 3 x 6 casts, 2 x 2
-        // x 5 args, 2 x 5 top-ks, 2 x 6 gather_elements, 3 x 2 x 6 scatter_elements.
+        // x 5 args, 2 x 5 top-ks, 2 x 6 gather_elements, 3 x 2 x 6 scatter_elements, integer
+        // ops x 2 types x 6 ranks.
         let convs = conv_epilogues().len();
         assert_eq!(convs, 32);
         assert_eq!(
@@ -1323,6 +1324,7 @@ mod tests {
                 + 10
                 + 12
                 + 36
+                + IntOp::ALL.len() * 2 * MAX_RANK
         );
         let src = module_source(&specs);
         let mut names: Vec<String> = specs.iter().map(KernelSpec::name).collect();

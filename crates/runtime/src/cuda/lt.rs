@@ -550,6 +550,35 @@ impl LtPlan {
     /// Adds one matmul node; asks the heuristic only for a shape not seen before. Returns the
     /// call's index for [`LtPlan::enqueue`].
     pub(crate) fn add(&mut self, key: ShapeKey, ops: LtOperands) -> Result<usize, CudaError> {
+        let call = self.call(key, ops)?;
+        self.calls.push(call);
+        Ok(self.calls.len() - 1)
+    }
+
+    /// Makes call `index` (from [`LtPlan::add`]) solve `key` on `ops` instead: a program
+    /// with symbolic dimensions binding new sizes. Asks the heuristic only for a shape not seen
+    /// before (a bound program sees at most one shape per value of its symbols).
+    pub(crate) fn replace(
+        &mut self,
+        index: usize,
+        key: ShapeKey,
+        ops: LtOperands,
+    ) -> Result<(), CudaError> {
+        let call = self.call(key, ops)?;
+        match self.calls.get_mut(index) {
+            Some(slot) => {
+                *slot = call;
+                Ok(())
+            }
+            None => Err(CudaError::CublasLt {
+                call: "cublasLtMatmul",
+                status: format!("no prepared call {index} to replace"),
+            }),
+        }
+    }
+
+    /// The call solving `key` on `ops`, its shape (layouts and algorithm) cached by key.
+    fn call(&mut self, key: ShapeKey, ops: LtOperands) -> Result<LtCall, CudaError> {
         let trans = (key.problem.trans_a, key.problem.trans_b);
         let desc = matmul_desc(key.mode, key.epilogue, ops.bias, trans)?;
         let shape = match self.keys.iter().position(|k| *k == key) {
@@ -562,14 +591,13 @@ impl LtPlan {
                 self.shapes.len() - 1
             }
         };
-        self.calls.push(LtCall {
+        Ok(LtCall {
             desc,
             shape,
             ptrs: ops.calls,
             workspace: ops.workspace.0,
             workspace_bytes: ops.workspace.1,
-        });
-        Ok(self.calls.len() - 1)
+        })
     }
 
     fn heuristic(&self, key: &ShapeKey, desc: &Desc) -> Result<LtShape, CudaError> {

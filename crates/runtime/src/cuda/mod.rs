@@ -266,10 +266,38 @@ pub struct CudaProgram {
     // error-record order.
     index_checks: Vec<(&'static str, String, usize)>,
     lt: LtPlan,
+    // A program with symbolic dimensions: how each execute binds its values (`None` without).
+    symbolic: Option<CudaBinding>,
     kernels: Rc<KernelCache>,
     stream: Arc<CudaStream>,
     slab: DeviceAlloc,
     device: Arc<Device>,
+}
+
+/// How a CUDA program with symbolic dimensions runs at each execute's values
+/// ([`lumen_compiler::symbolic`]), as the CPU runtime does: the inputs' shapes give the values;
+/// the nodes whose buffers carry a changed symbol get their launches again from the live LLIR
+/// ([`support::launch_in`]: sizes and views as kernel arguments), their cuBLASLt calls the
+/// live problem ([`LtPlan::replace`]; the heuristic asked once per shape), the uploads and
+/// readbacks their live byte counts. Buffers keep their planned addresses; a live buffer is
+/// the prefix of its range.
+#[derive(Debug)]
+struct CudaBinding {
+    // The compiled LLIR (at the bounds), and the live one at `active`.
+    llir: lumen_compiler::Llir,
+    live: lumen_compiler::Llir,
+    active: Vec<usize>,
+    // Each buffer's live shape at `active`.
+    shapes: Vec<Vec<usize>>,
+    // The symbols each node depends on.
+    node_symbols: Vec<Vec<lumen_compiler::SymbolId>>,
+    // Each buffer's address, and its planned bytes (the workspace's size).
+    addrs: Vec<CUdeviceptr>,
+    span_bytes: Vec<usize>,
+    error_base: CUdeviceptr,
+    // A rebind failed part-way (cuBLASLt calls may hold newer problems than their steps):
+    // the next execute rebuilds every node with a symbol.
+    dirty: bool,
 }
 
 impl CudaProgram {
@@ -284,22 +312,6 @@ impl CudaProgram {
         let layout = SlabLayout::for_runtime(program, options.placement, options.memory_debug)?;
         let llir = &program.llir;
         check_tensors(&llir.buffers, TensorKind::Weight, weights)?;
-        // The launch plans (and the emulator) honour symbols, but the device steps, their
-        // cuBLASLt layouts and the uploads are made once, at prepare, for fixed sizes.
-        if !llir.symbols.is_empty() {
-            let names: Vec<String> =
-                llir.symbols.iter().map(|d| format!("{}<={}", d.name, d.bound)).collect();
-            return Err(RuntimeError::Unsupported {
-                runtime: "cuda",
-                op: "upload".into(),
-                node: 0,
-                reason: format!(
-                    "the program has symbolic dimensions ({}): the CUDA runtime does not bind \
-                     them at execute yet (the CPU runtime does)",
-                    names.join(", ")
-                ),
-            });
-        }
         // Refused before any device memory is touched.
         let plans = support::launches(program)?;
         device.bind()?;
@@ -538,6 +550,17 @@ impl CudaProgram {
         }
         let input_buffers =
             llir.buffers.iter().filter(|b| b.role == BufferRole::Input).cloned().collect();
+        let symbolic = (!llir.symbols.is_empty()).then(|| CudaBinding {
+            llir: llir.clone(),
+            live: llir.clone(),
+            active: llir.symbols.iter().map(|d| d.bound).collect(),
+            shapes: llir.buffers.iter().map(|b| b.shape.clone()).collect(),
+            node_symbols: (0..llir.nodes.len()).map(|i| llir.node_symbols(i)).collect(),
+            addrs: (0..llir.buffers.len()).map(addr).collect(),
+            span_bytes: layout.spans.iter().map(|s| s.bytes).collect(),
+            error_base,
+            dirty: false,
+        });
         Ok(Self {
             label,
             slab_bytes: layout.slab_bytes,
@@ -559,6 +582,7 @@ impl CudaProgram {
             error_host,
             index_checks,
             lt,
+            symbolic,
             kernels,
             stream,
             slab,
@@ -777,6 +801,156 @@ fn sanitize(s: &str) -> String {
 }
 
 impl CudaProgram {
+    /// Binds the program's symbols to `values` ([`CudaBinding`]): the steps of the nodes whose
+    /// buffers carry a changed symbol (every node with a symbol after a failed rebind) from the
+    /// live LLIR; the live input buffers and the FLOP figure. Kernels a live launch needs that
+    /// prepare did not compile (a view collapsing to another rank) are compiled here.
+    ///
+    /// # Errors
+    /// The binding's errors ([`lumen_compiler::BindError`]), a launch the CUDA runtime refuses,
+    /// an NVRTC or cuBLASLt failure. Before any cuBLASLt call changes, the steps are as they
+    /// were; after, the next execute rebuilds every symbolic node.
+    fn rebind(&mut self, values: Vec<usize>) -> Result<(), RuntimeError> {
+        let Some(b) = self.symbolic.as_mut() else { return Ok(()) };
+        b.llir.check_values(&values)?;
+        let changed: Vec<bool> = values.iter().zip(&b.active).map(|(v, a)| v != a).collect();
+        let touched = |syms: &[lumen_compiler::SymbolId]| {
+            if b.dirty { !syms.is_empty() } else { syms.iter().any(|s| changed[s.0]) }
+        };
+        let mut shapes = b.shapes.clone();
+        let mut live = b.live.clone();
+        for (i, buf) in b.llir.buffers.iter().enumerate() {
+            if buf.axes.iter().flatten().any(|s| changed[s.0]) || b.dirty {
+                shapes[i] = b.llir.live_shape(i, &values);
+                live.buffers[i].shape = shapes[i].clone();
+            }
+        }
+        let nodes: Vec<usize> =
+            (0..live.nodes.len()).filter(|&i| touched(&b.node_symbols[i])).collect();
+        let mut plans = Vec::with_capacity(nodes.len());
+        for &i in &nodes {
+            live.nodes[i] = b.llir.bind_node(i, &shapes)?;
+            plans.push(support::launch_in(&self.label, &live, i)?);
+        }
+        let specs: Vec<KernelSpec> =
+            plans.iter().flat_map(|p| p.kernels().iter().map(|k| k.spec)).collect();
+        self.kernels.ensure(&specs)?;
+        let resolve = |k: &support::KernelLaunch| -> Result<ResolvedLaunch, RuntimeError> {
+            let ptrs = k
+                .ptrs
+                .iter()
+                .map(|p| match *p {
+                    support::Ptr::Buffer(buf) => b.addrs[buf],
+                    support::Ptr::Errors(i) => b.error_base + 32 * i as u64,
+                })
+                .collect();
+            Ok(ResolvedLaunch {
+                function: self.kernels.function(&k.spec)?,
+                ptrs,
+                words: k.words.clone(),
+                grid: k.grid,
+                block: k.block,
+            })
+        };
+        // Steps that need no cuBLASLt change first (all or nothing), then the products.
+        let mut built: Vec<(usize, Step)> = Vec::with_capacity(nodes.len());
+        let mut products = Vec::new();
+        for (&i, plan) in nodes.iter().zip(&plans) {
+            let node = &live.nodes[i];
+            let step = match (&node.op, plan) {
+                (LlirOp::Upload, _) => {
+                    let Step::Upload { weights, .. } = &self.steps[i] else {
+                        return Err(RuntimeError::invalid(&self.label, "upload step"));
+                    };
+                    let inputs = node
+                        .writes
+                        .iter()
+                        .filter(|&&w| live.buffers[w].role == BufferRole::Input)
+                        .map(|&w| {
+                            let buf = &live.buffers[w];
+                            let bytes =
+                                lumen_compiler::hlir::checked_bytes_of(&buf.shape, buf.dtype);
+                            (buf.id.clone(), b.addrs[w], bytes.unwrap_or(buf.bytes))
+                        })
+                        .collect();
+                    Step::Upload { inputs, weights: weights.clone() }
+                }
+                (LlirOp::Readback, _) => {
+                    let Step::Readback { outputs } = &self.steps[i] else {
+                        return Err(RuntimeError::invalid(&self.label, "readback step"));
+                    };
+                    let mut outputs = outputs.clone();
+                    for (out, o) in outputs.iter_mut().zip(&node.reads) {
+                        let buf = &live.buffers[o.buffer];
+                        let bytes = lumen_compiler::hlir::checked_bytes_of(&buf.shape, buf.dtype);
+                        out.1 = buf.shape.clone();
+                        out.4 = bytes.unwrap_or(buf.bytes) / 4;
+                    }
+                    Step::Readback { outputs }
+                }
+                (LlirOp::LtMatmul { .. }, support::Launch::MatmulEmpty) => Step::Empty,
+                (LlirOp::LtMatmul { .. }, support::Launch::MatmulK0(ks)) => {
+                    let out = node.writes[0];
+                    let launches = ks.iter().map(resolve).collect::<Result<Vec<_>, _>>()?;
+                    Step::MatmulK0 { out: b.addrs[out], bytes: b.span_bytes[out], launches }
+                }
+                (LlirOp::LtMatmul { epilogue, .. }, support::Launch::Matmul(calls)) => {
+                    products.push((i, *epilogue, calls.clone()));
+                    continue;
+                }
+                (_, support::Launch::Kernels(ks)) => {
+                    Step::Kernels(ks.iter().map(resolve).collect::<Result<Vec<_>, _>>()?)
+                }
+                _ => return Err(RuntimeError::invalid(&self.label, "a node without its plan")),
+            };
+            built.push((i, step));
+        }
+        b.dirty = !products.is_empty();
+        for (i, epilogue, calls) in products {
+            let node = &live.nodes[i];
+            let (w, x) = (&node.reads[1], &node.reads[0]);
+            let bias = node.reads.get(2).map(|r| b.addrs[r.buffer] + 4 * r.view.offset as u64);
+            let y = b.addrs[node.writes[0]];
+            let workspace = node.workspace.map_or((0, 0), |ws| (b.addrs[ws], b.span_bytes[ws]));
+            let (wp, xp) = (b.addrs[w.buffer], b.addrs[x.buffer]);
+            let ptrs: Vec<[CUdeviceptr; 3]> = calls
+                .offsets
+                .iter()
+                .map(|&[ow, ox, oy]| [wp + 4 * ow as u64, xp + 4 * ox as u64, y + 4 * oy as u64])
+                .collect();
+            let key = ShapeKey {
+                problem: calls.problem,
+                epilogue,
+                workspace: workspace.1,
+                mode: self.options.compute,
+                align: lt_alignment(&calls.problem, &ptrs),
+            };
+            let ops = LtOperands { calls: ptrs, bias, workspace };
+            let step = match self.steps[i] {
+                Step::Matmul(call) => {
+                    self.lt.replace(call, key, ops)?;
+                    Step::Matmul(call)
+                }
+                _ => Step::Matmul(self.lt.add(key, ops)?),
+            };
+            built.push((i, step));
+        }
+        for (i, step) in built {
+            self.steps[i] = step;
+        }
+        for buf in &mut self.input_buffers {
+            if let Some(l) = live.buffers.iter().find(|l| l.id == buf.id) {
+                buf.shape = l.shape.clone();
+            }
+        }
+        self.flops = live.nodes.iter().fold(0u64, |acc, n| acc.saturating_add(n.op.flops()));
+        b.live = live;
+        b.shapes = shapes;
+        b.active = values;
+        b.dirty = false;
+        Ok(())
+    }
+
     /// After the synchronize: the first gather, take, gather_elements or scatter_elements (in
     /// node order) whose error record holds a bad row or index, as
     /// [`RuntimeError::IndexOutOfRange`] (its op, its id and element offset in the ids buffer;
@@ -819,6 +993,23 @@ impl PreparedProgram for CudaProgram {
 
     fn execute(&mut self, inputs: &Tensors) -> Result<Tensors, RuntimeError> {
         let start = Instant::now();
+        if let Some(b) = &self.symbolic {
+            // A missing input is reported as such, before its symbols are found unbound.
+            if let Some(buf) =
+                self.input_buffers.iter().find(|buf| !inputs.contains_key(buf.id.as_str()))
+            {
+                return Err(RuntimeError::Missing {
+                    kind: TensorKind::Input,
+                    name: buf.id.clone(),
+                    shape: buf.shape.clone(),
+                });
+            }
+            let values = b.llir.bind_inputs(|name| inputs.get(name).map(HostTensor::shape))?;
+            if values != b.active || b.dirty {
+                self.device.bind()?;
+                self.rebind(values)?;
+            }
+        }
         check_tensors(&self.input_buffers, TensorKind::Input, inputs)?;
         self.device.bind()?;
         let mut prof =

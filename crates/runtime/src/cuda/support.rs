@@ -75,8 +75,22 @@ impl Launch {
 /// [`RuntimeError::Unsupported`] naming the op and the node, with what no form expresses;
 /// [`RuntimeError::InvalidProgram`] for a node inconsistent with itself.
 pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeError> {
+    launch_in(&program.label, &program.llir, n)
+}
+
+/// [`launch`] of node `n` of `llir` (a program's LLIR, or its live LLIR at a binding of its
+/// symbols, [`lumen_compiler::Llir::bind`]), errors naming the program `label`.
+///
+/// # Errors
+/// As [`launch`].
+pub fn launch_in(
+    label: &str,
+    llir: &lumen_compiler::Llir,
+    n: usize,
+) -> Result<Launch, RuntimeError> {
+    let program = Program { label, llir };
     let Some(node) = program.llir.nodes.get(n) else {
-        return Err(RuntimeError::invalid(&program.label, format!("no node {n}")));
+        return Err(RuntimeError::invalid(program.label, format!("no node {n}")));
     };
     let refuse = |reason: String| RuntimeError::Unsupported {
         runtime: "cuda",
@@ -84,7 +98,7 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
         node: n,
         reason,
     };
-    let invalid = |what: &str| RuntimeError::invalid(&program.label, format!("node {n}: {what}"));
+    let invalid = |what: &str| RuntimeError::invalid(program.label, format!("node {n}: {what}"));
     let out = || node.writes.first().copied().ok_or_else(|| invalid("writes nothing"));
     match node.op {
         LlirOp::Upload | LlirOp::Readback => Ok(Launch::Copy),
@@ -207,7 +221,7 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             if tv.shape != [vocab, dim] {
                 return Err(invalid("gather table view"));
             }
-            let index = error_record(program, n);
+            let index = error_record_in(program.llir, n);
             let (shape, views) = collapse(&ids.view.shape, &[&ids.view]);
             let rank = shape.len();
             if rank > MAX_RANK {
@@ -359,7 +373,7 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                 idx_stride: idx.view.strides[0] as u64,
                 fill: u64::from(fill.value().to_bits()),
             };
-            let index = error_record(program, n);
+            let index = error_record_in(program.llir, n);
             let (ids_shape, ids_views) = collapse(&idx.view.shape, &[&idx.view]);
             Ok(Launch::Kernels(vec![
                 KernelLaunch {
@@ -500,7 +514,7 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
             if len == 0 {
                 return Ok(Launch::Kernels(Vec::new()));
             }
-            let index = error_record(program, n);
+            let index = error_record_in(program.llir, n);
             let (ids_shape, ids_views) = collapse(&iv.shape, &[iv]);
             Ok(Launch::Kernels(vec![
                 KernelLaunch {
@@ -582,7 +596,7 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
                 });
             }
             if updates > 0 {
-                let index = error_record(program, n);
+                let index = error_record_in(program.llir, n);
                 let (ids_shape, ids_views) = collapse(&iv.shape, &[iv]);
                 kernels.push(KernelLaunch {
                     spec: KernelSpec::ScatterElements { dtype, wide, rank: cs.len() },
@@ -645,6 +659,12 @@ pub fn launch(program: &CompiledProgram, n: usize) -> Result<Launch, RuntimeErro
     }
 }
 
+/// What [`launch_in`] reads of a program: its label and (live) LLIR.
+struct Program<'a> {
+    label: &'a str,
+    llir: &'a lumen_compiler::Llir,
+}
+
 /// Whether a node has a device error record: a gather, a take, a gather_elements or a
 /// scatter_elements (an id or index out of range is reported through it).
 pub fn has_error_record(node: &LlirNode) -> bool {
@@ -677,7 +697,12 @@ pub fn index_op(op: &LlirOp) -> &'static str {
 /// The error record of node `n`: its index among the program's nodes with one
 /// ([`has_error_record`]), in node order (`n` past the last node: how many there are).
 pub fn error_record(program: &CompiledProgram, n: usize) -> usize {
-    let nodes = &program.llir.nodes;
+    error_record_in(&program.llir, n)
+}
+
+/// [`error_record`] in `llir`.
+fn error_record_in(llir: &lumen_compiler::Llir, n: usize) -> usize {
+    let nodes = &llir.nodes;
     nodes[..n.min(nodes.len())].iter().filter(|x| has_error_record(x)).count()
 }
 
