@@ -892,7 +892,7 @@ impl CudaProgram {
                 (LlirOp::LtMatmul { .. }, support::Launch::MatmulK0(ks)) => {
                     let out = node.writes[0];
                     let launches = ks.iter().map(resolve).collect::<Result<Vec<_>, _>>()?;
-                    Step::MatmulK0 { out: b.addrs[out], bytes: b.span_bytes[out], launches }
+                    Step::MatmulK0 { out: b.addrs[out], bytes: b.llir.buffers[out].bytes, launches }
                 }
                 (LlirOp::LtMatmul { epilogue, .. }, support::Launch::Matmul(calls)) => {
                     products.push((i, *epilogue, calls.clone()));
