@@ -5,10 +5,9 @@
 //! or input.
 
 use lumen_compiler::DType;
-use lumen_onnx::proto::{GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto};
+use lumen_onnx::proto::{NodeProto, TensorProto};
 use lumen_onnx::{ImportOptions, import};
 use lumen_runtime::{HostTensor, Tensors};
-use prost::Message;
 
 mod common;
 use common::*;
@@ -20,24 +19,11 @@ fn try_run(
     inputs: Vec<Input>,
     outputs: &[&str],
 ) -> Result<Vec<HostTensor>, String> {
-    let m = ModelProto {
-        ir_version: 8,
-        graph: Some(GraphProto {
-            node: nodes,
-            name: "g".into(),
-            initializer: initializers,
-            input: inputs.iter().map(|i| value(i.name, i.elem_type, i.value.shape())).collect(),
-            output: outputs.iter().map(|n| value(n, 6, &[])).collect(),
-        }),
-        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: 28 }],
-        ..Default::default()
-    };
+    let bytes = model_of(28, nodes, initializers, &inputs, outputs);
+    let imported = import(&bytes, &ImportOptions::default()).map_err(|e| e.to_string())?;
     let given: Tensors = inputs.into_iter().map(|i| (i.name.to_string(), i.value)).collect();
-    let imported =
-        import(&m.encode_to_vec(), &ImportOptions::default()).map_err(|e| e.to_string())?;
     let bound = imported.bind_inputs(&given).map_err(|e| e.to_string())?;
-    let outputs = run_fused_and_unfused(&imported, &bound, "bits")?;
-    Ok(outputs)
+    run_fused_and_unfused(&imported, &bound, "bits")
 }
 
 fn values(t: &HostTensor, dtype: DType) -> Vec<i64> {

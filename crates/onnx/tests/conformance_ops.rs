@@ -45,31 +45,11 @@ fn run_at(
     inputs: Vec<Input>,
     outputs: &[&str],
 ) -> Vec<HostTensor> {
-    let m = ModelProto {
-        ir_version: 8,
-        graph: Some(GraphProto {
-            node: nodes,
-            name: "g".into(),
-            initializer: initializers,
-            input: inputs.iter().map(|i| value(i.name, i.elem_type, i.value.shape())).collect(),
-            output: outputs.iter().map(|n| value(n, data_type::FLOAT, &[])).collect(),
-        }),
-        opset_import: vec![OperatorSetIdProto { domain: String::new(), version: opset }],
-        ..Default::default()
-    };
-    let imported = import(&m.encode_to_vec(), &ImportOptions::default()).unwrap();
+    let bytes = model_of(opset, nodes, initializers, &inputs, outputs);
+    let imported = import(&bytes, &ImportOptions::default()).unwrap();
     let given: Tensors = inputs.into_iter().map(|i| (i.name.to_string(), i.value)).collect();
     let bound = imported.bind_inputs(&given).unwrap();
-    let mut results: Vec<Vec<HostTensor>> = Vec::new();
-    for fuse in [false, true] {
-        let options = CompileOptions { fuse, name: "ops".into(), ..Default::default() };
-        let program = imported.graph.compile(&options).unwrap();
-        let mut prepared = CpuRuntime::default().prepare(&program, &imported.weights).unwrap();
-        let out = prepared.execute(&bound).unwrap();
-        results.push(imported.outputs.iter().map(|(_, l)| out[l].clone()).collect());
-    }
-    assert_eq!(results[0], results[1], "fused and unfused differ");
-    results.remove(0)
+    run_fused_and_unfused(&imported, &bound, "ops").unwrap()
 }
 
 fn run(
