@@ -93,6 +93,20 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
             location: g[n].location,
         });
     }
+    // A state nothing appends to stays zero forever: a mistake, not a program.
+    let appended = |n| g.neighbors(n).any(|u| g[u].op == HlirOp::AppendRows);
+    if let Some((n, name)) = g.node_indices().find_map(|n| match &g[n].op {
+        HlirOp::Input { name, .. } if hlir.states.contains(name) && !appended(n) => Some((n, name)),
+        _ => None,
+    }) {
+        return Err(CompileError::Unsupported {
+            what: format!(
+                "state `{name}` is declared but no output reads an append_rows to it: append to it \
+                 and read the result, or remove the declaration"
+            ),
+            location: g[n].location,
+        });
+    }
     let topo = petgraph::algo::toposort(g, None).map_err(|_| CompileError::Cyclic)?;
 
     // Where every live node's value lives: a node with a buffer of its own, and the view of

@@ -282,6 +282,17 @@ fn binding_and_state_misuse_are_one_line_errors() {
             err.to_string().contains("append_rows to state `cache` reaches no output"),
             "{err}"
         );
+        // A state declared and never appended to: it would have no buffer to keep.
+        let mut cx = Graph::new();
+        let x = cx.input("x", [2, 3]);
+        let _ = cx.state("unused", [Dim::Fixed(4), Dim::Fixed(3)]);
+        x.relu().output("y");
+        let err = cx.compile(&CompileOptions { fuse, ..CompileOptions::default() }).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("state `unused` is declared but no output reads an append_rows"),
+            "{err}"
+        );
     }
 }
 
