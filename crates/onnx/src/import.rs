@@ -17,7 +17,7 @@ use prost::Message;
 
 use crate::constant::Const;
 use crate::error::OnnxError;
-pub use crate::importer::{ImportedInput, MAX_FOLDED_ELEMENTS};
+pub use crate::importer::{ImportedInput, IndexBuffer, MAX_FOLDED_ELEMENTS};
 use crate::importer::{Importer, Names, Value, attr_i, node_name, read_tensor, without_location};
 use crate::proto::{ModelProto, NodeProto, data_type};
 
@@ -74,9 +74,19 @@ pub struct Imported {
     /// Graph outputs left out of the program, with why: (ONNX name, reason). Only outputs
     /// that are not tensors (a ZipMap's sequence of maps) are; the others are imported.
     pub skipped: Vec<(String, String)>,
+    /// The program buffers of positions that kernels check at run time, each with the ONNX
+    /// node that made it, in import order: a run-time index error names such a buffer
+    /// ([`Imported::index_buffer`]).
+    pub index_buffers: Vec<IndexBuffer>,
 }
 
 impl Imported {
+    /// The ONNX node behind program buffer `name`, when it is one of [`Imported::index_buffers`]
+    /// (what a run-time index error's buffer name is looked up by).
+    pub fn index_buffer(&self, name: &str) -> Option<&IndexBuffer> {
+        self.index_buffers.iter().find(|b| b.buffer == name)
+    }
+
     /// The element type of the program's output `name` (f32, or i64/i32 for an integer output
     /// such as a label), `None` for a name that is not an output.
     pub fn output_dtype(&self, name: &str) -> Option<DType> {
@@ -192,6 +202,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         convs: HashMap::new(),
         hard_sigmoids: HashMap::new(),
         skipped: HashMap::new(),
+        index_buffers: Vec::new(),
     };
     for node in &graph.node {
         for i in node.input.iter().filter(|i| !i.is_empty()) {
@@ -420,6 +431,7 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         producer,
         specialized: im.specialized.into_inner(),
         skipped,
+        index_buffers: im.index_buffers,
     })
 }
 

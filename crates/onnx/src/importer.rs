@@ -34,6 +34,23 @@ pub struct ImportedInput {
     pub cast_from: Option<DType>,
 }
 
+/// A program buffer of positions an operator's kernel checks at run time (a `MaxUnpool`'s, a
+/// `ScatterND`'s rows): the ONNX node that made it, so a run-time index error, which names the
+/// buffer, can be traced to the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexBuffer {
+    /// The buffer's name in the program (`{node}.positions`).
+    pub buffer: String,
+    /// The ONNX node's name (or its first output when it has none).
+    pub node: String,
+    /// Its op type.
+    pub op: String,
+    /// How the buffer's values relate to the node's input, when they are not the input's own
+    /// (empty otherwise): what a bad input becomes, an id of exactly the axis' length (`a
+    /// negative position of I shows as the output's size`).
+    pub note: String,
+}
+
 /// A value flowing along an ONNX edge.
 #[derive(Debug, Clone)]
 pub(crate) enum Value {
@@ -115,6 +132,8 @@ pub(crate) struct Importer {
     /// Values that are not tensors (a ZipMap's output), by name: why a graph output naming
     /// one is left out.
     pub(crate) skipped: HashMap<String, String>,
+    /// The position buffers named so far, in import order ([`IndexBuffer`]).
+    pub(crate) index_buffers: Vec<IndexBuffer>,
 }
 
 /// A convolution imported with constant weights: its input, weights, bias and parameters.

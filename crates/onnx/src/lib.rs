@@ -17,4 +17,4 @@ pub mod ops;
 pub mod proto;
 
 pub use error::OnnxError;
-pub use import::{ImportOptions, Imported, ImportedInput, import};
+pub use import::{ImportOptions, Imported, ImportedInput, IndexBuffer, import};

@@ -3,7 +3,7 @@
 //! shape depends on their input values, evaluated at import from given graph inputs (NonZero,
 //! Unique, NonMaxSuppression, MelWeightMatrix; refused without the values), MaxPool's Indices
 //! output (ties, storage orders, several planes, ceil_mode) and MaxUnpool (with and without
-//! output_shape).
+//! output_shape, its positions checked).
 
 use lumen_compiler::DType;
 use lumen_onnx::proto::{AttributeProto, NodeProto, TensorProto};
@@ -270,7 +270,7 @@ fn max_pool_indices_ties_storage_orders_planes_and_ceil_mode() {
 }
 
 #[test]
-fn max_unpool_places_values_and_pads_to_output_shape() {
+fn max_unpool_places_values_and_refuses_ambiguous_output_shapes() {
     // [1, 2, 3, 4] at 5, 7, 13, 15 of a 4x4 plane (2x2 kernel, stride 2).
     let inputs = || {
         vec![
@@ -286,20 +286,96 @@ fn max_unpool_places_values_and_pads_to_output_shape() {
         want[p] = v;
     }
     floats(&out[0], &[1, 1, 4, 4], &want);
-    // output_shape [1, 1, 5, 5]: the 4x4 result zero-padded after (ONNX's reference), so the
-    // values land at (1, 1), (1, 3), (3, 1), (3, 3) of 5x5: 6, 8, 16, 18.
-    let mut with_shape = inputs();
-    with_shape.push(i64_in("shape", &[4], &[1, 1, 5, 5]));
+    // output_shape equal to the unpooled shape: the same result, specialised to it.
     let unpool = || node("MaxUnpool", &["x", "i", "shape"], &["y"], attrs());
-    let (out, specialized) = run(11, vec![unpool()], vec![], with_shape, &["y"]);
-    let mut want = [0.0f32; 25];
-    for (p, v) in [(6, 1.0), (8, 2.0), (16, 3.0), (18, 4.0)] {
-        want[p] = v;
-    }
-    floats(&out[0], &[1, 1, 5, 5], &want);
+    let mut same = inputs();
+    same.push(i64_in("shape", &[4], &[1, 1, 4, 4]));
+    let (out, specialized) = run(11, vec![unpool()], vec![], same, &["y"]);
+    floats(&out[0], &[1, 1, 4, 4], &want);
     assert_eq!(specialized, ["shape"]);
+    // output_shape [1, 1, 5, 5] with hand-fed positions (ONNX's backend case
+    // test_maxunpool_export_with_output_shape): ONNX Runtime reads them in 5x5, ONNX's
+    // reference in 4x4; refused, naming both layouts.
+    let mut larger = inputs();
+    larger.push(i64_in("shape", &[4], &[1, 1, 5, 5]));
+    let e = try_run(11, vec![unpool()], vec![], larger, &["y"]).unwrap_err();
+    assert_eq!(
+        e,
+        "unsupported operator MaxUnpool (node `maxunpool`, opset 11): output_shape [1, 1, 5, 5] \
+         differs from the unpooled shape [1, 1, 4, 4] and I is not a MaxPool's Indices: ONNX \
+         Runtime and PyTorch read its positions in [1, 1, 5, 5], ONNX's reference in [1, 1, 4, \
+         4] (then pads), and lumen does not guess which layout these positions use"
+    );
     let mut smaller = inputs();
     smaller.push(i64_in("shape", &[4], &[1, 1, 3, 3]));
     let e = try_run(11, vec![unpool()], vec![], smaller, &["y"]).unwrap_err();
     assert!(e.contains("MaxUnpool") && e.contains("output_shape [1, 1, 3, 3]"), "{e}");
+}
+
+#[test]
+fn max_unpool_puts_values_back_where_max_pool_found_them() {
+    // MaxPool 2x2 stride 2 of a [1, 2, 3, 5] map, whose last row and column no window covers,
+    // then MaxUnpool to output_shape [1, 2, 3, 5]: each maximum back at its place in the 3x5
+    // plane (the unpooled shape is 2x4, where these positions would land elsewhere or outside).
+    // Expected values from onnxruntime 1.32 (scripts/ort_regression_values.py,
+    // max_unpool_output_shape).
+    let x: Vec<f32> = (0..30).map(|k| (k * 7 % 30 - 10) as f32).collect();
+    let attrs = || vec![ints_attr("kernel_shape", &[2, 2]), ints_attr("strides", &[2, 2])];
+    let (out, _) = run(
+        11,
+        vec![
+            node("MaxPool", &["x"], &["p", "i"], attrs()),
+            node("MaxUnpool", &["p", "i", "shape"], &["y"], attrs()),
+        ],
+        vec![ints("shape", &[4], &[1, 2, 3, 5])],
+        vec![f32_in("x", &[1, 2, 3, 5], &x)],
+        &["i", "y"],
+    );
+    exact(&out[0], &[1, 2, 1, 2], &[6, 8, 21, 17]);
+    let mut want = [0.0f32; 30];
+    for (p, v) in [(6, 2.0), (8, 16.0), (17, 19.0), (21, 17.0)] {
+        want[p] = v;
+    }
+    floats(&out[1], &[1, 2, 3, 5], &want);
+}
+
+#[test]
+fn max_unpool_positions_outside_the_output_are_errors_naming_the_node() {
+    let attrs = || vec![ints_attr("kernel_shape", &[2, 2]), ints_attr("strides", &[2, 2])];
+    let unpool = || vec![node("MaxUnpool", &["x", "i"], &["y"], attrs())];
+    let x = || f32_in("x", &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    // Known at import: refused then, naming the input, the position and the bound.
+    let e =
+        try_run(11, unpool(), vec![ints("i", &[1, 1, 2, 2], &[0, -1, 2, 3])], vec![x()], &["y"])
+            .unwrap_err();
+    assert_eq!(
+        e,
+        "node `maxunpool` (MaxUnpool): input 1 (`i`, I) holds -1 at position 1, outside the \
+         output's 16 positions (0..16 in [1, 1, 4, 4])"
+    );
+    // Given at run time: -1 (which ONNX Runtime refuses too; a scatter would count it from the
+    // end) and 16 are run-time errors of the buffer named after the node.
+    for (bad, id) in [(-1, 16), (16, 16), (40, 40)] {
+        let given = vec![x(), i64_in("i", &[1, 1, 2, 2], &[0, bad, 2, 3])];
+        let e = try_run(11, unpool(), vec![], given, &["y"]).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "scatter_elements: id {id} at position 1 of `maxunpool.positions` is out of \
+                 range for an axis of length 16"
+            )
+        );
+    }
+    let bytes = model_of(11, unpool(), vec![], &[x(), i64_in("i", &[1, 1, 2, 2], &[0; 4])], &["y"]);
+    let imported = import(&bytes, &ImportOptions::default()).unwrap();
+    let b = imported.index_buffer("maxunpool.positions").expect("the positions' buffer");
+    assert_eq!((b.node.as_str(), b.op.as_str()), ("maxunpool", "MaxUnpool"));
+    // A float I is named by its type's name.
+    let given = vec![x(), f32_in("i", &[1, 1, 2, 2], &[0.0; 4])];
+    let e = try_run(11, unpool(), vec![], given, &["y"]).unwrap_err();
+    assert_eq!(
+        e,
+        "node `maxunpool` (MaxUnpool): input 1 (`i`, I) is f32 of shape [1, 1, 2, 2]; it must \
+         be int64 (or int32) positions of X's shape [1, 1, 2, 2]"
+    );
 }

@@ -4,12 +4,12 @@
 //! average pool of `|x|^p`. MaxPool's `Indices` output is an argmax over each window's
 //! elements mapped to flat input positions; `MaxUnpool` scatters values back to such positions.
 
-use lumen_compiler::{DType, PadMode, ScatterReduction, Tensor};
+use lumen_compiler::{DType, IntOp, PadMode, ScatterReduction, Tensor};
 
 use super::spatial::{spatial_list, spatial_pads};
 use crate::constant::Const;
 use crate::error::OnnxError;
-use crate::importer::{Handler, Importer, attr_i, attr_ints, one};
+use crate::importer::{Handler, Importer, IndexBuffer, attr_i, attr_ints, node_name, one};
 use crate::proto::NodeProto;
 
 /// The pooling operators, by ONNX `op_type`.
@@ -187,11 +187,21 @@ fn pool_indices(
 }
 
 /// `MaxUnpool`: `X`'s values written at the flat positions `I` holds (MaxPool's `Indices`)
-/// of a zero tensor `[N, C, *out]`, `out = (in - 1) * stride - pads + kernel` per spatial axis;
-/// with `output_shape` (known at import, no smaller), that result zero-padded at the end of
-/// each axis to it, as ONNX's reference does. One `scatter_elements` of the flattened values;
-/// a position outside the output is a run-time error. Of two values sent to one position the
-/// last in row-major order wins on the CPU.
+/// of a zero tensor of the output's shape: `output_shape` when given (known at import, of
+/// `X`'s rank, N and C kept, no smaller than the unpooled shape), else the unpooled shape
+/// `[N, C, *out]`, `out = (in - 1) * stride - pads + kernel` per spatial axis. Positions are
+/// flat over the whole output (`output_shape`'s layout), as ONNX Runtime and PyTorch read
+/// them: MaxPool's `Indices` of an input of `output_shape` put each value back where it was.
+/// ONNX's reference reads them in the unpooled shape instead and pads that result to
+/// `output_shape`; the two agree when the shapes do, so where they differ and `I` is not a
+/// MaxPool's `Indices` (hand-fed positions, whose layout only the producer knows) the node is
+/// refused rather than read one way silently.
+///
+/// One `scatter_elements` of the flattened values at the positions, a computed buffer named
+/// `{node}.positions` ([`Imported::index_buffers`](crate::Imported::index_buffers)) where a
+/// negative position becomes the output's size: a position outside `0..size` is a run-time
+/// error naming the node (known at import: refused then). Of two values sent to one position
+/// the last in row-major order wins on the CPU.
 fn max_unpool(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let x = im.f32_tensor(n, 0)?;
     let shape = x.shape().unwrap_or_default();
@@ -231,56 +241,102 @@ fn max_unpool(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError
         inferred.push(len as usize);
     }
     let indices = im.tensor(n, 1)?;
-    if indices.shape().unwrap_or_default() != shape || !indices.dtype().is_some_and(DType::is_index)
+    let ishape = indices.shape().unwrap_or_default();
+    let dtype = indices.dtype().filter(|&d| d.is_index());
+    let Some(dtype) = dtype.filter(|_| ishape == shape) else {
+        let what = match indices.dtype() {
+            Some(DType::F32) if im.bools.contains(&n.input[1]) => "bool",
+            Some(d) => d.name(),
+            None => "not a tensor",
+        };
+        return Err(im.malformed(
+            n,
+            format!(
+                "input 1 (`{}`, I) is {what} of shape {ishape:?}; it must be int64 (or int32) \
+                 positions of X's shape {shape:?}",
+                n.input[1]
+            ),
+        ));
+    };
+    let target = match n.input.get(2).filter(|s| !s.is_empty()) {
+        None => inferred.clone(),
+        Some(given) => {
+            let Some(target) = im.needed_input(n, 2) else {
+                return Err(im.unsupported(
+                    n,
+                    format!(
+                        "input 2 (`{given}`, output_shape) must be known at import time: lumen \
+                         compiles static shapes (a constant, or a graph input whose value is \
+                         given)"
+                    ),
+                ));
+            };
+            let target = target.to_i64();
+            let fits = target.len() == inferred.len()
+                && target[..2].iter().zip(&inferred).all(|(&t, &i)| t == i as i64)
+                && target[2..].iter().zip(&inferred[2..]).all(|(&t, &i)| t >= i as i64);
+            if !fits {
+                return Err(im.malformed(
+                    n,
+                    format!(
+                        "output_shape {target:?}: it must keep N and C and be no smaller than \
+                         the unpooled shape {inferred:?}"
+                    ),
+                ));
+            }
+            target.iter().map(|&d| d as usize).collect()
+        }
+    };
+    let from_max_pool = im
+        .producers
+        .get(&n.input[1])
+        .is_some_and(|(p, k)| p.op_type == "MaxPool" && *k == 1 && p.domain.is_empty());
+    if target != inferred && !from_max_pool {
+        return Err(im.unsupported(
+            n,
+            format!(
+                "output_shape {target:?} differs from the unpooled shape {inferred:?} and I is \
+                 not a MaxPool's Indices: ONNX Runtime and PyTorch read its positions in \
+                 {target:?}, ONNX's reference in {inferred:?} (then pads), and lumen does not \
+                 guess which layout these positions use"
+            ),
+        ));
+    }
+    let total: usize = target.iter().product();
+    let count: usize = shape.iter().product();
+    if let Some(c) = im.const_input(n, 1)
+        && let Some((p, &v)) =
+            c.to_i64().iter().enumerate().find(|(_, v)| !(0..total as i64).contains(v))
     {
         return Err(im.malformed(
             n,
             format!(
-                "I is {:?} {:?}; it must be integer positions of X's shape {shape:?}",
-                indices.dtype(),
-                indices.shape().unwrap_or_default()
+                "input 1 (`{}`, I) holds {v} at position {p}, outside the output's {total} \
+                 positions (0..{total} in {target:?})",
+                n.input[1]
             ),
         ));
     }
-    let total: usize = inferred.iter().product();
-    let count: usize = shape.iter().product();
+    // A negative position becomes `total`, which the scatter reports as out of range (it
+    // would count a negative one from the end): `m` is -1 for a negative position, else 0, and
+    // `p ^ ((p ^ total) & m)` is `total` or `p`, exact in i64.
+    let p = if dtype == DType::I64 { indices } else { indices.cast(DType::I64) };
+    let p = p.reshape(vec![count]);
+    let sign = im.const_weight(n, "sign_shift", Const::i64(vec![1], vec![63]))?;
+    let size = im.const_weight(n, "size", Const::i64(vec![1], vec![total as i64]))?;
+    let m = p.int_op(IntOp::ShiftRight, &[&sign]);
+    let flip = p.int_op(IntOp::BitXor, &[&size]).int_op(IntOp::BitAnd, &[&m]);
+    let name = im.names.make(&format!("{}.positions", node_name(n)));
+    let positions = p.int_op(IntOp::BitXor, &[&flip]).name(name.clone());
+    im.index_buffers.push(IndexBuffer {
+        buffer: name,
+        node: node_name(n),
+        op: n.op_type.clone(),
+        note: "a negative position of I shows as the output's size".into(),
+    });
     let zeros = im.cx.constant(0.0).reshape(vec![1]).expand(vec![total]);
-    let flat = zeros
-        .scatter_elements(
-            0,
-            indices.reshape(vec![count]),
-            x.reshape(vec![count]),
-            ScatterReduction::None,
-        )
-        .reshape(inferred.clone());
-    let Some(given) = n.input.get(2).filter(|s| !s.is_empty()) else {
-        return one(flat);
-    };
-    let Some(target) = im.needed_input(n, 2) else {
-        return Err(im.unsupported(
-            n,
-            format!(
-                "input 2 (`{given}`, output_shape) must be known at import time: lumen compiles \
-                 static shapes (a constant, or a graph input whose value is given)"
-            ),
-        ));
-    };
-    let target = target.to_i64();
-    let fits = target.len() == inferred.len()
-        && target[..2].iter().zip(&inferred).all(|(&t, &i)| t == i as i64)
-        && target[2..].iter().zip(&inferred[2..]).all(|(&t, &i)| t >= i as i64);
-    if !fits {
-        return Err(im.malformed(
-            n,
-            format!(
-                "output_shape {target:?}: it must keep N and C and be no smaller than the \
-                 unpooled shape {inferred:?}"
-            ),
-        ));
-    }
-    let ends: Vec<(usize, usize)> =
-        (0..s).map(|i| (0, target[2 + i] as usize - inferred[2 + i])).collect();
-    one(flat.pad(&ends, PadMode::Constant(0.0)))
+    let flat = zeros.scatter_elements(0, positions, x.reshape(vec![count]), ScatterReduction::None);
+    one(flat.reshape(target))
 }
 
 /// `AveragePool`: padding counted in the divisor when `count_include_pad`.

@@ -16,7 +16,7 @@ use lumen_compiler::{DType, ScatterReduction, Tensor};
 
 use crate::constant::Const;
 use crate::error::OnnxError;
-use crate::importer::{Importer, Value, attr_i, attr_s, axis, node_name, one};
+use crate::importer::{Importer, IndexBuffer, Value, attr_i, attr_s, axis, node_name, one};
 use crate::proto::NodeProto;
 
 /// Positions f32 arithmetic addresses exactly (2^24): the most a computed flat index reaches.
@@ -214,6 +214,13 @@ impl Addressing {
         // A tuple with a component outside its axis gets row `rows`, one past the last.
         let row = outside.less_than(0.5).select(&sum, rows as f32);
         let name = im.names.make(&format!("{}.rows", node_name(n)));
+        im.index_buffers.push(IndexBuffer {
+            buffer: name.clone(),
+            node: node_name(n),
+            op: n.op_type.clone(),
+            note: "a tuple with an index outside its axis shows as the row one past the last"
+                .into(),
+        });
         Ok(row.reshape(self.positions.clone()).cast(DType::I64).name(name))
     }
 }
@@ -352,6 +359,12 @@ pub(super) fn tensor_scatter(im: &mut Importer, n: &NodeProto) -> Result<Vec<Ten
             };
             // Named, so a position past the axis (linear mode) is reported against it.
             let name = im.names.make(&format!("{}.positions", node_name(n)));
+            im.index_buffers.push(IndexBuffer {
+                buffer: name.clone(),
+                node: node_name(n),
+                op: n.op_type.clone(),
+                note: String::new(),
+            });
             p.cast(DType::I64).name(name)
         }
     };

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""ONNX Runtime's outputs for the small graphs of lumen-onnx's regression tests
+(crates/onnx/tests/*.rs): each case builds the test's graph with the test's inputs, runs it on
+onnxruntime's CPU provider and prints the outputs the test asserts. `cargo test` never runs
+this; it documents where the tests' numbers come from. Usage: python3
+scripts/ort_regression_values.py [CASE ...] (all cases without arguments)."""
+
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto as TP
+from onnx import helper as oh
+from onnx import numpy_helper as nh
+
+
+def run(nodes, inputs, outputs, opset, inits=()):
+    """The outputs of one graph: `inputs` maps names to arrays, `outputs` lists names."""
+    types = {np.dtype(np.float32): TP.FLOAT, np.dtype(np.int64): TP.INT64,
+             np.dtype(np.int32): TP.INT32}
+    vis = [oh.make_tensor_value_info(k, types[v.dtype], v.shape) for k, v in inputs.items()]
+    outs = [oh.make_empty_tensor_value_info(o) for o in outputs]
+    g = oh.make_graph(nodes, "g", vis, outs, initializer=list(inits))
+    m = oh.make_model(g, opset_imports=[oh.make_opsetid("", opset)])
+    m.ir_version = 8
+    s = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, inputs)
+
+
+def show(name, arrays):
+    for a in arrays:
+        a = np.asarray(a)
+        print(f"{name}: {a.dtype} {list(a.shape)}: {a.flatten().tolist()}")
+
+
+def max_unpool_output_shape():
+    """selection_ops.rs, max_unpool_puts_values_back_where_max_pool_found_them: MaxPool 2x2
+    stride 2 (with Indices) of x[k] = (k * 7 % 30) - 10 shaped [1, 2, 3, 5], then MaxUnpool
+    with output_shape [1, 2, 3, 5]."""
+    x = (np.arange(30) * 7 % 30 - 10).astype(np.float32).reshape(1, 2, 3, 5)
+    nodes = [oh.make_node("MaxPool", ["x"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2]),
+             oh.make_node("MaxUnpool", ["y", "i", "s"], ["u"], kernel_shape=[2, 2],
+                          strides=[2, 2])]
+    s = nh.from_array(np.array([1, 2, 3, 5], np.int64), "s")
+    show("max_unpool_output_shape", run(nodes, {"x": x}, ["i", "u"], 11, [s]))
+
+
+CASES = {f.__name__: f for f in [max_unpool_output_shape]}
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or CASES:
+        CASES[name]()
