@@ -282,6 +282,8 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             continue;
         }
         let shape = match options.shapes.get(&input.name) {
+            // No shape declared (not even a rank): the given shape, whatever its rank.
+            Some(given) if tensor.shape.is_none() => given.clone(),
             Some(given) => {
                 if given.len() != dims.len() {
                     return Err(OnnxError::ShapeOption {

@@ -335,6 +335,23 @@ fn invalid_graphs_found_by_a_fresh_user() {
         .unwrap()
         .shape = None;
     assert!(err(&m).to_string().contains("x (no shape declared)"));
+    // Given a shape (`lumen run` gives its tensors'), it takes it at any rank, not rank 0.
+    for (given, ok) in
+        [(vec![2, 3], true), (vec![1, 2, 3], true), (vec![], false), (vec![3, 2], false)]
+    {
+        let options = ImportOptions {
+            shapes: [("x".to_string(), given.clone())].into_iter().collect(),
+            ..Default::default()
+        };
+        match import(&m.encode_to_vec(), &options) {
+            Ok(im) => {
+                assert!(ok, "{given:?}");
+                assert_eq!(im.inputs[0].shape, given);
+            }
+            // x @ w needs [_, 3]: the matmul refuses the others, naming the node.
+            Err(e) => assert!(!ok && e.to_string().starts_with("node `mm` (MatMul)"), "{e}"),
+        }
+    }
     // Dropout in training mode.
     let mut m = model(17);
     let g = m.graph.as_mut().unwrap();
