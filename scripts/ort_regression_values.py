@@ -46,7 +46,19 @@ def max_unpool_output_shape():
     show("max_unpool_output_shape", run(nodes, {"x": x}, ["i", "u"], 11, [s]))
 
 
-CASES = {f.__name__: f for f in [max_unpool_output_shape]}
+def nms_no_boxes_or_classes():
+    """selection_ops.rs, non_max_suppression_of_no_box_or_no_class_is_empty: NonMaxSuppression
+    (max 10 per class, IoU 0.5) of boxes [1, 0, 4] with scores [1, 1, 0], and of boxes [1, 3,
+    4] with scores [1, 0, 3]."""
+    for b, s in [((1, 0, 4), (1, 1, 0)), ((1, 3, 4), (1, 0, 3))]:
+        nodes = [oh.make_node("NonMaxSuppression", ["b", "s", "m", "t"], ["y"])]
+        inits = [nh.from_array(np.array([10], np.int64), "m"),
+                 nh.from_array(np.array([0.5], np.float32), "t")]
+        feeds = {"b": np.zeros(b, np.float32), "s": np.zeros(s, np.float32)}
+        show("nms_no_boxes_or_classes", run(nodes, feeds, ["y"], 11, inits))
+
+
+CASES = {f.__name__: f for f in [max_unpool_output_shape, nms_no_boxes_or_classes]}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:

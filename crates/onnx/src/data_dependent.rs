@@ -181,15 +181,20 @@ impl Importer {
     /// `NonMaxSuppression`: per batch and class, the boxes by descending score (equal scores by
     /// index), above `score_threshold` when given, each kept unless its IoU with one kept
     /// before is over `iou_threshold`, at most `max_output_boxes_per_class` (absent: 0) of
-    /// them; `[selected, 3]` rows of (batch, class, box). Boxes are `[y1, x1, y2, x2]` corners
-    /// in any order, or `[x, y, w, h]` centres with `center_point_box = 1`.
+    /// them; `[selected, 3]` rows of (batch, class, box), `[0, 3]` when there is no box or no
+    /// class. Boxes are `[y1, x1, y2, x2]` corners in any order, or `[x, y, w, h]` centres with
+    /// `center_point_box = 1`.
     fn non_max_suppression(
         &self,
         n: &NodeProto,
         inputs: &[Option<&Const>],
     ) -> Result<Const, OnnxError> {
+        // An empty optional input counts as absent; boxes and scores may hold no box or no
+        // class (the result is then `[0, 3]`).
         let get = |i: usize| inputs.get(i).copied().flatten().filter(|c| !c.is_empty());
-        let (Some(boxes), Some(scores)) = (get(0), get(1)) else {
+        let (Some(boxes), Some(scores)) =
+            (inputs.first().copied().flatten(), inputs.get(1).copied().flatten())
+        else {
             return Err(self.malformed(n, "boxes and scores are required"));
         };
         let center = attr_i(n, "center_point_box", 0);

@@ -182,6 +182,28 @@ fn non_max_suppression_keeps_the_best_boxes_by_iou_and_score() {
 }
 
 #[test]
+fn non_max_suppression_of_no_box_or_no_class_is_empty() {
+    // No box ([1, 0, 4], scores [1, 1, 0]) and no class (scores [1, 0, 3]): no row selected, an
+    // empty [0, 3] int64 result, as onnxruntime 1.32 gives (scripts/ort_regression_values.py,
+    // nms_no_boxes_or_classes); these were refused as if boxes and scores were absent.
+    for (boxes, scores) in [([1, 0, 4], [1, 1, 0]), ([1, 3, 4], [1, 0, 3])] {
+        let count = |s: [usize; 3]| s.iter().product::<usize>();
+        let (out, _) = run(
+            11,
+            vec![node("NonMaxSuppression", &["b", "s", "m", "t"], &["y"], vec![])],
+            vec![ints("m", &[1], &[10])],
+            vec![
+                f32_in("b", &boxes, &vec![0.0; count(boxes)]),
+                f32_in("s", &scores, &vec![0.0; count(scores)]),
+                f32_in("t", &[1], &[0.5]),
+            ],
+            &["y"],
+        );
+        exact(&out[0], &[0, 3], &[]);
+    }
+}
+
+#[test]
 fn mel_weight_matrix_as_onnx_reference_computes_it() {
     // 2 mel bins over 0..4 Hz of an 8-point DFT at 8 Hz: the bin edges fall on FFT bins
     // 0, 1, 2, 3, so each filter is a single 1 at its centre ([5, 2]).
