@@ -58,7 +58,49 @@ def nms_no_boxes_or_classes():
         show("nms_no_boxes_or_classes", run(nodes, feeds, ["y"], 11, inits))
 
 
-CASES = {f.__name__: f for f in [max_unpool_output_shape, nms_no_boxes_or_classes]}
+def folded_int32_bits():
+    """bit_ops.rs, folded_bit_operators_keep_their_onnx_type: opset 18 (BitShift 28) graphs of
+    constants only (Constant nodes, so they fold at import), with a run-time int32 input x =
+    [1, 1, 256, 0] where noted."""
+    c = lambda name, v, t: oh.make_node("Constant", [], [name], value=nh.from_array(np.array(v, t)))
+    a = c("a", [1, 3, -1, 1 << 30], np.int32)
+    b = c("b", [31, 31, 32, 2], np.int32)
+    for d in ("LEFT", "RIGHT"):
+        nodes = [a, b, oh.make_node("BitShift", ["a", "b"], ["y"], direction=d)]
+        show(f"folded_int32_bits shift {d}", run(nodes, {}, ["y"], 28))
+    p = c("p", [12, 10, -1, -(1 << 31)], np.int32)
+    q = c("q", [6, 3, 255, 1 << 30], np.int32)
+    x = {"x": np.array([1, 1, 256, 0], np.int32)}
+    nodes = [p, q, oh.make_node("BitwiseAnd", ["p", "q"], ["e"]),
+             oh.make_node("BitwiseNot", ["e"], ["n"]), oh.make_node("BitwiseOr", ["n", "x"], ["y"])]
+    show("folded_int32_bits and-not-or", run(nodes, x, ["e", "n", "y"], 18))
+    u = c("u", [0, 1, 200, 255], np.uint8)
+    s = c("s", [1, 7, 1, 9], np.uint8)
+    nodes = [u, s, oh.make_node("BitwiseNot", ["u"], ["n"]),
+             oh.make_node("BitShift", ["u", "s"], ["l"], direction="LEFT"),
+             oh.make_node("BitShift", ["u", "s"], ["r"], direction="RIGHT"),
+             oh.make_node("Cast", ["n"], ["nf"], to=TP.FLOAT),
+             oh.make_node("Cast", ["l"], ["lf"], to=TP.FLOAT),
+             oh.make_node("Cast", ["r"], ["rf"], to=TP.FLOAT)]
+    show("folded_int32_bits uint8", run(nodes, {}, ["nf", "lf", "rf"], 28))
+    w = c("w", [(1 << 31) + 5, -(1 << 31) - 1, 7], np.int64)
+    nodes = [w, oh.make_node("Cast", ["w"], ["y"], to=TP.INT32)]
+    show("folded_int32_bits cast", run(nodes, {}, ["y"], 18))
+
+
+def mel_int32():
+    """selection_ops.rs, mel_weight_matrix_as_onnx_reference_computes_it: MelWeightMatrix (opset
+    17) of 3 bins, dft_length 8, sample rate 16, edges 0 and 8 Hz, output_datatype INT32."""
+    feeds = {"nb": np.array(3, np.int64), "dft": np.array(8, np.int64),
+             "sr": np.array(16, np.int64), "lo": np.array(0.0, np.float32),
+             "hi": np.array(8.0, np.float32)}
+    nodes = [oh.make_node("MelWeightMatrix", ["nb", "dft", "sr", "lo", "hi"], ["w"],
+                          output_datatype=TP.INT32)]
+    show("mel_int32", run(nodes, feeds, ["w"], 17))
+
+
+CASES = {f.__name__: f for f in [max_unpool_output_shape, nms_no_boxes_or_classes,
+                                  folded_int32_bits, mel_int32]}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:

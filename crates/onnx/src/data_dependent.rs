@@ -9,7 +9,7 @@
 
 use std::cmp::Ordering;
 
-use crate::constant::{Const, Data};
+use crate::constant::{Const, Data, IntType};
 use crate::error::OnnxError;
 use crate::importer::{Importer, attr, attr_i};
 use crate::proto::{NodeProto, data_type};
@@ -167,7 +167,7 @@ impl Importer {
         }
         let y = match &x.data {
             Data::F32(v) => Const::f32(y_shape, picks.iter().map(|&e| v[e]).collect()),
-            Data::I64(v) => Const::i64(y_shape, picks.iter().map(|&e| v[e]).collect()),
+            Data::I64(v) => Const::ints(y_shape, picks.iter().map(|&e| v[e]).collect(), x.int),
         };
         let count = kept.len();
         let indices = Const::i64(vec![count], kept.iter().map(|&k| k as i64).collect());
@@ -282,8 +282,8 @@ impl Importer {
 
     /// `MelWeightMatrix`: `[dft_length / 2 + 1, num_mel_bins]` triangular filters between
     /// `lower_edge_hertz` and `upper_edge_hertz` on the mel scale, as ONNX's reference computes
-    /// them (bin edges rounded down to FFT bins); `output_datatype` float (the default) or an
-    /// integer type (the weights truncated).
+    /// them (bin edges rounded down to FFT bins); `output_datatype` float (the default) or
+    /// int64, int32, int8 or uint8 (the weights truncated; the value keeps that type).
     fn mel_weight_matrix(&self, n: &NodeProto, c: &[&Const]) -> Result<Const, OnnxError> {
         let scalar = |i: usize, what: &str| -> Result<&Const, OnnxError> {
             match c[i].len() {
@@ -349,8 +349,10 @@ impl Importer {
         let to = attr_i(n, "output_datatype", i64::from(data_type::FLOAT)) as i32;
         Ok(match to {
             data_type::FLOAT | data_type::DOUBLE => Const::f32(vec![spectrum, bins], out),
-            data_type::INT64 | data_type::INT32 => {
-                Const::i64(vec![spectrum, bins], out.iter().map(|&v| v as i64).collect())
+            // Integer weights truncated, in the type asked for.
+            data_type::INT64 | data_type::INT32 | data_type::INT8 | data_type::UINT8 => {
+                let int = IntType::of(to).unwrap_or_default();
+                Const::ints(vec![spectrum, bins], out.iter().map(|&v| v as i64).collect(), int)
             }
             other => {
                 return Err(OnnxError::DType {

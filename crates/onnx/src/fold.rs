@@ -5,8 +5,9 @@
 //! would have computed.
 
 use lumen_compiler::view::View;
+use lumen_compiler::{DType, IntOp};
 
-use crate::constant::{Const, Data};
+use crate::constant::{Const, Data, IntType};
 use crate::error::OnnxError;
 use crate::importer::{Importer, Value, attr, attr_i, attr_ints, axis, node_name, read_tensor};
 use crate::proto::{NodeProto, data_type};
@@ -130,7 +131,8 @@ impl Importer {
                 Ok(Some(vec![if x.is_float() {
                     Const::f32(shape, vec![x.to_f32().iter().product()])
                 } else {
-                    Const::i64(shape, vec![x.to_i64().iter().fold(1i64, |a, &b| a.wrapping_mul(b))])
+                    let product = x.to_i64().iter().fold(1i64, |a, &b| a.wrapping_mul(b));
+                    Const::ints(shape, vec![product], x.int)
                 }]))
             }
             "Trilu" => {
@@ -155,9 +157,10 @@ impl Importer {
                         x.shape.clone(),
                         v.iter().enumerate().map(|(e, &a)| if keep(e) { a } else { 0.0 }).collect(),
                     ),
-                    Data::I64(v) => Const::i64(
+                    Data::I64(v) => Const::ints(
                         x.shape.clone(),
                         v.iter().enumerate().map(|(e, &a)| if keep(e) { a } else { 0 }).collect(),
+                        x.int,
                     ),
                 }]))
             }
@@ -182,7 +185,9 @@ impl Importer {
                     Data::F32(v) => {
                         Const::f32(shape, vec![v.first().copied().unwrap_or(0.0); count])
                     }
-                    Data::I64(v) => Const::i64(shape, vec![v.first().copied().unwrap_or(0); count]),
+                    Data::I64(v) => {
+                        Const::ints(shape, vec![v.first().copied().unwrap_or(0); count], value.int)
+                    }
                 }]))
             }
             "Range" => {
@@ -199,15 +204,17 @@ impl Importer {
                         (0..count).map(|i| s + i as f32 * d).collect(),
                     )]))
                 } else {
+                    let int = s.int;
                     let (s, l, d) = (s.to_i64()[0], l.to_i64()[0], d.to_i64()[0]);
                     if d == 0 {
                         return Err(self.malformed(n, "delta is 0"));
                     }
                     let count = (((l - s) as f64) / d as f64).ceil().max(0.0) as usize;
                     self.foldable(n, &[count])?;
-                    Ok(Some(vec![Const::i64(
+                    Ok(Some(vec![Const::ints(
                         vec![count],
                         (0..count as i64).map(|i| s + i * d).collect(),
+                        int,
                     )]))
                 }
             }
@@ -217,7 +224,7 @@ impl Importer {
                 Ok(Some(vec![match to {
                     data_type::FLOAT | data_type::DOUBLE => x.as_float(),
                     data_type::INT64 | data_type::INT32 | data_type::INT8 | data_type::UINT8 => {
-                        x.as_int()
+                        x.as_type(IntType::of(to).unwrap_or_default())
                     }
                     data_type::BOOL => {
                         x.map(|v| f32::from(u8::from(v != 0.0)), |v| i64::from(v != 0)).as_int()
@@ -315,14 +322,19 @@ impl Importer {
                     )
                 } else {
                     let (xv, yv) = (x.to_i64(), y.to_i64());
-                    Const::i64(
+                    let int = if x.int == IntType::I64 { y.int } else { x.int };
+                    Const::ints(
                         shape,
                         pick.iter()
                             .enumerate()
                             .map(|(i, &c)| if c != 0 { xv[i] } else { yv[i] })
                             .collect(),
+                        int,
                     )
                 }]))
+            }
+            "BitwiseAnd" | "BitwiseOr" | "BitwiseXor" | "BitwiseNot" | "BitShift" => {
+                self.fold_bits(n, inputs).map(|c| Some(vec![c]))
             }
             "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" | "Expand" | "Transpose" | "Slice"
             | "Concat" | "Gather" => {
@@ -372,7 +384,7 @@ impl Importer {
                             Some(c) => c.reshaped(shape),
                             None => match &x.data {
                                 Data::F32(_) => Const::f32(shape, vec![]),
-                                Data::I64(_) => Const::i64(shape, vec![]),
+                                Data::I64(_) => Const::ints(shape, vec![], x.int),
                             },
                         }
                     }
@@ -390,7 +402,7 @@ impl Importer {
                             shape[r.axis] = r.count;
                             c = Const::concat(&parts, r.axis).unwrap_or_else(|| match &c.data {
                                 Data::F32(_) => Const::f32(shape.clone(), vec![]),
-                                Data::I64(_) => Const::i64(shape.clone(), vec![]),
+                                Data::I64(_) => Const::ints(shape.clone(), vec![], c.int),
                             });
                         }
                         c
@@ -408,5 +420,66 @@ impl Importer {
             }
             _ => Ok(None),
         }
+    }
+}
+
+impl Importer {
+    /// A bit operator (`BitwiseAnd`, `BitwiseOr`, `BitwiseXor`, `BitwiseNot`, `BitShift`) of
+    /// constants, in their ONNX type: int32 and int64 as lumen's integer op table computes them
+    /// ([`IntOp::eval`], what the program would give), int8 and uint8 in 8 bits (a uint8 shift
+    /// right is logical, `BitwiseNot` of uint8 is `255 - x`); the result keeps the type. Inputs
+    /// of two types, floats and booleans are refused, naming the input.
+    fn fold_bits(&self, n: &NodeProto, inputs: &[Option<Value>]) -> Result<Const, OnnxError> {
+        let op = crate::ops::bit_op(self, n)?;
+        let mut operands: Vec<&Const> = Vec::with_capacity(op.arity());
+        for i in 0..op.arity() {
+            let c = match inputs.get(i) {
+                Some(Some(Value::Const(c))) => c,
+                _ => return Err(self.malformed(n, format!("input {i} is missing"))),
+            };
+            let first = operands.first().map(|f| f.int);
+            if c.is_float() || c.int == IntType::Bool || first.is_some_and(|t| t != c.int) {
+                let what = if c.is_float() { "float" } else { c.int.name() };
+                let beside = first.map_or(String::new(), |t| format!(" beside {}", t.name()));
+                return Err(self.unsupported(
+                    n,
+                    format!(
+                        "input {i} (`{}`) is {what}{beside}; {} takes integers of one type",
+                        n.input[i], n.op_type
+                    ),
+                ));
+            }
+            operands.push(c);
+        }
+        let int = operands[0].int;
+        let eval = |a: i64, b: i64| -> i64 {
+            match int {
+                IntType::I64 | IntType::I32 => op.eval(int.dtype(), a, b),
+                _ => {
+                    let width = i64::from(int.bits());
+                    let outside = !(0..width).contains(&b);
+                    let y = match op {
+                        IntOp::ShiftLeft if outside => 0,
+                        IntOp::ShiftLeft => ((a as u64) << b) as i64,
+                        // Only a negative (signed) value fills with ones.
+                        IntOp::ShiftRight if outside => -i64::from(a < 0),
+                        IntOp::ShiftRight => a >> b,
+                        other => other.eval(DType::I64, a, b),
+                    };
+                    int.wrap(y)
+                }
+            }
+        };
+        let (a, b) = match operands.as_slice() {
+            [a] => (*a, *a),
+            [a, b] => (*a, *b),
+            _ => return Err(self.malformed(n, "no inputs")),
+        };
+        if let Some(shape) = lumen_compiler::view::broadcast_shapes(&a.shape, &b.shape) {
+            self.foldable(n, &shape)?;
+        }
+        a.zip(b, |x, _| x, eval).ok_or_else(|| {
+            self.malformed(n, format!("shapes {:?} and {:?} do not broadcast", a.shape, b.shape))
+        })
     }
 }

@@ -15,7 +15,7 @@ use std::rc::Rc;
 use lumen_compiler::{DType, Graph, HostTensor, Tensor, Tensors};
 use prost::Message;
 
-use crate::constant::Const;
+use crate::constant::{Const, IntType};
 use crate::error::OnnxError;
 pub use crate::importer::{ImportedInput, IndexBuffer, MAX_FOLDED_ELEMENTS};
 use crate::importer::{Importer, Names, Value, attr_i, node_name, read_tensor, without_location};
@@ -386,11 +386,13 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
             // An output known at import time is a weight the program copies out.
             Value::Const(c) => {
                 let here = NodeProto { name: "graph outputs".into(), ..Default::default() };
+                let int32 = !c.is_float() && c.int == IntType::I32;
                 let int = !c.is_float();
                 let w = im.materialize(&here, format!("{}.value", out.name), Value::Const(c))?;
-                // Import-time integers are i64; an output the graph declares int32 is cast.
+                // Import-time integers are i64 weights; an int32 value (or an output the graph
+                // declares int32) is cast.
                 let declared = out.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
-                if int && declared.is_some_and(|t| t.elem_type == data_type::INT32) {
+                if int32 || (int && declared.is_some_and(|t| t.elem_type == data_type::INT32)) {
                     (w.cast(DType::I32), false)
                 } else {
                     (w, true)
@@ -657,7 +659,7 @@ impl Importer {
         // before the op (which may read it as floats).
         let int_type = same_type_input(n).and_then(|i| match self.input(n, i) {
             Some(Value::Tensor(t)) => t.dtype().filter(|d| d.is_index()),
-            Some(Value::Const(c)) if !c.is_float() => Some(DType::I64),
+            Some(Value::Const(c)) if !c.is_float() => Some(c.int.dtype()),
             _ => None,
         });
         let mut out = crate::ops::compute(self, n)?;

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use lumen_compiler::view::View;
 use lumen_compiler::{DType, Graph, HostTensor, Tensor, Tensors};
 
-use crate::constant::{Const, Data, ReadError};
+use crate::constant::{Const, Data, IntType, ReadError};
 use crate::error::OnnxError;
 use crate::proto::{AttributeProto, NodeProto, TensorProto};
 
@@ -376,6 +376,9 @@ impl Importer {
         if self.inputs.iter().any(|g| g.onnx_name == name) {
             let tensor = self.known.get(name)?;
             let c = match tensor.index_values() {
+                Some(v) if tensor.dtype() == DType::I32 => {
+                    Const::ints(tensor.shape().to_vec(), v, IntType::I32)
+                }
                 Some(v) => Const::i64(tensor.shape().to_vec(), v),
                 None => Const::f32(tensor.shape().to_vec(), tensor.data().to_vec()),
             };

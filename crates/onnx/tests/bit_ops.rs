@@ -5,7 +5,7 @@
 //! or input.
 
 use lumen_compiler::DType;
-use lumen_onnx::proto::{NodeProto, TensorProto};
+use lumen_onnx::proto::{AttributeProto, NodeProto, TensorProto, data_type};
 use lumen_onnx::{ImportOptions, import};
 use lumen_runtime::{HostTensor, Tensors};
 
@@ -95,4 +95,104 @@ fn bad_bit_operators_are_named() {
     let inputs = vec![i32_in("x", &[2], &[1, 2]), i64_in("z", &[2], &[1, 2])];
     let err = try_run(vec![mixed], vec![], inputs, &["y"]).unwrap_err();
     assert!(err.contains("input 1 (`z`) is i64"), "{err}");
+}
+
+/// A `Constant` node holding `values` of ONNX type `elem` (int32, int64 or uint8).
+fn constant(name: &str, elem: i32, values: &[i64]) -> NodeProto {
+    let mut t = TensorProto {
+        dims: vec![values.len() as i64],
+        data_type: elem,
+        name: name.into(),
+        ..Default::default()
+    };
+    match elem {
+        data_type::INT64 => t.int64_data = values.to_vec(),
+        data_type::UINT8 => t.raw_data = values.iter().map(|&v| v as u8).collect(),
+        _ => t.int32_data = values.iter().map(|&v| v as i32).collect(),
+    }
+    let mut n = node("Constant", &[], &[name], vec![]);
+    n.name = format!("const_{name}");
+    n.attribute.push(AttributeProto {
+        name: "value".into(),
+        t: Some(t),
+        r#type: 4,
+        ..Default::default()
+    });
+    n
+}
+
+#[test]
+fn folded_bit_operators_keep_their_onnx_type() {
+    // Expected values from onnxruntime 1.32 (scripts/ort_regression_values.py,
+    // folded_int32_bits). Constants only: folded at import, in 32 bits, the result int32
+    // (they were computed in 64 bits as int64: 1 << 31 was 2^31, not -2^31).
+    let min = i64::from(i32::MIN);
+    let consts = || {
+        vec![
+            constant("a", data_type::INT32, &[1, 3, -1, 1 << 30]),
+            constant("b", data_type::INT32, &[31, 31, 32, 2]),
+        ]
+    };
+    for (direction, want) in [("LEFT", [min, min, 0, 0]), ("RIGHT", [0, 0, -1, 1 << 28])] {
+        let mut nodes = consts();
+        nodes.push(node(
+            "BitShift",
+            &["a", "b"],
+            &["y"],
+            vec![string_attr("direction", direction)],
+        ));
+        let out = try_run(nodes, vec![], vec![], &["y"]).unwrap();
+        assert_eq!(values(&out[0], DType::I32), want, "{direction}");
+    }
+    // A folded int32 result read by a run-time int32 operator (was refused: "input 1 (`x`) is
+    // i32"), and by a folded BitwiseNot first.
+    let nodes = vec![
+        constant("p", data_type::INT32, &[12, 10, -1, min]),
+        constant("q", data_type::INT32, &[6, 3, 255, 1 << 30]),
+        node("BitwiseAnd", &["p", "q"], &["e"], vec![]),
+        node("BitwiseNot", &["e"], &["n"], vec![]),
+        node("BitwiseOr", &["n", "x"], &["y"], vec![]),
+    ];
+    let out =
+        try_run(nodes, vec![], vec![i32_in("x", &[4], &[1, 1, 256, 0])], &["e", "n", "y"]).unwrap();
+    assert_eq!(values(&out[0], DType::I32), [4, 2, 255, 0]);
+    assert_eq!(values(&out[1], DType::I32), [-5, -3, -256, -1]);
+    assert_eq!(values(&out[2], DType::I32), [-5, -3, -256, -1]);
+    // uint8 in 8 bits: BitwiseNot is 255 - x, shifts drop the bits past 8 (the result read
+    // through a Cast to float, lumen having no uint8 tensors).
+    let cast = |i: &str, o: &str| node("Cast", &[i], &[o], vec![int_attr("to", 1)]);
+    let shift =
+        |d: &str, o: &str| node("BitShift", &["u", "s"], &[o], vec![string_attr("direction", d)]);
+    let nodes = vec![
+        constant("u", data_type::UINT8, &[0, 1, 200, 255]),
+        constant("s", data_type::UINT8, &[1, 7, 1, 9]),
+        node("BitwiseNot", &["u"], &["n"], vec![]),
+        shift("LEFT", "l"),
+        shift("RIGHT", "r"),
+        cast("n", "nf"),
+        cast("l", "lf"),
+        cast("r", "rf"),
+    ];
+    let out = try_run(nodes, vec![], vec![], &["nf", "lf", "rf"]).unwrap();
+    assert_eq!(out[0].data(), [255.0, 254.0, 55.0, 0.0]);
+    assert_eq!(out[1].data(), [0.0, 128.0, 144.0, 0.0]);
+    assert_eq!(out[2].data(), [0.0, 0.0, 100.0, 0.0]);
+    // A folded Cast to int32 wraps, and stays int32.
+    let nodes = vec![
+        constant("w", data_type::INT64, &[(1 << 31) + 5, -(1 << 31) - 1, 7]),
+        node("Cast", &["w"], &["y"], vec![int_attr("to", i64::from(data_type::INT32))]),
+    ];
+    let out = try_run(nodes, vec![], vec![], &["y"]).unwrap();
+    assert_eq!(values(&out[0], DType::I32), [-2147483643, 2147483647, 7]);
+    // Constants of two types are refused, naming the input and both types.
+    let nodes = vec![
+        constant("a", data_type::INT32, &[1]),
+        constant("c", data_type::INT64, &[1]),
+        node("BitwiseAnd", &["a", "c"], &["y"], vec![]),
+    ];
+    assert_eq!(
+        try_run(nodes, vec![], vec![], &["y"]).unwrap_err(),
+        "unsupported operator BitwiseAnd (node `bitwiseand`, opset 28): input 1 (`c`) is int64 \
+         beside int32; BitwiseAnd takes integers of one type"
+    );
 }

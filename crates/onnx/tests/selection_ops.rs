@@ -230,6 +230,17 @@ fn mel_weight_matrix_as_onnx_reference_computes_it() {
     floats(&out[0], &[9, 3], &want);
     let e = try_run(17, vec![mel()], vec![], inputs(0, 8, 8, 0.0, 4.0), &["y"]).unwrap_err();
     assert!(e.contains("MelWeightMatrix") && e.contains("num_mel_bins 0"), "{e}");
+    // output_datatype INT32: the truncated weights as int32 (was int64), onnxruntime 1.32's
+    // values (scripts/ort_regression_values.py, mel_int32).
+    let int32 = node(
+        "MelWeightMatrix",
+        &["bins", "dft", "rate", "low", "high"],
+        &["y"],
+        vec![int_attr("output_datatype", i64::from(lumen_onnx::proto::data_type::INT32))],
+    );
+    let (out, _) = run(17, vec![int32], vec![], inputs(3, 8, 16, 0.0, 8.0), &["y"]);
+    assert_eq!((out[0].shape(), out[0].dtype()), (&[5, 3][..], DType::I32));
+    assert_eq!(out[0].index_values().unwrap(), [1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
 }
 
 #[test]

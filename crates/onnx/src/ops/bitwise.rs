@@ -5,43 +5,56 @@
 
 use lumen_compiler::{DType, IntOp, Tensor};
 
+use crate::constant::IntType;
 use crate::error::OnnxError;
 use crate::importer::{Importer, Value, attr_s, one};
 use crate::proto::NodeProto;
 
-/// `BitwiseAnd`, `BitwiseOr`, `BitwiseXor`, `BitwiseNot` (opset 18 on).
-pub(super) fn bitwise(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+/// The integer op of bit operator node `n` (`BitwiseAnd`, `BitwiseOr`, `BitwiseXor`,
+/// `BitwiseNot`, or `BitShift` by its required `direction`, `LEFT` or `RIGHT`), also what
+/// constant folding computes.
+///
+/// # Errors
+/// [`OnnxError::Malformed`] for a missing or unknown `direction`.
+pub(crate) fn bit_op(im: &Importer, n: &NodeProto) -> Result<IntOp, OnnxError> {
     let op = match n.op_type.as_str() {
         "BitwiseAnd" => IntOp::BitAnd,
         "BitwiseOr" => IntOp::BitOr,
         "BitwiseXor" => IntOp::BitXor,
-        _ => IntOp::BitNot,
+        "BitwiseNot" => IntOp::BitNot,
+        _ => {
+            return match attr_s(n, "direction").as_deref() {
+                Some("LEFT") => Ok(IntOp::ShiftLeft),
+                Some("RIGHT") => Ok(IntOp::ShiftRight),
+                Some(other) => Err(im.malformed(
+                    n,
+                    format!("attribute direction is {other:?}; ONNX allows \"LEFT\" or \"RIGHT\""),
+                )),
+                None => Err(im.malformed(n, "attribute direction (LEFT or RIGHT) is missing")),
+            };
+        }
     };
+    Ok(op)
+}
+
+/// `BitwiseAnd`, `BitwiseOr`, `BitwiseXor`, `BitwiseNot` (opset 18 on).
+pub(super) fn bitwise(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let op = bit_op(im, n)?;
     int_op(im, n, op)
 }
 
 /// `BitShift`: `direction` `LEFT` or `RIGHT` (required); a signed right shift is arithmetic, a
 /// shift outside `0..width` gives 0 (or -1 shifting a negative value right), opset 28's rule.
 pub(super) fn bit_shift(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
-    let op = match attr_s(n, "direction").as_deref() {
-        Some("LEFT") => IntOp::ShiftLeft,
-        Some("RIGHT") => IntOp::ShiftRight,
-        Some(other) => {
-            return Err(im.malformed(
-                n,
-                format!("attribute direction is {other:?}; ONNX allows \"LEFT\" or \"RIGHT\""),
-            ));
-        }
-        None => return Err(im.malformed(n, "attribute direction (LEFT or RIGHT) is missing")),
-    };
+    let op = bit_op(im, n)?;
     int_op(im, n, op)
 }
 
 /// `op` over the node's first `op.arity()` inputs, all of one integer type: that of the first
-/// input the program computes (a graph input or a computed tensor; int32 or int64), int64 when
-/// every input is a constant. A constant (held as int64 at import) is cast to that type; an
-/// input of another type (a float, a boolean, an int32 beside an int64 tensor) is refused,
-/// naming it.
+/// input the program computes (a graph input or a computed tensor; int32 or int64; a node of
+/// constants only is folded at import, in their type). A constant (an int64 weight once in
+/// the program) is cast to that type; an input of another type (a float, a boolean, an int32
+/// beside an int64 tensor) is refused, naming it.
 fn int_op(im: &mut Importer, n: &NodeProto, op: IntOp) -> Result<Vec<Tensor>, OnnxError> {
     let count = op.arity();
     if n.input.len() < count {
@@ -54,7 +67,10 @@ fn int_op(im: &mut Importer, n: &NodeProto, op: IntOp) -> Result<Vec<Tensor>, On
     let dtype = (0..count).find_map(|i| computed(im, i)).unwrap_or(DType::I64);
     let mut operands = Vec::with_capacity(count);
     for i in 0..count {
-        let constant = matches!(im.input(n, i), Some(Value::Const(c)) if !c.is_float());
+        let constant = matches!(
+            im.input(n, i),
+            Some(Value::Const(c)) if !c.is_float() && c.int != IntType::Bool
+        );
         let t = im.tensor(n, i)?;
         let got = t.dtype();
         let t = match got {
@@ -62,7 +78,9 @@ fn int_op(im: &mut Importer, n: &NodeProto, op: IntOp) -> Result<Vec<Tensor>, On
             // An integer constant (int64 at import) in the computed input's type.
             Some(DType::I64) if constant && IntOp::takes(dtype) => t.cast(dtype),
             _ => {
-                let what = if im.bools.contains(&n.input[i]) {
+                let bool_constant =
+                    matches!(im.input(n, i), Some(Value::Const(c)) if c.int == IntType::Bool);
+                let what = if im.bools.contains(&n.input[i]) || bool_constant {
                     "a boolean".to_string()
                 } else {
                     got.map_or_else(|| "not a tensor".to_string(), |d| d.to_string())

@@ -13,6 +13,7 @@
 
 mod attention;
 mod bitwise;
+pub(crate) use bitwise::bit_op;
 mod conv;
 mod deform;
 mod elementwise;
