@@ -103,3 +103,42 @@ fn nan_poisoned_plan_gives_the_same_bits() {
     };
     assert_eq!(bits(&a), bits(&b));
 }
+
+/// `lumen generate` end to end: the reference tokens, the step's FLOP polynomial in `--json`
+/// and the text, and bad input as one `error:` line.
+#[test]
+fn the_cli_generates_the_reference_tokens_and_reports_the_step_flops() {
+    let (prompt, want, _) = references().swap_remove(1);
+    let ids = prompt.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let lumen = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lumen"));
+        cmd.arg("generate").arg(dir()).args(["--threads", "1"]).args(extra);
+        cmd.output().unwrap()
+    };
+    let n = want.len().to_string();
+    let out = lumen(&["--prompt-ids", &ids, "--max-new-tokens", &n, "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tokens: Vec<i64> =
+        doc["tokens"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+    assert_eq!(tokens, want);
+    // Per (query, key) pair: 2 layers x 4 heads x (2 x 16 FLOP for QK^T and again for AV,
+    // plus the mask and softmax). Per token: 2 FLOP per weight the matmuls read (92,160 of
+    // them: 43,008 per layer and lm_head's 6,144) plus the norms, rotary tables and SiLU.
+    let expr = "568*seq*total + 188468*seq";
+    assert_eq!(doc["step_flops"]["expr"], expr);
+    let bound = doc["bound"].as_u64().unwrap();
+    assert_eq!(bound, (prompt.len() + want.len()) as u64);
+    assert_eq!(doc["step_flops"]["at_bound"], 568 * bound * bound + 188468 * bound);
+    let out = lumen(&["--prompt-ids", &ids, "--max-new-tokens", "2"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains(&format!("  FLOP per step: {expr} (")), "{text}");
+    // A token outside the vocabulary: one error line, non-zero exit, nothing on stdout.
+    let out = lumen(&["--prompt-ids", "3,96", "--max-new-tokens", "2"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "error: prompt token 1 is 96, outside the vocabulary 0..96\n"
+    );
+}

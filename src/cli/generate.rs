@@ -93,6 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     (g.prefill_seconds, g.decode_seconds) = (prefill, decode);
     let c = generator.config();
     let figures = &generator.program().figures;
+    // The step's FLOP as a function of `seq` and `total` (the symbolic program's; a fixed
+    // decode step has its one number).
+    let step_flops = generator.program().llir.flops_polynomial().map(|p| p.to_string());
     if args.json {
         return print_json(&json!({
             "model": args.model_dir.display().to_string(),
@@ -112,6 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "compile_seconds": generator.compile_seconds(),
             "prepare_seconds": generator.prepare_seconds(),
             "launches_per_step": figures.launches,
+            "step_flops": {"expr": step_flops, "at_bound": figures.flops},
             "prefill_chunk": generator.prefill_chunk(),
             "symbolic": generator.is_symbolic(),
             "slab_bytes": generator.slab_bytes(),
@@ -149,6 +153,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         c.cache_bytes(),
         model.weight_bytes,
     ));
+    match &step_flops {
+        Some(expr) => {
+            text.push_str(&format!("  FLOP per step: {expr} ({} at the bound)\n", figures.flops))
+        }
+        None => text.push_str(&format!("  FLOP per decode step: {}\n", figures.flops)),
+    }
     text.push_str(&format!("  prompt ({} tokens): {}\n", g.prompt.len(), ids(&g.prompt)));
     text.push_str(&format!("  new ({} tokens): {}\n", g.tokens.len(), ids(&g.tokens)));
     let best_of =

@@ -180,7 +180,8 @@ fn node_line(p: &CompiledProgram, i: usize, node: &LlirNode) -> String {
 
 /// The plan text: one row per buffer in request order (id, bytes, reserved, offset, end, uses
 /// as canonical node ids; sizes in bytes), then the totals: nodes, launches, slab_bytes,
-/// naive_bytes, lower_bound, dram_bytes, flops.
+/// naive_bytes, lower_bound, dram_bytes, flops (at the bounds), and for a program with
+/// symbols `flops_expr`, the FLOP count as a polynomial in them.
 pub fn plan_text(program: &CompiledProgram) -> String {
     let llir = &program.llir;
     let plan = &program.plan;
@@ -223,7 +224,25 @@ pub fn plan_text(program: &CompiledProgram) -> String {
     ] {
         let _ = writeln!(s, "{k:<12} {v}");
     }
+    // With symbols, the count above is the bounds'; this is it at any value.
+    if !llir.symbols.is_empty() {
+        let _ = writeln!(s, "flops_expr   {}", flops_expr(llir));
+    }
     s
+}
+
+/// The FLOP polynomial of a program with symbols ([`crate::Llir::flops_polynomial`]), or why
+/// there is none.
+fn flops_expr(llir: &crate::Llir) -> String {
+    llir.flops_polynomial().map_or_else(
+        || {
+            format!(
+                "(not a polynomial of degree <= {} in each symbol)",
+                crate::polynomial::MAX_DEGREE
+            )
+        },
+        |p| p.to_string(),
+    )
 }
 
 fn dot_escape(s: &str) -> String {
@@ -287,7 +306,8 @@ pub fn llir_dot(program: &CompiledProgram) -> String {
 /// axis/extent, rows/dim/vocab), "inputs": [node ids], "reads": [buffer ids], "views":
 /// [{"shape", "strides", "offset"} per read, in elements], "writes": [...], "workspace"?}], "buffers": [{"id", "dtype",
 /// "shape", "role", "bytes", "reserved", "offset", "end", "uses": [node ids]}], "slab_bytes",
-/// "naive_bytes", "lower_bound", "launches", "dram_bytes", "flops", "node_count", "options":
+/// "naive_bytes", "lower_bound", "launches", "dram_bytes", "flops", "node_count", "symbols" and
+/// "flops_expr" (with symbols only: `[{"name", "bound"}]`, the FLOP polynomial), "options":
 /// {"alignment", "capacity" (null = unbounded), "algorithm", "workspace_bytes",
 /// "resident_weights"}}`: the options the plan was made under
 /// ([`crate::ProgramOptions`]). Node ids are the canonical ids of [`llir_text`]; buffer ids
@@ -455,6 +475,7 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
     // Only programs with symbolic dimensions carry the list (the others dump as before).
     if !symbols.is_empty() {
         doc["symbols"] = Value::Array(symbols);
+        doc["flops_expr"] = json!(flops_expr(llir));
     }
     doc
 }

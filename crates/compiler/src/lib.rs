@@ -33,6 +33,7 @@ pub mod names;
 pub mod ops;
 pub mod options;
 pub mod plan;
+pub mod polynomial;
 pub mod program;
 pub mod programs;
 mod refine;

@@ -25,6 +25,7 @@
 use crate::error::{CompileError, ShapeText, SourceLocation};
 use crate::hlir::{Hlir, HlirOp, MoveOp, TensorType};
 use crate::llir::{Llir, LlirNode, LlirOp};
+use crate::polynomial::Polynomial;
 use crate::view::{View, row_major_strides};
 
 pub use crate::symbols::{
@@ -623,6 +624,32 @@ impl Llir {
             buf.shape = shape;
         }
         Ok(out)
+    }
+}
+
+impl Llir {
+    /// FLOP of one execute as a polynomial in the symbols (`128*seq*total + 320*seq`): the
+    /// sum of [`LlirOp::flops`] over the live LLIR ([`Llir::bind`]) fitted by
+    /// [`Polynomial::fit`]. `None` for a program without symbols, or when the count is not a
+    /// polynomial of degree at most [`crate::polynomial::MAX_DEGREE`] in each symbol.
+    pub fn flops_polynomial(&self) -> Option<Polynomial> {
+        if self.symbols.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = self.symbols.iter().map(|d| d.name.clone()).collect();
+        let bounds: Vec<usize> = self.symbols.iter().map(|d| d.bound).collect();
+        // Node by node: an append (a copy, no FLOP) may not bind at grid points no execute
+        // reaches (more rows appended than the state has live), where the others still count.
+        Polynomial::fit(&names, &bounds, |values| {
+            self.check_values(values).ok()?;
+            let live: Vec<Vec<usize>> =
+                (0..self.buffers.len()).map(|b| self.live_shape(b, values)).collect();
+            (0..self.nodes.len())
+                .filter(|&i| !matches!(self.nodes[i].op, LlirOp::AppendRows { .. }))
+                .try_fold(0u64, |acc, i| {
+                    Some(acc.saturating_add(self.bind_node(i, &live).ok()?.op.flops()))
+                })
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 //! unfused, planned, unshared and NaN-poisoned; then the errors of a bad binding and of ops
 //! that would change a symbol's meaning.
 
-use lumen_compiler::dump::llir_text;
+use lumen_compiler::dump::{llir_text, plan_text};
 use lumen_compiler::{
     BindError, CompileError, CompileOptions, CompiledProgram, DType, Dim, Graph, HostTensor,
 };
@@ -127,6 +127,16 @@ fn the_slab_is_planned_once_at_the_bound() {
     assert!(text.contains("buffer colsum f32[8] output"), "{text}");
     // The fixed program dumps as it always did: no symbol line.
     assert!(!llir_text(&at_bound).contains("symbol"));
+    // The FLOP count as a polynomial in seq: at every value, the count of the program
+    // compiled at that value.
+    let poly = symbolic.llir.flops_polynomial().unwrap();
+    for n in 1..=BOUND {
+        let fixed = compile(&program(Some(n)), true);
+        assert_eq!(poly.value(&[n]), Some(fixed.figures.flops), "seq={n}: {poly}");
+    }
+    let plan = plan_text(&symbolic);
+    assert!(plan.contains(&format!("\nflops_expr   {poly}\n")), "{plan}");
+    assert!(!plan_text(&at_bound).contains("flops_expr"));
 }
 
 #[test]
