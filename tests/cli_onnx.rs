@@ -217,3 +217,27 @@ fn compare_profiles_a_model_with_token_ids() {
     assert_eq!(v["measured"]["runtime"], "cpu", "{v}");
     assert!(v["measured"]["fastest"].as_str().is_some(), "{v}");
 }
+
+/// A bad position found at run time names the ONNX node and op, not an internal buffer, with
+/// or without the search (whose "no candidate ran: unfused: ..." it replaces: the positions are
+/// data, every candidate fails on them). The model is data/make_onnx_error_fixtures.py's.
+#[test]
+fn a_run_time_index_error_names_the_onnx_node() {
+    let (model, inputs) = (data("unpool_index.onnx"), data("unpool_index.inputs.safetensors"));
+    let want = "error: node `y` (MaxUnpool): scatter_elements: id 16 at position 1 of \
+                `y.positions` is out of range for an axis of length 16 (a negative position of \
+                I shows as the output's size)\n";
+    for extra in [&[][..], &["--no-search"], &["--json"], &["--no-fuse", "--runs", "1"]] {
+        let mut args = vec!["run", &model, "--inputs", &inputs];
+        args.extend_from_slice(extra);
+        assert_eq!(error_line_no_panic(&args), want, "{extra:?}");
+    }
+}
+
+/// Graph inputs declared with no shape take the given tensors' ([2, 3] here), not rank 0.
+#[test]
+fn inputs_without_a_declared_shape_take_the_given_shape() {
+    let v = run_fixture("shapeless_add", &["--no-search", "--runs", "1"]);
+    assert_eq!(v["passed"], true, "{v}");
+    assert_eq!(v["max_abs_err"].as_f64(), Some(0.0), "{v}");
+}

@@ -455,7 +455,8 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
             &search_options,
             Progress::Auto,
             tuning_cache_path(args.tuning_cache.as_deref()).as_deref(),
-        )?;
+        )
+        .map_err(|e| at_node(&model, e.into()))?;
         warn(&tuned.warnings);
         // The selected candidate, prepared by the search, is the run's: its prepare is the
         // prepare phase, not the search's.
@@ -496,7 +497,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
     let mut repeat_identical = true;
     for _ in 0..args.runs {
         let t = Instant::now();
-        let out = prepared.execute(&inputs)?;
+        let out = prepared.execute(&inputs).map_err(|e| at_node(&model, e.into()))?;
         times.record(Phase::Execute, t.elapsed());
         match &first {
             None => first = Some(out),
@@ -589,6 +590,31 @@ fn load(args: &Args) -> anyhow::Result<Model> {
         shapes: super::program_args::shape_map(&args.shape)?,
     };
     Ok(Model::Onnx(model::load_onnx(&args.file, &files).with_context(context)?))
+}
+
+/// A run-time error traced to the ONNX node behind it: an index out of range in a position
+/// buffer the importer named after its node ([`lumen_onnx::Imported::index_buffers`]) becomes
+/// `node `u` (MaxUnpool): <the runtime's message>`, with the buffer's note when the id is
+/// exactly the axis' length (what a bad input becomes), whichever candidate met it first (the
+/// positions are data: every candidate fails on them alike). Any other error is returned as
+/// it is.
+fn at_node(model: &Model, err: anyhow::Error) -> anyhow::Error {
+    let Model::Onnx(onnx) = model else { return err };
+    for cause in err.chain() {
+        if let Some(e @ lumen_runtime::RuntimeError::IndexOutOfRange { tensor, index, rows, .. }) =
+            cause.downcast_ref::<lumen_runtime::RuntimeError>()
+            && let Some(b) = onnx.imported.index_buffer(tensor)
+        {
+            // The note explains an id of exactly the axis' length, what a bad input becomes.
+            let note = if b.note.is_empty() || usize::try_from(*index) != Ok(*rows) {
+                String::new()
+            } else {
+                format!(" ({})", b.note)
+            };
+            return anyhow::anyhow!("node `{}` ({}): {e}{note}", b.node, b.op);
+        }
+    }
+    err
 }
 
 /// Marked buffers whose plan put them at their operand's offset (in-place reuse taken).
