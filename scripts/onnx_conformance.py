@@ -433,7 +433,8 @@ def lumen_error_category(msg: str, ops: list) -> tuple:
     if re.search(r"must be known|known at import", msg):
         return "skip", "input needed at import time (static shapes, folded-only operator)"
     if re.search(r"has dtype [iu]\d+, expected f32|is [iu]\d+, expected f32|has dtype f32, "
-                 r"expected [iu]\d+|is f32, expected [iu]\d+|has dtype [iu]\d+, expected [iu]\d+",
+                 r"expected [iu]\d+|is f32, expected [iu]\d+|has dtype [iu]\d+, expected [iu]\d+"
+                 r"|holds output `[^`]*` as \w+; the model computes it as \w+",
                  msg):
         return "fail", "rejected: type error in the compiler (an integer tensor where another " \
                        "type is expected)"

@@ -241,3 +241,19 @@ fn inputs_without_a_declared_shape_take_the_given_shape() {
     assert_eq!(v["passed"], true, "{v}");
     assert_eq!(v["max_abs_err"].as_f64(), Some(0.0), "{v}");
 }
+
+/// A reference of another dtype than the output's is blamed on the --expect file, not on
+/// loading the model.
+#[test]
+fn an_expect_file_of_another_dtype_names_the_file_and_both_types() {
+    let (model, inputs) = (data("unpool_index.onnx"), data("unpool_index.inputs.safetensors"));
+    let expect = data("unpool_index.i64.safetensors");
+    let line = error_line_no_panic(&["run", &model, "--inputs", &inputs, "--expect", &expect]);
+    assert_eq!(
+        line,
+        format!(
+            "error: the --expect file {expect} holds output `y` as i64; the model computes it \
+             as f32\n"
+        )
+    );
+}

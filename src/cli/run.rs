@@ -589,7 +589,15 @@ fn load(args: &Args) -> anyhow::Result<Model> {
         expect: args.expect.as_deref(),
         shapes: super::program_args::shape_map(&args.shape)?,
     };
-    Ok(Model::Onnx(model::load_onnx(&args.file, &files).with_context(context)?))
+    // An error about a tensor file given beside the model (a reference of another dtype, a
+    // tensor naming no input or output) names that file: the model itself loaded.
+    let loaded = model::load_onnx(&args.file, &files).map_err(|e| match e {
+        model::ModelError::ExpectDtype { .. }
+        | model::ModelError::Unexpected { .. }
+        | model::ModelError::InFile { .. } => anyhow::Error::from(e),
+        e => anyhow::Error::from(e).context(context()),
+    })?;
+    Ok(Model::Onnx(loaded))
 }
 
 /// A run-time error traced to the ONNX node behind it: an index out of range in a position

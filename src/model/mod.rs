@@ -117,6 +117,21 @@ pub enum ModelError {
         /// What is wrong in it.
         source: Box<ModelError>,
     },
+    /// A reference output of the `--expect` file whose dtype is not the one the model computes
+    /// for that output (an int32 reference of an output computed as int64).
+    #[error(
+        "the --expect file {path} holds output `{name}` as {got}; the model computes it as {computed}"
+    )]
+    ExpectDtype {
+        /// The `--expect` file.
+        path: String,
+        /// The graph output's ONNX name.
+        name: String,
+        /// The reference's dtype in the file.
+        got: String,
+        /// What the program computes (`f32`, `i32`, `i64`).
+        computed: &'static str,
+    },
     /// A tensor of an `--inputs` or `--expect` file names no graph input or output.
     #[error("the {file} file has a tensor `{name}`, which the model does not have ({expected})")]
     Unexpected {

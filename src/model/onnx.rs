@@ -56,7 +56,8 @@ pub struct OnnxFiles<'a> {
 /// an inputs file for a model that has inputs, [`ModelError::Unexpected`] for a tensor that
 /// names no graph input (or output, in the expect file), [`ModelError::Onnx`] with
 /// [`lumen_onnx::OnnxError::Binding`] for a graph input the file lacks or gives with another
-/// dtype or shape, [`ModelError::Dtype`] for a reference output that is not f32.
+/// dtype or shape, [`ModelError::ExpectDtype`] for a reference output of another dtype than
+/// the program computes for it.
 pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelError> {
     let bytes = read(path)?;
     let given = match files.inputs {
@@ -110,10 +111,11 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
                     // The output's type, as the program computes it.
                     let want = imported.output_dtype(lumen_name);
                     if Some(t.dtype()) != want {
-                        return Err(ModelError::Dtype {
+                        return Err(ModelError::ExpectDtype {
+                            path: p.display().to_string(),
                             name: onnx_name.clone(),
                             got: t.dtype().to_string(),
-                            expected: want.map_or("f32", DType::name),
+                            computed: want.map_or("f32", DType::name),
                         });
                     }
                     by_lumen.insert(lumen_name.clone(), t);
