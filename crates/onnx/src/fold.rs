@@ -226,9 +226,10 @@ impl Importer {
                     data_type::INT64 | data_type::INT32 | data_type::INT8 | data_type::UINT8 => {
                         x.as_type(IntType::of(to).unwrap_or_default())
                     }
-                    data_type::BOOL => {
-                        x.map(|v| f32::from(u8::from(v != 0.0)), |v| i64::from(v != 0)).as_int()
-                    }
+                    // Non-zero is true (a float 0.5 included: not truncated first).
+                    data_type::BOOL => x
+                        .map(|v| f32::from(u8::from(v != 0.0)), |v| i64::from(v != 0))
+                        .as_type(IntType::Bool),
                     other => {
                         return Err(OnnxError::DType {
                             name: node_name(n),
@@ -248,31 +249,31 @@ impl Importer {
             }
             "Pow" => bin(f32::powf, |a, b| a.wrapping_pow(b.clamp(0, u32::MAX as i64) as u32)),
             "Equal" => bin(|a, b| f32::from(u8::from(a == b)), |a, b| i64::from(a == b))
-                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             "Less" => bin(|a, b| f32::from(u8::from(a < b)), |a, b| i64::from(a < b))
-                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             "Greater" => bin(|a, b| f32::from(u8::from(a > b)), |a, b| i64::from(a > b))
-                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             "GreaterOrEqual" => bin(|a, b| f32::from(u8::from(a >= b)), |a, b| i64::from(a >= b))
-                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             "LessOrEqual" => bin(|a, b| f32::from(u8::from(a <= b)), |a, b| i64::from(a <= b))
-                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+                .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             // Booleans are integer constants, 0 or 1 (ONNX's bool).
             "And" => bin(
                 |a, b| f32::from(u8::from(a != 0.0 && b != 0.0)),
                 |a, b| i64::from(a != 0 && b != 0),
             )
-            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             "Or" => bin(
                 |a, b| f32::from(u8::from(a != 0.0 || b != 0.0)),
                 |a, b| i64::from(a != 0 || b != 0),
             )
-            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             "Xor" => bin(
                 |a, b| f32::from(u8::from((a != 0.0) != (b != 0.0))),
                 |a, b| i64::from((a != 0) != (b != 0)),
             )
-            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_int()).collect())),
+            .map(|o| o.map(|v| v.into_iter().map(|c| c.as_type(IntType::Bool)).collect())),
             "Max" | "Min" => {
                 let max = n.op_type == "Max";
                 let mut acc = need(0)?.clone();
@@ -297,7 +298,10 @@ impl Importer {
             "Ceil" => un(f32::ceil),
             "Round" => un(f32::round_ties_even),
             "Relu" => Ok(Some(vec![need(0)?.map(|x| x.max(0.0), |x| x.max(0))])),
-            "Not" => Ok(Some(vec![need(0)?.as_int().map(|x| x, |x| i64::from(x == 0))])),
+            "Not" => {
+                crate::ops::not_bool(self, n)?;
+                Ok(Some(vec![need(0)?.as_type(IntType::Bool).map(|x| x, |x| i64::from(x == 0))]))
+            }
             "Where" => {
                 let (cond, x, y) = (need(0)?, need(1)?, need(2)?);
                 let shape = lumen_compiler::view::broadcast_shapes(&cond.shape, &x.shape)

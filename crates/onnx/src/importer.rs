@@ -269,6 +269,27 @@ impl Importer {
         self.values.get(name).cloned()
     }
 
+    /// The ONNX element type of input `i` of `n` where lumen knows it for sure (`float`, `bool`,
+    /// `int64`, `int32`, `int8`, `uint8`), `None` where it does not: a computed f32 tensor
+    /// holds floats or booleans (lumen's are f32 0/1), and an int64 constant may be a boolean
+    /// folded without its type. For refusing an input a model may not give an operator.
+    pub(crate) fn known_type(&self, n: &NodeProto, i: usize) -> Option<&'static str> {
+        let name = n.input.get(i).filter(|s| !s.is_empty())?;
+        match self.values.get(name)? {
+            Value::Const(c) if c.is_float() => Some("float"),
+            Value::Const(c) if c.int == IntType::I64 => None,
+            Value::Const(c) => Some(c.int.name()),
+            Value::Tensor(_) if self.bools.contains(name) => Some("bool"),
+            Value::Tensor(t) => match t.dtype()? {
+                DType::I64 => Some("int64"),
+                DType::I32 => Some("int32"),
+                // A graph input declared float (a bool one is in `bools`).
+                DType::F32 if self.inputs.iter().any(|g| &g.onnx_name == name) => Some("float"),
+                _ => None,
+            },
+        }
+    }
+
     /// Input `i` as a program tensor, materializing a constant as a weight (a one-element
     /// float as a DSL constant).
     pub(crate) fn tensor(&mut self, n: &NodeProto, i: usize) -> Result<Tensor, OnnxError> {

@@ -1249,3 +1249,101 @@ fn scan_of_opset_8_runs_per_batch_item() {
         close(&out[1], &[2, 3, 1], &want);
     }
 }
+
+/// The import error of a graph, as text.
+fn import_error(
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+    inputs: &[Input],
+) -> String {
+    let bytes = model_of(opset, nodes, initializers, inputs, &["y"]);
+    import(&bytes, &ImportOptions::default()).unwrap_err().to_string()
+}
+
+#[test]
+fn invalid_models_onnx_runtime_refuses_at_load_are_refused_naming_node_op_and_type() {
+    // Not of a float or integer input (ONNX's Not takes bool only); they ran as `x == 0`.
+    let not = || vec![node("Not", &["b"], &["y"], vec![])];
+    let e = import_error(13, not(), vec![], &[f32_in("b", &[2], &[1.0, 0.0])]);
+    assert_eq!(
+        e,
+        "node `not` (Not): input 0 (`b`) is float; Not takes a bool tensor (ONNX Runtime refuses \
+         the model)"
+    );
+    let e = import_error(13, not(), vec![], &[i64_in("b", &[2], &[1, 0])]);
+    assert!(e.starts_with("node `not` (Not): input 0 (`b`) is int64;"), "{e}");
+    // Folded too: a float constant.
+    let e = import_error(13, not(), vec![floats("b", &[1], &[1.0])], &[]);
+    assert!(e.starts_with("node `not` (Not): input 0 (`b`) is float;"), "{e}");
+    // A bool input, and a folded comparison, still run.
+    let out = run_at(13, not(), vec![], vec![bool_in("b", &[2], &[true, false])], &["y"]);
+    assert_eq!(out[0].data(), [0.0, 1.0]);
+    let nodes = vec![
+        node("Equal", &["p", "q"], &["b"], vec![]),
+        node("Not", &["b"], &["n"], vec![]),
+        node("Cast", &["n"], &["y"], vec![int_attr("to", i64::from(data_type::FLOAT))]),
+    ];
+    let out =
+        run_at(13, nodes, vec![ints("p", &[2], &[1, 2]), ints("q", &[2], &[1, 3])], vec![], &["y"]);
+    assert_eq!(out[0].data(), [0.0, 1.0]);
+    // TfIdfVectorizer of float tokens.
+    let tfidf = node(
+        "TfIdfVectorizer",
+        &["x"],
+        &["y"],
+        vec![
+            string_attr("mode", "TF"),
+            int_attr("min_gram_length", 1),
+            int_attr("max_gram_length", 1),
+            int_attr("max_skip_count", 0),
+            AttributeProto {
+                name: "ngram_counts".into(),
+                ints: vec![0],
+                r#type: 7,
+                ..Default::default()
+            },
+            AttributeProto {
+                name: "ngram_indexes".into(),
+                ints: vec![0],
+                r#type: 7,
+                ..Default::default()
+            },
+            AttributeProto {
+                name: "pool_int64s".into(),
+                ints: vec![1],
+                r#type: 7,
+                ..Default::default()
+            },
+        ],
+    );
+    let e = import_error(9, vec![tfidf], vec![], &[f32_in("x", &[2], &[1.0, 2.0])]);
+    assert_eq!(
+        e,
+        "node `tfidfvectorizer` (TfIdfVectorizer): input 0 (`x`) is float; TfIdfVectorizer takes \
+         int32 or int64 tokens (ONNX Runtime refuses the model)"
+    );
+    // BitwiseXor before opset 18, where it does not exist.
+    let xor = || vec![node("BitwiseXor", &["a", "b"], &["y"], vec![])];
+    let ab = || [i64_in("a", &[1], &[6]), i64_in("b", &[1], &[3])];
+    assert_eq!(
+        import_error(17, xor(), vec![], &ab()),
+        "node `bitwisexor` (BitwiseXor): BitwiseXor exists from opset 18 on; the model's opset \
+         is 17 (ONNX Runtime refuses the model)"
+    );
+    let out = run_at(18, xor(), vec![], ab().into(), &["y"]);
+    assert_eq!(out[0].index_values().unwrap(), [5]);
+    // BatchNormalization's training_mode is 0 or 1.
+    let bn = node(
+        "BatchNormalization",
+        &["x", "s", "b", "m", "v"],
+        &["y"],
+        vec![int_attr("training_mode", 2)],
+    );
+    let stats = ["s", "b", "m", "v"].map(|name| floats(name, &[1], &[1.0]));
+    let e = import_error(15, vec![bn], stats.into(), &[f32_in("x", &[1, 1, 2], &[1.0, 2.0])]);
+    assert_eq!(
+        e,
+        "node `batchnormalization` (BatchNormalization): attribute training_mode = 2 (it is 0 or 1)"
+    );
+}

@@ -12,10 +12,11 @@ use crate::proto::NodeProto;
 
 /// The integer op of bit operator node `n` (`BitwiseAnd`, `BitwiseOr`, `BitwiseXor`,
 /// `BitwiseNot`, or `BitShift` by its required `direction`, `LEFT` or `RIGHT`), also what
-/// constant folding computes.
+/// constant folding computes. The `Bitwise*` operators exist from opset 18 on.
 ///
 /// # Errors
-/// [`OnnxError::Malformed`] for a missing or unknown `direction`.
+/// [`OnnxError::Malformed`] for a `Bitwise*` node in a model of an older opset (ONNX Runtime
+/// refuses such a model) and for a missing or unknown `direction`.
 pub(crate) fn bit_op(im: &Importer, n: &NodeProto) -> Result<IntOp, OnnxError> {
     let op = match n.op_type.as_str() {
         "BitwiseAnd" => IntOp::BitAnd,
@@ -34,6 +35,16 @@ pub(crate) fn bit_op(im: &Importer, n: &NodeProto) -> Result<IntOp, OnnxError> {
             };
         }
     };
+    if im.opset < 18 {
+        return Err(im.malformed(
+            n,
+            format!(
+                "{} exists from opset 18 on; the model's opset is {} (ONNX Runtime refuses the \
+                 model)",
+                n.op_type, im.opset
+            ),
+        ));
+    }
     Ok(op)
 }
 

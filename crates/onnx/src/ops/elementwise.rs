@@ -279,8 +279,25 @@ fn equal(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 
 /// `Not`: `x == 0`.
 fn not(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    not_bool(im, n)?;
     let x = im.f32_tensor(n, 0)?;
     one(x.equal(0.0))
+}
+
+/// An error unless `Not`'s input may be a boolean: one known to be another type (a float or
+/// integer graph input or constant, an integer tensor) is an invalid model, which ONNX
+/// Runtime refuses at load. Also checked when `Not` folds.
+pub(crate) fn not_bool(im: &Importer, n: &NodeProto) -> Result<(), OnnxError> {
+    match im.known_type(n, 0) {
+        Some(t) if t != "bool" => Err(im.malformed(
+            n,
+            format!(
+                "input 0 (`{}`) is {t}; Not takes a bool tensor (ONNX Runtime refuses the model)",
+                n.input[0]
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `Less`: 1.0 or 0.0.

@@ -17,6 +17,7 @@ pub(crate) use bitwise::bit_op;
 mod conv;
 mod deform;
 mod elementwise;
+pub(crate) use elementwise::not_bool;
 mod linalg;
 mod loss;
 mod ml;

@@ -23,6 +23,10 @@ pub(super) const OPS: &[(&str, Handler)] = &[
 /// `BatchNormalization`: per-channel (axis 1) statistics, `(x - mean) / sqrt(var + eps) *
 /// scale + bias`; with `training_mode = 1` (opset 14 on), the batch's own ([`batch_norm_training`]).
 fn batch_norm(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
+    let mode = attr_i(n, "training_mode", 0);
+    if !(0..=1).contains(&mode) {
+        return Err(im.malformed(n, format!("attribute training_mode = {mode} (it is 0 or 1)")));
+    }
     if attr_i(n, "training_mode", 0) != 0 && im.opset >= 14 {
         return batch_norm_training(im, n);
     }

@@ -3,11 +3,11 @@
 //! n-gram's tokens, summed over the start positions and skips, and spread to the output columns
 //! by one constant matrix; then weighted by `mode`. Its row is in the reduction family's table.
 
-use lumen_compiler::Tensor;
+use lumen_compiler::{DType, Tensor};
 
 use crate::constant::Const;
 use crate::error::OnnxError;
-use crate::importer::{Importer, attr_floats, attr_i, attr_ints, attr_s, one};
+use crate::importer::{Importer, Value, attr_floats, attr_i, attr_ints, attr_s, one};
 use crate::proto::NodeProto;
 
 /// Tokens are compared in f32: exact while every pool token is below 2^24 in magnitude (a
@@ -111,6 +111,32 @@ pub(super) fn tfidf_vectorizer(im: &mut Importer, n: &NodeProto) -> Result<Vec<T
             id += 1;
         }
         levels.push(level);
+    }
+    // Tokens are int32 or int64 (or strings): a float or boolean input is an invalid model,
+    // which ONNX Runtime refuses at load. A computed f32 tensor is one or the other.
+    let float = matches!(im.input(n, 0), Some(Value::Tensor(t)) if t.dtype() == Some(DType::F32));
+    match im.known_type(n, 0) {
+        Some(t @ ("float" | "bool" | "int8" | "uint8")) => {
+            return Err(im.malformed(
+                n,
+                format!(
+                    "input 0 (`{}`) is {t}; TfIdfVectorizer takes int32 or int64 tokens (ONNX \
+                     Runtime refuses the model)",
+                    n.input[0]
+                ),
+            ));
+        }
+        None if float => {
+            return Err(im.malformed(
+                n,
+                format!(
+                    "input 0 (`{}`) is a float or boolean tensor; TfIdfVectorizer takes int32 or \
+                     int64 tokens",
+                    n.input[0]
+                ),
+            ));
+        }
+        _ => {}
     }
     let x = im.f32_tensor(n, 0)?;
     let shape = x.shape().unwrap_or_default();
