@@ -394,14 +394,19 @@ impl ConvGeometry {
         self.groups > 1 && self.groups == self.c_in
     }
 
-    /// Bytes of im2col workspace the CPU kernel needs: the `[depth, P]` patch matrix of one
-    /// image and group (f32), or 0 for a pointwise or depthwise convolution, which read the
-    /// input directly.
+    /// Bytes of im2col workspace the CPU kernel needs: the patches of one image and group,
+    /// `depth` rows of the `P` output positions rounded up to 16 (f32; the runtime packs them
+    /// in strips of the micro-kernel's width, the last one padded to whole vectors), plus 64
+    /// bytes to start them on a cache line; 0 for a depthwise convolution, which reads the
+    /// input directly. A pointwise convolution packs its input too.
     pub fn workspace_bytes(&self) -> usize {
-        if self.is_pointwise() || self.is_depthwise() {
+        if self.is_depthwise() {
             return 0;
         }
-        self.depth().saturating_mul(self.output_positions()).saturating_mul(4)
+        self.depth()
+            .saturating_mul(self.output_positions().next_multiple_of(16))
+            .saturating_add(16)
+            .saturating_mul(4)
     }
 
     /// Multiply-add FLOPs (2 per tap and input channel of every output element) plus the
@@ -546,13 +551,14 @@ mod tests {
         let g = ConvGeometry::new(&spec(2, 1, 1, 1), &[2, 3, 32, 32], &[8, 3, 3, 3]).unwrap();
         assert_eq!(g.output_shape(), [2, 8, 16, 16]);
         assert_eq!(g.depth(), 27);
-        assert_eq!(g.workspace_bytes(), 27 * 256 * 4);
+        assert_eq!(g.workspace_bytes(), (27 * 256 + 16) * 4);
         assert_eq!(g.text(), "n=2 c=3 oc=8 g=1 in=32x32 k=3x3 out=16x16 s=2x2 d=1x1 p=1x1");
         // Dilation 2 spans 5: (10 - 5) / 1 + 1 = 6.
         let g = ConvGeometry::new(&spec(1, 2, 0, 1), &[1, 1, 10, 10], &[1, 1, 3, 3]).unwrap();
         assert_eq!(g.output_shape(), [1, 1, 6, 6]);
         let pw = ConvGeometry::new(&spec(1, 1, 0, 2), &[1, 4, 5, 5], &[6, 2, 1, 1]).unwrap();
-        assert!(pw.is_pointwise() && !pw.is_depthwise() && pw.workspace_bytes() == 0);
+        assert!(pw.is_pointwise() && !pw.is_depthwise());
+        assert_eq!(pw.workspace_bytes(), (2 * 32 + 16) * 4);
         let dw = ConvGeometry::new(&spec(1, 1, 1, 4), &[1, 4, 5, 5], &[4, 1, 3, 3]).unwrap();
         assert!(dw.is_depthwise() && dw.workspace_bytes() == 0);
         assert_eq!(dw.flops(ConvEpilogue::default()), 4 * 25 * 2 * 9);

@@ -376,7 +376,7 @@ pub fn lower(hlir: &Hlir, workspace_bytes: usize) -> Result<Llir, CompileError> 
         };
         // A matmul given no workspace bytes (the CPU target) gets no workspace buffer: a
         // zero-byte buffer would still reserve one alignment unit of the slab. A convolution
-        // gets its im2col matrix (none when pointwise or depthwise), whatever the target.
+        // gets its im2col patches (none when depthwise), whatever the target.
         let ws_bytes = match op {
             LlirOp::LtMatmul { .. } => workspace_bytes,
             LlirOp::Conv { geometry, .. } => geometry.workspace_bytes(),

@@ -55,7 +55,7 @@ pub const B_BLOCK_BYTES: usize = 1 << 19;
 /// `(m, n, k, dst, lhs, rhs, dst_cs, dst_rs, lhs_cs, rhs_rs, rhs_cs, alpha, beta,
 /// alpha_status, conj_dst, conj_lhs, conj_rhs, next_lhs)`; `alpha_status` 0 writes
 /// `dst = beta·acc`, 1 writes `dst += beta·acc`.
-type MicroKernel = unsafe fn(
+pub(crate) type MicroKernel = unsafe fn(
     usize,
     usize,
     usize,
@@ -76,18 +76,19 @@ type MicroKernel = unsafe fn(
     *const f32,
 );
 
-/// The micro-kernel family this CPU runs: vector width, the largest tile, and the kernels.
+/// The micro-kernel family this CPU runs: vector width, the largest tile, and the kernels
+/// (also driven by the convolution's own loops, [`crate::conv`]).
 #[derive(Clone, Copy)]
-struct Micro {
+pub(crate) struct Micro {
     /// f32 lanes per vector (16 with AVX-512, 8 with AVX2).
-    lanes: usize,
+    pub(crate) lanes: usize,
     /// Vectors per tile column at most (`MR = mr_vectors · lanes`).
-    mr_vectors: usize,
+    pub(crate) mr_vectors: usize,
     /// Rows of `a` per tile at most (`NR`).
-    nr: usize,
+    pub(crate) nr: usize,
     /// The kernel for a tile of `v` vectors by `r` rows (`1 <= v <= mr_vectors`,
     /// `1 <= r <= nr`).
-    kernel: fn(usize, usize) -> MicroKernel,
+    pub(crate) kernel: fn(usize, usize) -> MicroKernel,
     name: &'static str,
 }
 
@@ -98,17 +99,18 @@ impl std::fmt::Debug for Micro {
 }
 
 impl Micro {
-    fn mr(&self) -> usize {
+    /// `MR`: f32 lanes of the widest tile (64 with AVX-512, 16 with AVX2).
+    pub(crate) fn mr(&self) -> usize {
         self.lanes * self.mr_vectors
     }
 
     /// The widest family this CPU supports, or `None` (no AVX2 + FMA, or not x86-64).
-    fn detect() -> Option<Self> {
+    pub(crate) fn detect() -> Option<Self> {
         Self::families().into_iter().next()
     }
 
     /// Every family this CPU supports, widest first (AVX-512F, then AVX2 + FMA).
-    fn families() -> Vec<Self> {
+    pub(crate) fn families() -> Vec<Self> {
         let mut out = Vec::new();
         #[cfg(target_arch = "x86_64")]
         {
@@ -260,7 +262,7 @@ pub fn vector_lanes() -> Option<usize> {
 
 /// The depth blocks of a product of depth `k`: as few as [`KC_MAX`] allows, as even as
 /// possible. Depends on `k` alone, so every part and thread count sums in the same order.
-fn depth_blocks(k: usize) -> Vec<Range<usize>> {
+pub(crate) fn depth_blocks(k: usize) -> Vec<Range<usize>> {
     let count = k.div_ceil(KC_MAX).max(1);
     (0..count).map(|b| k * b / count..k * (b + 1) / count).collect()
 }
