@@ -67,6 +67,13 @@ pub enum GenerateError {
         /// The step's position.
         position: usize,
     },
+    /// An ONNX model lacks what a decoder step with a KV cache needs
+    /// ([`crate::onnx_decoder`]): the message names the input or output.
+    #[error("not a decoder step lumen can drive: {0}")]
+    NotADecoder(String),
+    /// An ONNX model could not be read or imported.
+    #[error(transparent)]
+    Onnx(#[from] lumen_onnx::OnnxError),
     /// The step program could not be built or compiled.
     #[error(transparent)]
     Compile(#[from] CompileError),
@@ -394,7 +401,7 @@ impl Generator {
 }
 
 /// The first position of the largest value; `None` when any value is NaN or there is none.
-fn argmax(values: &[f32]) -> Option<i64> {
+pub(crate) fn argmax(values: &[f32]) -> Option<i64> {
     if values.iter().any(|v| v.is_nan()) {
         return None;
     }

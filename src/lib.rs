@@ -10,6 +10,7 @@
 
 pub mod generate;
 pub mod model;
+pub mod onnx_decoder;
 
 pub use lumen_compiler as compiler;
 pub use lumen_onnx as onnx;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use lumen::generate::{GenerateError, Generator};
 use lumen::model::load_llama;
+use lumen::onnx_decoder::OnnxDecoder;
 use lumen_runtime::{CpuOptions, CpuRuntime, HostTensor, Runtime};
 use safetensors::SafeTensors;
 
@@ -141,4 +142,81 @@ fn the_cli_generates_the_reference_tokens_and_reports_the_step_flops() {
         String::from_utf8(out.stderr).unwrap(),
         "error: prompt token 1 is 96, outside the vocabulary 0..96\n"
     );
+}
+
+/// The ONNX decoder step of `data/make_cnn_fixtures.py` (a random Llama: 2 layers, 4 heads on
+/// 2 cache heads of 8, vocab 96), driven by `OnnxDecoder` with its padded cache, against ONNX
+/// Runtime's plain loop with a growing cache (`data/make_onnx_decoder_reference.py`): the same
+/// tokens and logits within 1e-4 x max(1, |reference|), whatever the prefill chunk and bound.
+#[test]
+fn an_onnx_decoder_step_generates_what_onnxruntime_does() {
+    let data = dir().parent().unwrap().join("onnx");
+    let bytes = std::fs::read(data.join("llama_step_op17.onnx")).unwrap();
+    let refs = std::fs::read(data.join("llama_step_op17.generate.safetensors")).unwrap();
+    let st = SafeTensors::deserialize(&refs).unwrap();
+    let ints = |name: &str| -> Vec<i64> {
+        let t = st.tensor(name).unwrap();
+        t.data().chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let floats = |name: &str| -> Vec<f32> {
+        let t = st.tensor(name).unwrap();
+        t.data().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    };
+    let runtime = CpuRuntime::new(CpuOptions { threads: Some(2), ..CpuOptions::default() });
+    for (bound, chunk) in [(25, 1), (25, 3), (40, 16)] {
+        let mut decoder = OnnxDecoder::new(&bytes, &runtime, bound, chunk).unwrap();
+        assert_eq!((decoder.vocab(), decoder.prefill_chunk()), (96, chunk));
+        let mut worst = 0.0f32;
+        for i in 0..3 {
+            let (prompt, want) = (ints(&format!("p{i}.prompt")), ints(&format!("p{i}.tokens")));
+            let got = decoder.generate(&prompt, want.len(), true).unwrap();
+            assert_eq!(got.tokens, want, "prompt {prompt:?}, bound {bound}, chunk {chunk}");
+            let reference = floats(&format!("p{i}.logits"));
+            for (a, b) in got.logits.iter().flatten().zip(&reference) {
+                worst = worst.max((a - b).abs() / b.abs().max(1.0));
+            }
+        }
+        println!("bound {bound}, chunk {chunk}: max logit error against onnxruntime {worst:.2e}");
+        assert!(worst <= 1e-4, "bound {bound}, chunk {chunk}: max logit error {worst}");
+    }
+    // Past the bound, a token outside the vocabulary: errors before any step.
+    let mut decoder = OnnxDecoder::new(&bytes, &runtime, 8, 4).unwrap();
+    let err = decoder.generate(&[1; 5], 4, false).unwrap_err();
+    assert!(matches!(err, GenerateError::PastBound { prompt: 5, new: 4, bound: 8 }), "{err}");
+    let err = decoder.generate(&[3, 96], 1, false).unwrap_err().to_string();
+    assert_eq!(err, "prompt token 1 is 96, outside the vocabulary 0..96");
+    // A model that is not a decoder step: named as such, with what it lacks.
+    let bert = std::fs::read(data.join("bert_tiny.onnx")).unwrap();
+    let err = OnnxDecoder::new(&bert, &runtime, 8, 1).unwrap_err().to_string();
+    assert!(
+        err.starts_with("not a decoder step lumen can drive: no input `position_ids`"),
+        "{err}"
+    );
+}
+
+/// `lumen generate MODEL.onnx`: the ONNX route from the command line, and a model that is not
+/// a decoder as one error line.
+#[test]
+fn the_cli_generates_with_an_onnx_decoder_step() {
+    let data = dir().parent().unwrap().join("onnx");
+    let lumen = |model: &str, extra: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_lumen"));
+        cmd.arg("generate").arg(data.join(model)).args(["--threads", "1"]).args(extra);
+        cmd.output().unwrap()
+    };
+    let args = ["--prompt-ids", "5,61,33,2", "--max-new-tokens", "12", "--prefill-chunk", "2"];
+    let out = lumen("llama_step_op17.onnx", &[&args[..], &["--json"]].concat());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // onnxruntime's tokens (data/make_onnx_decoder_reference.py, p1).
+    assert_eq!(doc["tokens"], serde_json::json!([27, 29, 60, 34, 37, 0, 48, 0, 48, 0, 48, 0]));
+    assert_eq!((doc["bound"].as_u64(), doc["prefill_chunk"].as_u64()), (Some(16), Some(2)));
+    let out = lumen("llama_step_op17.onnx", &args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("  new (12 tokens): 27 29 60 34 37 0 48 0 48 0 48 0\n"), "{text}");
+    let out = lumen("bert_tiny.onnx", &args);
+    assert!(!out.status.success() && out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: not a decoder step lumen can drive: no input `position_ids`"));
+    assert_eq!(err.lines().count(), 1, "{err}");
 }

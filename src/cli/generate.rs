@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::builder::PossibleValuesParser;
-use lumen::generate::{Generation, Generator};
+use lumen::generate::{GenerateError, Generation, Generator};
 use lumen::model::llama::read_config;
 use lumen::model::load_llama;
+use lumen::onnx_decoder::OnnxDecoder;
 use lumen_runtime::RUNTIME_NAMES;
 use serde_json::json;
 
@@ -25,7 +26,9 @@ use super::run::{parse_threads, runtime_with_threads};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A model directory: config.json and model.safetensors (or its shards with
-    /// model.safetensors.index.json) of a LlamaForCausalLM, f32 (bf16/f16 widened at load).
+    /// model.safetensors.index.json) of a LlamaForCausalLM, f32 (bf16/f16 widened at load);
+    /// or a decoder step exported to ONNX with its KV cache (`MODEL.onnx`: inputs input_ids,
+    /// attention_mask, position_ids and past_key_values.*; outputs logits and present.*).
     model_dir: PathBuf,
     /// The prompt's token ids, comma-separated (`1,2,3`).
     #[arg(
@@ -67,6 +70,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if lumen::model::is_onnx(&args.model_dir) {
+        return run_onnx(args);
+    }
     let start = Instant::now();
     // The bound by default: what this generation needs, at most max_position_embeddings
     // (each step attends over all of it; a config's 131072 would cost every token that much).
@@ -81,16 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let load_seconds = start.elapsed().as_secs_f64();
     let (runtime, warnings) = runtime_with_threads(&args.runtime, args.threads)?;
     let mut generator = Generator::new(&model, runtime.as_ref(), args.prefill_chunk as usize)?;
-    let mut best: Option<Generation> = None;
-    let (mut prefill, mut decode) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..args.repeat {
-        let g = generator.generate(&args.prompt_ids, args.max_new_tokens, false)?;
-        prefill = prefill.min(g.prefill_seconds);
-        decode = decode.min(g.decode_seconds);
-        best = Some(g);
-    }
-    let mut g = best.expect("--repeat is at least 1");
-    (g.prefill_seconds, g.decode_seconds) = (prefill, decode);
+    let g =
+        best_of(args.repeat, || generator.generate(&args.prompt_ids, args.max_new_tokens, false))?;
     let c = generator.config();
     let figures = &generator.program().figures;
     // The step's FLOP as a function of `seq` and `total` (the symbolic program's; a fixed
@@ -124,7 +122,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "warnings": warnings,
         }));
     }
-    let ids = |t: &[i64]| t.iter().map(i64::to_string).collect::<Vec<_>>().join(" ");
     let mut text = String::new();
     text.push_str(&format!("lumen generate {}\n", args.model_dir.display()));
     text.push_str(&format!("  {}\n", model.describe()));
@@ -159,20 +156,117 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => text.push_str(&format!("  FLOP per decode step: {}\n", figures.flops)),
     }
-    text.push_str(&format!("  prompt ({} tokens): {}\n", g.prompt.len(), ids(&g.prompt)));
-    text.push_str(&format!("  new ({} tokens): {}\n", g.tokens.len(), ids(&g.tokens)));
-    let best_of =
-        if args.repeat > 1 { format!(", best of {}", args.repeat) } else { String::new() };
-    text.push_str(&format!(
-        "  prefill {} tokens in {:.3} ms ({:.1} tokens/s); decode {} tokens in {:.3} ms ({:.1} \
-         tokens/s){best_of}\n",
+    text.push_str(&tokens_text(&g, args.repeat));
+    print(&text)?;
+    Ok(())
+}
+
+/// Generates `repeat` times; the last generation's tokens with the best time of each phase.
+fn best_of(
+    repeat: u32,
+    mut generate: impl FnMut() -> Result<Generation, GenerateError>,
+) -> Result<Generation, GenerateError> {
+    let mut g = generate()?;
+    for _ in 1..repeat {
+        let next = generate()?;
+        let (prefill, decode) = (g.prefill_seconds, g.decode_seconds);
+        g = next;
+        g.prefill_seconds = g.prefill_seconds.min(prefill);
+        g.decode_seconds = g.decode_seconds.min(decode);
+    }
+    Ok(g)
+}
+
+/// The report's lines for the prompt, the new tokens and the two phases' speeds.
+fn tokens_text(g: &Generation, repeat: u32) -> String {
+    let ids = |t: &[i64]| t.iter().map(i64::to_string).collect::<Vec<_>>().join(" ");
+    let best_of = if repeat > 1 { format!(", best of {repeat}") } else { String::new() };
+    format!(
+        "  prompt ({} tokens): {}\n  new ({} tokens): {}\n  prefill {} tokens in {:.3} ms ({:.1} \
+         tokens/s); decode {} tokens in {:.3} ms ({:.1} tokens/s){best_of}\n",
+        g.prompt.len(),
+        ids(&g.prompt),
+        g.tokens.len(),
+        ids(&g.tokens),
         g.prompt.len(),
         g.prefill_seconds * 1e3,
         g.prefill_tokens_per_second(),
         g.tokens.len().saturating_sub(1),
         g.decode_seconds * 1e3,
         g.decode_tokens_per_second(),
+    )
+}
+
+/// `lumen generate MODEL.onnx`: a decoder step exported with its KV cache
+/// ([`lumen::onnx_decoder`]).
+fn run_onnx(args: Args) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let bound = match args.max_seq {
+        Some(t) => t as usize,
+        None => args.prompt_ids.len().saturating_add(args.max_new_tokens).max(2),
+    };
+    let path = &args.model_dir;
+    let bytes =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let (runtime, warnings) = runtime_with_threads(&args.runtime, args.threads)?;
+    let mut decoder =
+        OnnxDecoder::new(&bytes, runtime.as_ref(), bound, args.prefill_chunk as usize)?;
+    let load_seconds = start.elapsed().as_secs_f64();
+    let g =
+        best_of(args.repeat, || decoder.generate(&args.prompt_ids, args.max_new_tokens, false))?;
+    let figures = &decoder.program().figures;
+    if args.json {
+        return print_json(&json!({
+            "model": path.display().to_string(),
+            "architecture": "onnx decoder step",
+            "runtime": runtime.name(),
+            "threads": runtime.threads(),
+            "bound": decoder.bound(),
+            "prompt_tokens": g.prompt.len(),
+            "new_tokens": g.tokens.len(),
+            "tokens": g.tokens,
+            "prefill_seconds": g.prefill_seconds,
+            "decode_seconds": g.decode_seconds,
+            "prefill_tokens_per_s": g.prefill_tokens_per_second(),
+            "decode_tokens_per_s": g.decode_tokens_per_second(),
+            "repeat": args.repeat,
+            "load_seconds": load_seconds,
+            "compile_seconds": decoder.compile_seconds(),
+            "prepare_seconds": decoder.prepare_seconds(),
+            "launches_per_step": figures.launches,
+            "step_flops": {"expr": null, "at_bound": figures.flops},
+            "prefill_chunk": decoder.prefill_chunk(),
+            "symbolic": false,
+            "slab_bytes": decoder.slab_bytes(),
+            "cache_bytes": decoder.cache_bytes(),
+            "warnings": warnings,
+        }));
+    }
+    let chunk = decoder.prefill_chunk();
+    let programs = if chunk > 1 {
+        format!("a decode step and a prefill step of {chunk} tokens")
+    } else {
+        "a decode step".to_string()
+    };
+    let mut text = format!("lumen generate {}\n", path.display());
+    text.push_str(&format!(
+        "  ONNX decoder step, vocab {}, bound {} positions (imported and compiled once in {:.3} s, \
+         prepare {:.3} s) on {} ({} thread{}): {programs}, {} launches per decode step, slabs {} \
+         B, KV cache {} B (host, {} slots, new rows copied in)\n",
+        decoder.vocab(),
+        decoder.bound(),
+        decoder.compile_seconds(),
+        decoder.prepare_seconds(),
+        runtime.name(),
+        runtime.threads(),
+        if runtime.threads() == 1 { "" } else { "s" },
+        figures.launches,
+        decoder.slab_bytes(),
+        decoder.cache_bytes(),
+        decoder.bound() - 1,
     ));
+    text.push_str(&format!("  FLOP per decode step: {}\n", figures.flops));
+    text.push_str(&tokens_text(&g, args.repeat));
     print(&text)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ pub mod import;
 mod importer;
 pub mod ops;
 pub mod proto;
+pub mod signature;
 
 pub use error::OnnxError;
 pub use import::{ImportOptions, Imported, ImportedInput, IndexBuffer, import};
