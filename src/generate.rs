@@ -269,53 +269,15 @@ impl Generator {
         max_new: usize,
         keep_logits: bool,
     ) -> Result<Generation, GenerateError> {
-        let (vocab, bound) = (self.config.vocab, self.config.max_seq);
-        if prompt.is_empty() {
-            return Err(GenerateError::EmptyPrompt);
-        }
-        if let Some((index, &id)) =
-            prompt.iter().enumerate().find(|(_, id)| !(0..vocab as i64).contains(id))
-        {
-            return Err(GenerateError::TokenOutOfRange { index, id, vocab });
-        }
-        if prompt.len().checked_add(max_new).is_none_or(|n| n > bound) {
-            return Err(GenerateError::PastBound { prompt: prompt.len(), new: max_new, bound });
-        }
+        let limits = Limits {
+            vocab: self.config.vocab,
+            bound: self.config.max_seq,
+            chunk: self.prefill_chunk(),
+        };
         for t in self.caches.values_mut() {
             t.data_mut().fill(0.0);
         }
-        let mut out = Generation {
-            prompt: prompt.to_vec(),
-            tokens: Vec::with_capacity(max_new),
-            logits: Vec::new(),
-            prefill_seconds: 0.0,
-            decode_seconds: 0.0,
-        };
-        let keep = |out: &mut Generation, logits: Vec<f32>, position: usize| {
-            if out.tokens.len() < max_new {
-                out.tokens.push(argmax(&logits).ok_or(GenerateError::NanLogits { position })?);
-                if keep_logits {
-                    out.logits.push(logits);
-                }
-            }
-            Ok::<(), GenerateError>(())
-        };
-        let start = Instant::now();
-        let chunk = self.prefill_chunk();
-        let mut logits = Vec::new();
-        for (i, tokens) in prompt.chunks(chunk).enumerate() {
-            logits = self.run(tokens, i * chunk)?;
-        }
-        keep(&mut out, logits, prompt.len() - 1)?;
-        out.prefill_seconds = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        for position in prompt.len()..prompt.len() + max_new.saturating_sub(1) {
-            let token = out.tokens[position - prompt.len()];
-            let logits = self.run(&[token], position)?;
-            keep(&mut out, logits, position)?;
-        }
-        out.decode_seconds = start.elapsed().as_secs_f64();
-        Ok(out)
+        greedy(prompt, max_new, keep_logits, limits, |tokens, start| self.run(tokens, start))
     }
 
     /// Runs `tokens` (at most the step's chunk) at positions `start..`: the prefill step
@@ -398,6 +360,70 @@ impl Generator {
         let logits = outputs.swap_remove(LOGITS).map(HostTensor::into_data).unwrap_or_default();
         Ok(logits[(m - 1) * vocab..m * vocab].to_vec())
     }
+}
+
+/// What a greedy loop checks its request against: the vocabulary size, the bound of
+/// positions, and the prompt tokens one step takes at most.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub vocab: usize,
+    pub bound: usize,
+    pub chunk: usize,
+}
+
+/// The greedy loop of every generator: checks the request (before any step), runs the prompt in chunks of `limits.chunk` through `run(tokens, start)`
+/// (the last token's logits back), picks each new token by [`argmax`] and feeds it back, timing
+/// the prefill (the prompt's steps, which give the first new token) and the decode (the rest).
+pub(crate) fn greedy(
+    prompt: &[i64],
+    max_new: usize,
+    keep_logits: bool,
+    limits: Limits,
+    mut run: impl FnMut(&[i64], usize) -> Result<Vec<f32>, GenerateError>,
+) -> Result<Generation, GenerateError> {
+    let Limits { vocab, bound, chunk } = limits;
+    if prompt.is_empty() {
+        return Err(GenerateError::EmptyPrompt);
+    }
+    if let Some((index, &id)) =
+        prompt.iter().enumerate().find(|(_, id)| !(0..vocab as i64).contains(id))
+    {
+        return Err(GenerateError::TokenOutOfRange { index, id, vocab });
+    }
+    if prompt.len().checked_add(max_new).is_none_or(|n| n > bound) {
+        return Err(GenerateError::PastBound { prompt: prompt.len(), new: max_new, bound });
+    }
+    let mut out = Generation {
+        prompt: prompt.to_vec(),
+        tokens: Vec::with_capacity(max_new),
+        logits: Vec::new(),
+        prefill_seconds: 0.0,
+        decode_seconds: 0.0,
+    };
+    let keep = |out: &mut Generation, logits: Vec<f32>, position: usize| {
+        if out.tokens.len() < max_new {
+            out.tokens.push(argmax(&logits).ok_or(GenerateError::NanLogits { position })?);
+            if keep_logits {
+                out.logits.push(logits);
+            }
+        }
+        Ok::<(), GenerateError>(())
+    };
+    let start = Instant::now();
+    let mut logits = Vec::new();
+    for (i, tokens) in prompt.chunks(chunk.max(1)).enumerate() {
+        logits = run(tokens, i * chunk.max(1))?;
+    }
+    keep(&mut out, logits, prompt.len() - 1)?;
+    out.prefill_seconds = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    for position in prompt.len()..prompt.len() + max_new.saturating_sub(1) {
+        let token = out.tokens[position - prompt.len()];
+        let logits = run(&[token], position)?;
+        keep(&mut out, logits, position)?;
+    }
+    out.decode_seconds = start.elapsed().as_secs_f64();
+    Ok(out)
 }
 
 /// The first position of the largest value; `None` when any value is NaN or there is none.

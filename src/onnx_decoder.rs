@@ -32,7 +32,7 @@ use lumen_onnx::signature::{DeclaredDim, DeclaredInput, declared_inputs};
 use lumen_onnx::{ImportOptions, Imported, import};
 use lumen_runtime::{HostTensor, PreparedProgram, Runtime, Tensors};
 
-use crate::generate::{GenerateError, Generation, argmax};
+use crate::generate::{GenerateError, Generation, Limits, greedy};
 
 /// A cache input and the output that returns it with the step's rows appended.
 #[derive(Debug, Clone)]
@@ -323,53 +323,11 @@ impl OnnxDecoder {
         max_new: usize,
         keep_logits: bool,
     ) -> Result<Generation, GenerateError> {
-        let (vocab, bound) = (self.vocab, self.bound);
-        if prompt.is_empty() {
-            return Err(GenerateError::EmptyPrompt);
-        }
-        if let Some((index, &id)) =
-            prompt.iter().enumerate().find(|(_, id)| !(0..vocab as i64).contains(id))
-        {
-            return Err(GenerateError::TokenOutOfRange { index, id, vocab });
-        }
-        if prompt.len().checked_add(max_new).is_none_or(|n| n > bound) {
-            return Err(GenerateError::PastBound { prompt: prompt.len(), new: max_new, bound });
-        }
+        let limits = Limits { vocab: self.vocab, bound: self.bound, chunk: self.prefill_chunk() };
         for c in &mut self.caches {
             c.data_mut().fill(0.0);
         }
-        let mut out = Generation {
-            prompt: prompt.to_vec(),
-            tokens: Vec::with_capacity(max_new),
-            logits: Vec::new(),
-            prefill_seconds: 0.0,
-            decode_seconds: 0.0,
-        };
-        let keep = |out: &mut Generation, logits: Vec<f32>, position: usize| {
-            if out.tokens.len() < max_new {
-                out.tokens.push(argmax(&logits).ok_or(GenerateError::NanLogits { position })?);
-                if keep_logits {
-                    out.logits.push(logits);
-                }
-            }
-            Ok::<(), GenerateError>(())
-        };
-        let start = Instant::now();
-        let chunk = self.prefill_chunk();
-        let mut logits = Vec::new();
-        for (i, tokens) in prompt.chunks(chunk).enumerate() {
-            logits = self.run(tokens, i * chunk)?;
-        }
-        keep(&mut out, logits, prompt.len() - 1)?;
-        out.prefill_seconds = start.elapsed().as_secs_f64();
-        let start = Instant::now();
-        for position in prompt.len()..prompt.len() + max_new.saturating_sub(1) {
-            let token = out.tokens[position - prompt.len()];
-            let logits = self.run(&[token], position)?;
-            keep(&mut out, logits, position)?;
-        }
-        out.decode_seconds = start.elapsed().as_secs_f64();
-        Ok(out)
+        greedy(prompt, max_new, keep_logits, limits, |tokens, start| self.run(tokens, start))
     }
 
     /// Runs `tokens` (at most a step's chunk) at positions `start..`: the prefill step for

@@ -95,20 +95,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // decode step has its one number).
     let step_flops = generator.program().llir.flops_polynomial().map(|p| p.to_string());
     if args.json {
-        return print_json(&json!({
+        return print_json(&flatten(json!({
             "model": args.model_dir.display().to_string(),
             "architecture": "LlamaForCausalLM",
             "runtime": runtime.name(),
             "threads": runtime.threads(),
             "bound": c.max_seq,
-            "prompt_tokens": g.prompt.len(),
-            "new_tokens": g.tokens.len(),
-            "tokens": g.tokens,
-            "prefill_seconds": g.prefill_seconds,
-            "decode_seconds": g.decode_seconds,
-            "prefill_tokens_per_s": g.prefill_tokens_per_second(),
-            "decode_tokens_per_s": g.decode_tokens_per_second(),
-            "repeat": args.repeat,
+            "generation": generation_json(&g, args.repeat),
             "load_seconds": load_seconds,
             "compile_seconds": generator.compile_seconds(),
             "prepare_seconds": generator.prepare_seconds(),
@@ -120,7 +113,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "cache_bytes": c.cache_bytes(),
             "weight_bytes": model.weight_bytes,
             "warnings": warnings,
-        }));
+        })));
     }
     let mut text = String::new();
     text.push_str(&format!("lumen generate {}\n", args.model_dir.display()));
@@ -177,6 +170,36 @@ fn best_of(
     Ok(g)
 }
 
+/// The `--json` fields of one generation (with the best phase times of `repeat`), spliced
+/// into the report where the `"generation"` key stands.
+fn generation_json(g: &Generation, repeat: u32) -> serde_json::Value {
+    json!({
+        "prompt_tokens": g.prompt.len(),
+        "new_tokens": g.tokens.len(),
+        "tokens": g.tokens,
+        "prefill_seconds": g.prefill_seconds,
+        "decode_seconds": g.decode_seconds,
+        "prefill_tokens_per_s": g.prefill_tokens_per_second(),
+        "decode_tokens_per_s": g.decode_tokens_per_second(),
+        "repeat": repeat,
+    })
+}
+
+/// `doc` with its `"generation"` object's fields in its place, so the report stays flat.
+fn flatten(doc: serde_json::Value) -> serde_json::Value {
+    let serde_json::Value::Object(map) = doc else { return doc };
+    let mut out = serde_json::Map::new();
+    for (k, v) in map {
+        match (k.as_str(), v) {
+            ("generation", serde_json::Value::Object(inner)) => out.extend(inner),
+            (_, v) => {
+                out.insert(k, v);
+            }
+        }
+    }
+    serde_json::Value::Object(out)
+}
+
 /// The report's lines for the prompt, the new tokens and the two phases' speeds.
 fn tokens_text(g: &Generation, repeat: u32) -> String {
     let ids = |t: &[i64]| t.iter().map(i64::to_string).collect::<Vec<_>>().join(" ");
@@ -216,20 +239,13 @@ fn run_onnx(args: Args) -> anyhow::Result<()> {
         best_of(args.repeat, || decoder.generate(&args.prompt_ids, args.max_new_tokens, false))?;
     let figures = &decoder.program().figures;
     if args.json {
-        return print_json(&json!({
+        return print_json(&flatten(json!({
             "model": path.display().to_string(),
             "architecture": "onnx decoder step",
             "runtime": runtime.name(),
             "threads": runtime.threads(),
             "bound": decoder.bound(),
-            "prompt_tokens": g.prompt.len(),
-            "new_tokens": g.tokens.len(),
-            "tokens": g.tokens,
-            "prefill_seconds": g.prefill_seconds,
-            "decode_seconds": g.decode_seconds,
-            "prefill_tokens_per_s": g.prefill_tokens_per_second(),
-            "decode_tokens_per_s": g.decode_tokens_per_second(),
-            "repeat": args.repeat,
+            "generation": generation_json(&g, args.repeat),
             "load_seconds": load_seconds,
             "compile_seconds": decoder.compile_seconds(),
             "prepare_seconds": decoder.prepare_seconds(),
@@ -240,7 +256,7 @@ fn run_onnx(args: Args) -> anyhow::Result<()> {
             "slab_bytes": decoder.slab_bytes(),
             "cache_bytes": decoder.cache_bytes(),
             "warnings": warnings,
-        }));
+        })));
     }
     let chunk = decoder.prefill_chunk();
     let programs = if chunk > 1 {

@@ -139,23 +139,14 @@ impl Imported {
         Ok(out)
     }
 }
+
 /// The names of a model's graph inputs that no initializer gives (what a caller must feed),
 /// in graph order, without importing it.
 ///
 /// # Errors
 /// [`OnnxError::Decode`] for bytes that do not decode, [`OnnxError::NoGraph`].
 pub fn graph_input_names(bytes: &[u8]) -> Result<Vec<String>, OnnxError> {
-    let model = crate::proto::ModelSignature::decode(bytes)
-        .map_err(|e| OnnxError::Decode(e.to_string()))?;
-    let graph = model.graph.ok_or(OnnxError::NoGraph)?;
-    let given: std::collections::BTreeSet<&str> =
-        graph.initializer.iter().map(|i| i.name.as_str()).collect();
-    Ok(graph
-        .input
-        .iter()
-        .filter(|i| !given.contains(i.name.as_str()))
-        .map(|i| i.name.clone())
-        .collect())
+    Ok(crate::signature::declared_inputs(bytes)?.into_iter().map(|i| i.name).collect())
 }
 
 /// Imports an ONNX model (opset 7 to 28, float32, static shapes or shapes set by
