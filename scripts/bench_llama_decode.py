@@ -19,6 +19,9 @@ engines decode the same prompt greedily for --tokens new tokens:
     --threads T --json`, whose JSON gives "tokens" (new tokens only), "prefill_tokens_per_s"
     and "decode_tokens_per_s" (lumen's own timers). Without a `generate` subcommand the script
     prints "lumen: skipped (no generate subcommand)" and reports ONNX Runtime alone.
+  * lumen-onnx: the same command given ORT's decoder_step.onnx instead of the model directory
+    (lumen's ONNX decoder route: the exported step compiled once for the bound, a decode step
+    and a prefill step over a padded host cache); --no-onnx-route leaves it out.
 
 Both are checked against transformers' own model.generate(do_sample=False, use_cache=True) on
 the same prompt. A random model can have near-ties, so a token mismatch where generate's top-1
@@ -86,6 +89,8 @@ def parse_args():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--lumen", default=os.path.join("target", "release", "lumen"))
     p.add_argument("--no-lumen", action="store_true", help="time ONNX Runtime only")
+    p.add_argument("--no-onnx-route", action="store_true",
+                   help="skip lumen-onnx (lumen generate on the exported decoder_step.onnx)")
     p.add_argument("--tie-margin", type=float, default=1e-3)
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     a = p.parse_args()
@@ -376,27 +381,35 @@ def main():
         log(f"ORT {ort.__version__} {th} thread(s) vs generate: {check[('ort', th)]}")
 
     use_lumen, why = (False, "--no-lumen") if a.no_lumen else lumen_has_generate(a.lumen)
+    # lumen twice: from the model directory (its Llama step, symbolic), and driving the same
+    # exported ONNX step ORT runs (`lumen generate decoder_step.onnx`: fixed shapes over a
+    # padded cache), unless --no-onnx-route.
+    lumen_models = {"lumen": a.model_dir}
+    if not a.no_onnx_route:
+        lumen_models["lumen-onnx"] = onnx_path
     if not use_lumen:
         log(f"lumen: skipped ({why})")
-    else:
+        lumen_models = {}
+    for e, path in list(lumen_models.items()):
         for th in a.threads:
             try:
-                rep, _ = lumen_generate(a.lumen, a.model_dir, prompt, a.tokens, th)  # warm-up
-                check[("lumen", th)] = agreement([int(x) for x in rep["tokens"]], ref_tokens,
-                                                 ref_logits, a.tie_margin)
-            except (RuntimeError, KeyError, ValueError) as e:
-                log(f"lumen: failed, skipped: {e}")
-                use_lumen = False
+                rep, _ = lumen_generate(a.lumen, path, prompt, a.tokens, th)  # warm-up
+                check[(e, th)] = agreement([int(x) for x in rep["tokens"]], ref_tokens,
+                                           ref_logits, a.tie_margin)
+            except (RuntimeError, KeyError, ValueError) as err:
+                log(f"{e}: failed, skipped: {err}")
+                del lumen_models[e]
                 break
-            log(f"lumen {th} thread(s) vs generate: {check[('lumen', th)]}")
+            log(f"{e} {th} thread(s) vs generate: {check[(e, th)]}")
+    use_lumen = "lumen" in lumen_models
 
     runs = {(e, th): {"prefill_tok_s": [], "decode_tok_s": [], "wall_s": []}
-            for e in (["lumen", "ort"] if use_lumen else ["ort"]) for th in a.threads}
+            for e in [*lumen_models, "ort"] for th in a.threads}
     for r in range(a.rounds):
         for th in a.threads:
-            if use_lumen:
-                rep, wall = lumen_generate(a.lumen, a.model_dir, prompt, a.tokens, th)
-                d = runs[("lumen", th)]
+            for e, path in lumen_models.items():
+                rep, wall = lumen_generate(a.lumen, path, prompt, a.tokens, th)
+                d = runs[(e, th)]
                 d["prefill_tok_s"].append(float(rep["prefill_tokens_per_s"]))
                 d["decode_tok_s"].append(float(rep["decode_tokens_per_s"]))
                 d["wall_s"].append(wall)
@@ -412,7 +425,7 @@ def main():
     log(f"Llama decode: hidden {a.hidden}, intermediate {a.intermediate}, {a.layers} layers, "
         f"{a.heads} heads / {a.kv_heads} kv heads, vocab {a.vocab}; prompt {a.prompt_len}, "
         f"{a.tokens} new tokens, {a.rounds} rounds")
-    head = (f"{'engine':<6} {'thr':>3} {'decode tok/s best':>17} {'median':>8} "
+    head = (f"{'engine':<10} {'thr':>3} {'decode tok/s best':>17} {'median':>8} "
             f"{'prefill tok/s best':>18} {'median':>8} {'% of bound':>10}  tokens")
     log(head)
     log("-" * len(head))
@@ -421,7 +434,7 @@ def main():
         dec, pre = summary(d["decode_tok_s"]), summary(d["prefill_tok_s"])
         if dec is None:
             continue
-        log(f"{e:<6} {th:>3} {dec['best']:>17.1f} {dec['median']:>8.1f} {pre['best']:>18.1f} "
+        log(f"{e:<10} {th:>3} {dec['best']:>17.1f} {dec['median']:>8.1f} {pre['best']:>18.1f} "
             f"{pre['median']:>8.1f} {100 * dec['median'] / bound:>9.1f}%  {check[(e, th)]}")
         rows.append({"engine": e, "threads": th, "decode_tokens_per_s": dec,
                      "prefill_tokens_per_s": pre, "wall_s": summary(d["wall_s"], False),
@@ -429,10 +442,11 @@ def main():
     log(f"bandwidth bound: {bound:.1f} tokens/s ({bw / 1e9:.2f} GB/s copy, "
         f"{token_bytes / 2**20:.1f} MiB weights per token)")
     if use_lumen:
-        for th in a.threads:
-            lm = statistics.median(runs[("lumen", th)]["decode_tok_s"])
-            om = statistics.median(runs[("ort", th)]["decode_tok_s"])
-            log(f"{th} thread(s): lumen / ORT decode tokens/s (medians) = {lm / om:.2f}")
+        for e in lumen_models:
+            for th in a.threads:
+                lm = statistics.median(runs[(e, th)]["decode_tok_s"])
+                om = statistics.median(runs[("ort", th)]["decode_tok_s"])
+                log(f"{th} thread(s): {e} / ORT decode tokens/s (medians) = {lm / om:.2f}")
     else:
         log(f"lumen: skipped ({why})")
 
