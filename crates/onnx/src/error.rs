@@ -19,7 +19,7 @@ pub enum OnnxError {
     Opset {
         /// The model's `ai.onnx` opset version.
         version: i64,
-        /// The oldest opset lumen imports (`import::MIN_OPSET`).
+        /// The oldest opset lumen imports (`import::OLDEST_OPSET`).
         min: i64,
         /// The newest (`import::MAX_OPSET`).
         max: i64,

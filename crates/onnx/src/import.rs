@@ -21,13 +21,18 @@ pub use crate::importer::{ImportedInput, IndexBuffer, MAX_FOLDED_ELEMENTS};
 use crate::importer::{Importer, Names, Value, attr_i, node_name, read_tensor, without_location};
 use crate::proto::{ModelProto, NodeProto, data_type};
 
-/// The oldest default-domain opset lumen imports: 7 (ONNX 1.2, the oldest torch.onnx and
-/// skl2onnx still write). Where an operator's form changed since (Squeeze, Unsqueeze, Split
+/// The oldest default-domain opset of which lumen imports every form: 7 (ONNX 1.2, the oldest
+/// torch.onnx and skl2onnx still write; older models import operator by operator, see
+/// [`OLDEST_OPSET`]). Where an operator's form changed since (Squeeze, Unsqueeze, Split
 /// and the reductions' axes as attributes, Softmax's flatten-to-2-D rule, Clip's bounds and
 /// Pad's pads as attributes, Slice's attributes before 10, Upsample, Resize-10's inputs and
 /// rounding, BatchNormalization's `spatial`), each operator reads the form of the model's
 /// opset.
 pub const MIN_OPSET: i64 = 7;
+
+/// The oldest default-domain opset a model may have: from 1 to 6, a model imports when every
+/// node's operator had its opset-7 form at the model's opset ([`crate::legacy`]).
+pub const OLDEST_OPSET: i64 = 1;
 
 /// The newest default-domain opset lumen imports. Every operator lumen imports changed after
 /// opset 21 only in its type lists (and Cast gained `round_mode`, Range `stash_type`, neither
@@ -171,8 +176,8 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
     if opset == 0 && !ml_only {
         return Err(OnnxError::NoOpset);
     }
-    if opset != 0 && !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
-        return Err(OnnxError::Opset { version: opset, min: MIN_OPSET, max: MAX_OPSET });
+    if opset != 0 && !(OLDEST_OPSET..=MAX_OPSET).contains(&opset) {
+        return Err(OnnxError::Opset { version: opset, min: OLDEST_OPSET, max: MAX_OPSET });
     }
     let mut im = Importer {
         cx: Graph::new(),
@@ -575,7 +580,21 @@ impl Importer {
                 "the model imports no opset of the default ai.onnx domain (opset_import)",
             ));
         }
-        if n.op_type == "If" && (n.domain.is_empty() || n.domain == "ai.onnx") {
+        let default_domain = n.domain.is_empty() || n.domain == "ai.onnx";
+        if default_domain && self.opset < MIN_OPSET {
+            let since = crate::legacy::same_form_since(&n.op_type);
+            if since > self.opset {
+                return Err(self.unsupported(
+                    n,
+                    format!(
+                        "at opset {} this operator has an older form than lumen reads (its form \
+                         from opset {since} on); export the model at opset {MIN_OPSET} or newer",
+                        self.opset
+                    ),
+                ));
+            }
+        }
+        if n.op_type == "If" && default_domain {
             return self.if_branch(n);
         }
         if n.op_type == "Dropout" {

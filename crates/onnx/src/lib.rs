@@ -1,4 +1,4 @@
-//! lumen-onnx: the ONNX front end. An ONNX model (opset 7 to 28, float32, static shapes or
+//! lumen-onnx: the ONNX front end. An ONNX model (opset 7 to 28, and 1 to 6 where its operators had their opset-7 forms; float32, static shapes or
 //! shapes set by the caller) is imported into lumen's DSL ([`import()`]): initializers become
 //! weights, graph inputs inputs, graph outputs outputs, constant subgraphs are folded once, and
 //! everything downstream (fusion, planning, runtimes, dumps, search) is unchanged.
@@ -13,6 +13,7 @@ pub mod error;
 mod fold;
 pub mod import;
 mod importer;
+pub mod legacy;
 pub mod ops;
 pub mod proto;
 pub mod signature;

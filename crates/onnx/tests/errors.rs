@@ -96,20 +96,28 @@ fn garbage_and_truncated_bytes() {
 }
 
 /// Opsets 7 to 28 import (issue 26 widened the range from 13: each operator reads the form
-/// of its opset); older and newer ones are refused by number.
+/// of its opset); opsets 1 to 6 import when every node's operator had its opset-7 form then
+/// (MatMul since 1, Relu since 6, when it lost `consumed_inputs`), else the node is named;
+/// newer ones are refused by number.
 #[test]
-fn opsets_outside_7_to_28() {
-    for v in [1, 6, 29] {
-        let e = err(&model(v));
-        assert_eq!(
-            e.to_string(),
-            format!("opset {v} is not supported (lumen imports opsets 7 to 28)")
-        );
-    }
-    for v in [7, 11, 12, 28] {
+fn opsets_outside_1_to_28_and_older_forms() {
+    let e = err(&model(29));
+    assert_eq!(e.to_string(), "opset 29 is not supported (lumen imports opsets 1 to 28)");
+    for v in [6, 7, 11, 12, 28] {
         let im = import(&model(v).encode_to_vec(), &ImportOptions::default())
             .unwrap_or_else(|e| panic!("opset {v}: {e}"));
         assert_eq!(im.opset, v);
+    }
+    for v in [1, 5] {
+        let e = err(&model(v)).to_string();
+        assert!(e.contains("`act`") && e.contains("Relu"), "{e}");
+        assert!(
+            e.contains(&format!(
+                "at opset {v} this operator has an older form than lumen reads (its form from \
+                 opset 6 on); export the model at opset 7 or newer"
+            )),
+            "{e}"
+        );
     }
 }
 
