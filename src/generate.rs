@@ -51,7 +51,7 @@ pub enum GenerateError {
     #[error(
         "{prompt} prompt tokens + {new} new tokens = {} positions, past the bound of {bound} \
          this program was compiled for (compile with a larger bound: --max-seq)",
-        prompt.saturating_add(*new)
+        prompt.checked_add(*new).map_or("over 2^64".to_string(), |n| n.to_string())
     )]
     PastBound {
         /// Prompt tokens.

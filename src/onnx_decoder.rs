@@ -128,6 +128,21 @@ fn layout_of(declared: &[DeclaredInput]) -> Result<Layout, GenerateError> {
                 DeclaredDim::Named(_) | DeclaredDim::Unknown,
                 DeclaredDim::Fixed(d),
             ] if input.name.contains("past") => (*h, *d),
+            [_, h, _, d] if input.name.contains("past") => {
+                let why = if !matches!(h, DeclaredDim::Fixed(_)) {
+                    "its heads axis (the second) is not a fixed number"
+                } else if !matches!(d, DeclaredDim::Fixed(_)) {
+                    "its head_dim axis (the fourth) is not a fixed number"
+                } else {
+                    "its past axis (the third) is a fixed number, not symbolic"
+                };
+                let shown: Vec<String> = dims.iter().map(ToString::to_string).collect();
+                return Err(not_a_decoder(format!(
+                    "cache input `{}` is declared [{}]: {why}",
+                    input.name,
+                    shown.join(", ")
+                )));
+            }
             _ => {
                 return Err(not_a_decoder(format!(
                     "input `{}` is neither a token input nor a cache input (a name containing \
@@ -171,18 +186,20 @@ fn pair_outputs(layout: &mut Layout, outputs: &[String]) -> Result<(), GenerateE
         };
         rest.iter().find(|o| ***o == renamed).map(|o| o.to_string())
     };
-    let named: Option<Vec<String>> = layout.caches.iter().map(|c| by_name(&c.past)).collect();
-    let presents = match named {
-        Some(n) => n,
-        None if rest.len() == layout.caches.len() => rest.iter().map(|o| o.to_string()).collect(),
-        None => {
+    // By name only: outputs paired by their order would silently mix layers up if the export
+    // ordered them otherwise.
+    let mut presents = Vec::new();
+    for c in &layout.caches {
+        let Some(p) = by_name(&c.past) else {
             return Err(not_a_decoder(format!(
-                "{} cache inputs but {} outputs besides `{logits}`, none named after them",
-                layout.caches.len(),
-                rest.len()
+                "no output pairs with cache input `{}` (expected one named like it with `present` \
+                 for `past_key_values` or `past`; outputs besides `{logits}`: {})",
+                c.past,
+                rest.iter().map(|o| format!("`{o}`")).collect::<Vec<_>>().join(", ")
             )));
-        }
-    };
+        };
+        presents.push(p);
+    }
     for (c, p) in layout.caches.iter_mut().zip(presents) {
         c.present = p;
     }
@@ -252,9 +269,15 @@ impl OnnxDecoder {
                 inputs: Tensors::new(),
             })
         };
+        // A model that returns the last position's logits only (`logits_to_keep = 1`) would
+        // give a padded chunk's padding: its prompt runs one token at a time instead.
+        let last_only = |(imported, _): &(Imported, CompiledProgram)| {
+            output_shape(imported, &layout.logits).is_some_and(|s| s.len() == 3 && s[1] == 1)
+        };
+        let prefill = prefill.filter(|p| !last_only(p));
         let decode = prepare(decode, 1)?;
         let prefill = prefill.map(|p| prepare(p, chunk)).transpose()?;
-        let vocab = output_shape(&decode, &layout.logits)
+        let vocab = output_shape(&decode.imported, &layout.logits)
             .and_then(|s| s.last().copied())
             .filter(|&v| v > 0)
             .ok_or_else(|| {
@@ -431,11 +454,52 @@ impl OnnxDecoder {
     }
 }
 
-/// The shape of ONNX output `onnx` as `step`'s program computes it.
-fn output_shape(step: &OnnxStep, onnx: &str) -> Option<Vec<usize>> {
-    let (_, name) = step.imported.outputs.iter().find(|(o, _)| o == onnx)?;
-    let hlir = step.imported.graph.hlir();
+/// The shape of ONNX output `onnx` as the program `imported` computes it.
+fn output_shape(imported: &Imported, onnx: &str) -> Option<Vec<usize>> {
+    let (_, name) = imported.outputs.iter().find(|(o, _)| o == onnx)?;
+    let hlir = imported.graph.hlir();
     let types = hlir.infer().ok()?;
     let (_, node) = hlir.outputs().into_iter().find(|(n, _)| n == name)?;
     types.get(node.index()).map(|t| t.shape.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(pasts: &[&str]) -> Layout {
+        let caches = pasts
+            .iter()
+            .map(|p| CacheIo { past: p.to_string(), present: String::new(), heads: 2, head_dim: 8 })
+            .collect();
+        let index = |n: &str| (n.to_string(), DType::I64);
+        Layout {
+            ids: index("input_ids"),
+            mask: index("attention_mask"),
+            positions: index("position_ids"),
+            caches,
+            logits: String::new(),
+        }
+    }
+
+    #[test]
+    fn cache_outputs_pair_by_name_only() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut l = layout(&["past_key_values.0.key", "past_key_values.0.value"]);
+        // Outputs in another order than the inputs: paired by name all the same.
+        let outs = names(&["logits", "present.0.value", "present.0.key"]);
+        pair_outputs(&mut l, &outs).unwrap();
+        assert_eq!(l.logits, "logits");
+        assert_eq!(l.caches[0].present, "present.0.key");
+        assert_eq!(l.caches[1].present, "present.0.value");
+        // Renamed outputs: refused, listing them, not guessed by order.
+        let mut l = layout(&["past.0.key"]);
+        let err = pair_outputs(&mut l, &names(&["logits", "cache_out_0"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "not a decoder step lumen can drive: no output pairs with cache input `past.0.key` \
+             (expected one named like it with `present` for `past_key_values` or `past`; outputs \
+             besides `logits`: `cache_out_0`)"
+        );
+    }
 }

@@ -21,7 +21,7 @@ use lumen_runtime::RUNTIME_NAMES;
 use serde_json::json;
 
 use super::out::{print, print_json};
-use super::run::{parse_threads, runtime_with_threads};
+use super::run::{mem_available, parse_threads, runtime_with_threads};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -83,6 +83,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.prompt_ids.len().saturating_add(args.max_new_tokens).clamp(1, limit)
         }
     };
+    // The KV cache and the rotary tables grow with the bound: refuse one that cannot fit
+    // before loading and compiling for it (that took minutes and gigabytes before failing).
+    let config = read_config(&args.model_dir, Some(bound))?;
+    let needed = config
+        .cache_bytes()
+        .saturating_add(bound.saturating_mul(config.head_dim).saturating_mul(8));
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    if let Some(available) = mem_available(&meminfo)
+        && needed > available
+    {
+        anyhow::bail!(
+            "a bound of {bound} positions needs at least {needed} B (KV cache and rotary tables), \
+             more than the {available} B of memory available (MemAvailable): give a smaller \
+             --max-seq"
+        );
+    }
     let model = load_llama(&args.model_dir, Some(bound))?;
     let load_seconds = start.elapsed().as_secs_f64();
     let (runtime, warnings) = runtime_with_threads(&args.runtime, args.threads)?;

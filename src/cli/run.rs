@@ -212,7 +212,7 @@ fn memory_limit(budget: Option<usize>) -> (Option<usize>, String) {
 }
 
 /// `MemAvailable` of a `/proc/meminfo` text, bytes (the file says kB, meaning KiB).
-fn mem_available(meminfo: &str) -> Option<usize> {
+pub(super) fn mem_available(meminfo: &str) -> Option<usize> {
     meminfo.lines().find_map(|l| {
         let rest = l.strip_prefix("MemAvailable:")?;
         let kib: usize = rest.trim().trim_end_matches("kB").trim().parse().ok()?;

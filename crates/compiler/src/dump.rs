@@ -237,7 +237,7 @@ fn flops_expr(llir: &crate::Llir) -> String {
     llir.flops_polynomial().map_or_else(
         || {
             format!(
-                "(not a polynomial of degree <= {} in each symbol)",
+                "(none: more than 4 symbols, or a degree above {} in one)",
                 crate::polynomial::MAX_DEGREE
             )
         },
@@ -307,7 +307,8 @@ pub fn llir_dot(program: &CompiledProgram) -> String {
 /// [{"shape", "strides", "offset"} per read, in elements], "writes": [...], "workspace"?}], "buffers": [{"id", "dtype",
 /// "shape", "role", "bytes", "reserved", "offset", "end", "uses": [node ids]}], "slab_bytes",
 /// "naive_bytes", "lower_bound", "launches", "dram_bytes", "flops", "node_count", "symbols" and
-/// "flops_expr" (with symbols only: `[{"name", "bound"}]`, the FLOP polynomial), "options":
+/// "flops_expr" (with symbols only: `[{"name", "bound"}]`, the FLOP polynomial or null when
+/// none fits), "options":
 /// {"alignment", "capacity" (null = unbounded), "algorithm", "workspace_bytes",
 /// "resident_weights"}}`: the options the plan was made under
 /// ([`crate::ProgramOptions`]). Node ids are the canonical ids of [`llir_text`]; buffer ids
@@ -475,7 +476,7 @@ pub fn compiled_json(program: &CompiledProgram) -> Value {
     // Only programs with symbolic dimensions carry the list (the others dump as before).
     if !symbols.is_empty() {
         doc["symbols"] = Value::Array(symbols);
-        doc["flops_expr"] = json!(flops_expr(llir));
+        doc["flops_expr"] = json!(llir.flops_polynomial().map(|p| p.to_string()));
     }
     doc
 }

@@ -18,6 +18,17 @@ pub enum DeclaredDim {
     Unknown,
 }
 
+impl std::fmt::Display for DeclaredDim {
+    /// The number, the `dim_param` name, or `?`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DeclaredDim::Fixed(n) => write!(f, "{n}"),
+            DeclaredDim::Named(name) => write!(f, "{name}"),
+            DeclaredDim::Unknown => write!(f, "?"),
+        }
+    }
+}
+
 /// A graph input no initializer gives, as declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeclaredInput {
