@@ -244,6 +244,34 @@ impl Importer {
         OnnxError::Unsupported { op, node: node_name(n), opset: self.opset, reason: reason.into() }
     }
 
+    /// Records that the program buffer holding node `n`'s input `i` is read as positions a
+    /// kernel checks at run time, when that input is a graph input (its buffer is the input's):
+    /// a run-time index error naming the buffer then names the node ([`IndexBuffer`]). A
+    /// computed index tensor is named with [`Importer::name_indices`] instead.
+    pub(crate) fn note_index_input(&mut self, n: &NodeProto, i: usize) {
+        let Some(onnx) = n.input.get(i) else { return };
+        let input = self.inputs.iter().find(|x| &x.onnx_name == onnx && x.cast_from.is_none());
+        if let Some(buffer) = input.map(|x| x.name.clone())
+            && !self.index_buffers.iter().any(|b| b.buffer == buffer)
+        {
+            let (node, op) = (node_name(n), n.op_type.clone());
+            self.index_buffers.push(IndexBuffer { buffer, node, op, note: String::new() });
+        }
+    }
+
+    /// Names `ids`, a tensor node `n` computed as positions a kernel checks at run time
+    /// (`{node}.ids`), and records it ([`IndexBuffer`]) with `note` (what a bad input becomes).
+    pub(crate) fn name_indices(&mut self, n: &NodeProto, ids: Tensor, note: &str) -> Tensor {
+        let name = self.names.make(&format!("{}.ids", node_name(n)));
+        self.index_buffers.push(IndexBuffer {
+            buffer: name.clone(),
+            node: node_name(n),
+            op: n.op_type.clone(),
+            note: note.to_string(),
+        });
+        ids.name(name)
+    }
+
     pub(crate) fn malformed(&self, n: &NodeProto, reason: impl Into<String>) -> OnnxError {
         OnnxError::Malformed { node: node_name(n), op: n.op_type.clone(), reason: reason.into() }
     }

@@ -412,3 +412,37 @@ fn max_unpool_positions_outside_the_output_are_errors_naming_the_node() {
          be int64 (or int32) positions of X's shape [1, 1, 2, 2]"
     );
 }
+
+/// Gather's computed positions (negative ones counted from the end) are named after the node,
+/// and GatherElements' and ScatterElements' positions given as a graph input are traced to the
+/// node reading them: a run-time index error can name the ONNX node, not `t4`.
+#[test]
+fn index_buffers_of_gathers_and_scatters_name_their_node() {
+    let x = || f32_in("x", &[4, 3], &[0.0; 12]);
+    let gather = vec![node("Gather", &["x", "i"], &["y"], vec![])];
+    let bytes = model_of(13, gather, vec![], &[x(), i64_in("i", &[2], &[0, 1])], &["y"]);
+    let imported = import(&bytes, &ImportOptions::default()).unwrap();
+    let b = imported.index_buffer("gather.ids").expect("Gather's positions");
+    assert_eq!((b.node.as_str(), b.op.as_str()), ("gather", "Gather"));
+    let e = try_run(
+        13,
+        vec![node("Gather", &["x", "i"], &["y"], vec![])],
+        vec![],
+        { vec![x(), i64_in("i", &[2], &[0, 4])] },
+        &["y"],
+    )
+    .unwrap_err();
+    assert!(e.contains("of `gather.ids` is out of range"), "{e}");
+    for op in ["GatherElements", "ScatterElements"] {
+        let ins: &[&str] = if op == "GatherElements" { &["x", "i"] } else { &["x", "i", "u"] };
+        let nodes = vec![NodeProto { name: "n1".into(), ..node(op, ins, &["y"], vec![]) }];
+        let mut given = vec![x(), i64_in("i", &[1, 3], &[0, 1, 2])];
+        if op == "ScatterElements" {
+            given.push(f32_in("u", &[1, 3], &[1.0; 3]));
+        }
+        let imported = import(&model_of(13, nodes, vec![], &given, &["y"]), &Default::default());
+        let imported = imported.unwrap();
+        let b = imported.index_buffer("i").expect("the positions' graph input");
+        assert_eq!((b.node.as_str(), b.op.as_str()), ("n1", op));
+    }
+}

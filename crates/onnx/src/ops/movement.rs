@@ -149,7 +149,8 @@ fn gather(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
             let ids = match ids.dtype() {
                 Some(d @ (DType::I32 | DType::I64)) => {
                     let f = ids.cast(DType::F32);
-                    (&f + f.less_than(0.0) * data_shape[a] as f32).cast(d)
+                    let ids = (&f + f.less_than(0.0) * data_shape[a] as f32).cast(d);
+                    im.name_indices(n, ids, "a negative index counts from the end")
                 }
                 _ => ids,
             };
@@ -264,6 +265,7 @@ fn pad(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
 fn gather_elements(im: &mut Importer, n: &NodeProto) -> Result<Vec<Tensor>, OnnxError> {
     let data = im.f32_tensor(n, 0)?;
     let indices = im.tensor(n, 1)?;
+    im.note_index_input(n, 1);
     let rank = data.rank().unwrap_or(0);
     let a = axis(attr_i(n, "axis", 0), rank).ok_or_else(|| im.malformed(n, "axis out of range"))?;
     one(data.gather_elements(a as isize, &indices))

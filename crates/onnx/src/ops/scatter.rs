@@ -77,6 +77,7 @@ pub(super) fn scatter_elements(im: &mut Importer, n: &NodeProto) -> Result<Vec<T
     let r = reduction(im, n)?;
     let (data, updates) = data_and_values(im, n, 2)?;
     let indices = index_tensor(im, n, 1)?;
+    im.note_index_input(n, 1);
     let rank = data.rank().unwrap_or(0);
     let a = attr_i(n, "axis", 0);
     let a = axis(a, rank).ok_or_else(|| im.malformed(n, format!("axis {a} for rank {rank}")))?;
