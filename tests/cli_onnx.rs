@@ -257,3 +257,35 @@ fn an_expect_file_of_another_dtype_names_the_file_and_both_types() {
         )
     );
 }
+
+/// `--profile` times every LLIR node: the JSON lists each node once, in LLIR order, with the
+/// class its time is summed under; the classes hold every node; the text prints the table.
+#[test]
+fn profile_times_every_node() {
+    let v = run_fixture("mobilenet_tiny_op17", &["--profile", "--runs", "3", "--no-search"]);
+    assert_eq!(v["passed"], true);
+    let p = &v["profile"];
+    assert_eq!(p["executes"], 3);
+    let nodes = p["nodes"].as_array().expect("profile.nodes");
+    assert_eq!(nodes.len() as u64, v["nodes"].as_u64().unwrap());
+    for (i, n) in nodes.iter().enumerate() {
+        assert_eq!(n["node"], i);
+        assert!(n["ms"].as_f64().is_some_and(|ms| ms >= 0.0), "{n}");
+    }
+    let classes = p["classes"].as_array().expect("profile.classes");
+    let counted: u64 = classes.iter().map(|c| c["nodes"].as_u64().unwrap()).sum();
+    assert_eq!(counted, nodes.len() as u64);
+    let names: Vec<&str> = classes.iter().map(|c| c["class"].as_str().unwrap()).collect();
+    assert!(names.iter().any(|c| c.starts_with("conv ") && c.ends_with(" depthwise")), "{names:?}");
+    // Without --profile: null, and nothing is timed.
+    assert_eq!(
+        run_fixture("mobilenet_tiny_op17", &["--runs", "1", "--no-search"])["profile"],
+        Value::Null
+    );
+    let (model, inputs) =
+        (data("mobilenet_tiny_op17.onnx"), data("mobilenet_tiny_op17.inputs.safetensors"));
+    let out = lumen(&["run", &model, "--inputs", &inputs, "--profile", "--runs", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("\nprofile    ") && text.contains("slowest "), "{text}");
+}

@@ -42,7 +42,7 @@ use lumen_compiler::{CompileOptions, CompiledProgram, Target};
 use lumen_runtime::phases::{Phase, PhaseReport, PhaseTimes, format_flops};
 use lumen_runtime::search::{self, Progress, RunPlan, SearchOptions, SearchReport};
 use lumen_runtime::tuning::{self, CacheStatus, CacheUse};
-use lumen_runtime::{Peak, RUNTIME_NAMES, Tensors};
+use lumen_runtime::{NodeProfile, Peak, RUNTIME_NAMES, Tensors};
 use serde_json::json;
 
 use super::out;
@@ -145,6 +145,12 @@ pub struct Args {
     #[arg(long, allow_negative_numbers = true, value_name = "ERR",
           default_value_t = model::DEFAULT_TOLERANCE, value_parser = parse_tolerance)]
     tolerance: f64,
+    /// Time every LLIR node of each execute (CPU runtime) and print where the time goes:
+    /// each op class's median time and share (`conv 3x3/2 depthwise`, `conv 1x1`,
+    /// `lt_matmul`, ...) and the slowest nodes with their shapes; with --json a `profile`
+    /// object listing every node. ONNX Runtime's `enable_profiling`, as a table.
+    #[arg(long)]
+    profile: bool,
     /// Print one JSON object instead of the text.
     #[arg(long)]
     json: bool,
@@ -327,6 +333,8 @@ struct Outcome {
     cache: Option<CacheUse>,
     /// What chose the program.
     choice: Choice,
+    /// Per-node times (`--profile` on a runtime that times its nodes).
+    profile: Option<NodeProfile>,
 }
 
 /// Runs `lumen run`.
@@ -493,18 +501,29 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         Some(p) => p,
         None => times.time(Phase::Prepare, || runtime.prepare(&program, &weights))?,
     };
+    if args.profile && !prepared.time_nodes(true) {
+        warn(&[format!(
+            "--profile: the {} runtime does not time its nodes yet; no profile",
+            runtime.name()
+        )]);
+    }
+    let mut node_samples = Vec::new();
     let mut first: Option<Tensors> = None;
     let mut repeat_identical = true;
     for _ in 0..args.runs {
         let t = Instant::now();
         let out = prepared.execute(&inputs).map_err(|e| at_node(&model, e.into()))?;
         times.record(Phase::Execute, t.elapsed());
+        if let Some(p) = prepared.last_profile().filter(|p| !p.node_ms.is_empty()) {
+            node_samples.push(p.node_ms.clone());
+        }
         match &first {
             None => first = Some(out),
             Some(f) => repeat_identical &= bit_identical(f, &out),
         }
     }
     let outputs = first.context("the program was not executed")?;
+    let profile = NodeProfile::from_samples(&program, &node_samples);
     let upload_bytes = prepared.last_profile().map_or(0, |p| p.upload_bytes);
     let input_bytes: usize = inputs.values().map(|t| t.bytes()).sum();
     let peak = runtime.peak();
@@ -531,6 +550,7 @@ fn execute(args: &Args, fuse: bool, choice: Choice) -> anyhow::Result<Outcome> {
         search: search_report,
         cache,
         choice,
+        profile,
     })
 }
 
@@ -840,8 +860,14 @@ fn to_text(args: &Args, o: &Outcome, check: &OutputCheck) -> String {
     s.push('\n');
     let _ = writeln!(s, "{}", o.report);
     let _ = writeln!(s, "peak       {} = {}", format_flops(o.peak.flops), o.peak.basis);
+    if let Some(p) = &o.profile {
+        let _ = write!(s, "\n{}", p.text(PROFILE_TOP));
+    }
     s
 }
+
+/// How many of the slowest nodes `--profile` lists in the text report (JSON lists all).
+const PROFILE_TOP: usize = 15;
 
 /// What the tuning cache did, in the text report: `tuning     stored this choice in FILE
 /// (key K)`, `tuning     could not store this choice in FILE (see the warning)`, or, on a hit,
@@ -1058,6 +1084,7 @@ fn to_json(args: &Args, o: &Outcome, check: &OutputCheck) -> serde_json::Value {
         "weight_upload_bytes_per_execute": o.weight_upload_bytes,
         "packed_weight_bytes": o.packed_weight_bytes,
         "input_bytes_read_in_place": o.input_in_place_bytes,
+        "profile": o.profile,
     });
     // The search's keys in a third object, for the same reason.
     let searched = json!({

@@ -370,6 +370,8 @@ pub struct CpuProgram {
     symbolic: Option<Binding>,
     // Each state's range in the slab and bound shape, by name.
     states: BTreeMap<String, (Range<usize>, Vec<usize>)>,
+    // Time every step ([`PreparedProgram::time_nodes`]).
+    time_nodes: bool,
 }
 
 /// How a program with symbolic dimensions runs at each execute's values
@@ -631,6 +633,7 @@ impl CpuProgram {
             threads,
             symbolic,
             states,
+            time_nodes: false,
         })
     }
 
@@ -1293,7 +1296,13 @@ impl PreparedProgram for CpuProgram {
                 }
                 _ => {}
             }
-            self.run_step(i, inputs, &ext, &mut prof, &mut out)?;
+            if self.time_nodes {
+                let t = Instant::now();
+                self.run_step(i, inputs, &ext, &mut prof, &mut out)?;
+                prof.node_ms.push(ms(t));
+            } else {
+                self.run_step(i, inputs, &ext, &mut prof, &mut out)?;
+            }
         }
         if let Some((t, poison)) = run {
             prof.launch_ms += ms(t) - (prof.poison_ms - poison);
@@ -1308,6 +1317,11 @@ impl PreparedProgram for CpuProgram {
 
     fn last_profile(&self) -> Option<&ExecProfile> {
         self.profile.as_ref()
+    }
+
+    fn time_nodes(&mut self, on: bool) -> bool {
+        self.time_nodes = on;
+        true
     }
 
     fn state(&self, name: &str) -> Option<HostTensor> {

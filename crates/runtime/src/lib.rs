@@ -14,6 +14,8 @@
 //! - [`cpu_peak`]: the CPU's peak FLOP/s from its instruction set, clock and threads.
 //! - [`isa`]: running a loop compiled for the widest instruction set the CPU has.
 //! - [`layout`]: the checks every runtime runs on a compiled program before touching memory.
+//! - [`node_profile`]: where an execute's time goes, node by node and per op class (the
+//!   medians of [`ExecProfile::node_ms`], on when [`PreparedProgram::time_nodes`] is).
 //! - [`phases`]: phase timing (graph_compile, search, prepare, execute), shares, achieved
 //!   FLOP/s against a stated peak.
 //! - [`reference`](mod@reference): a naive f64 interpreter of the LLIR, the oracle of the
@@ -41,6 +43,7 @@ pub mod gemm;
 pub mod isa;
 pub mod kernels;
 pub mod layout;
+pub mod node_profile;
 pub mod packed;
 pub mod phases;
 pub mod reference;
@@ -57,6 +60,7 @@ pub use layout::{Placement, SlabLayout};
 /// Host tensors, shared with the front ends: see [`lumen_compiler::tensor`].
 pub use lumen_compiler::tensor;
 pub use lumen_compiler::tensor::{HostTensor, TensorError, Tensors};
+pub use node_profile::NodeProfile;
 pub use phases::{Achieved, Peak, Phase, PhaseReport, PhaseTimes};
 pub use runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
 pub use search::{

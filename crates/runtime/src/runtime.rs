@@ -132,6 +132,15 @@ pub trait PreparedProgram {
         0
     }
 
+    /// Turns per-node timing on or off for the following executes: each fills
+    /// [`ExecProfile::node_ms`] (two clock reads per node, about 50 ns). Returns whether this
+    /// runtime times its nodes: the CPU runtime does; CUDA does not yet (a kernel's time there
+    /// needs an event pair around each launch), and its executes leave `node_ms` empty.
+    fn time_nodes(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
     /// A copy of state `name` ([`lumen_compiler::Graph::state`]) as it stands after the latest
     /// execute, at its bound shape (rows past those written hold zeros, or NaN under memory
     /// debug); `None` for a name that is not a state or a runtime that keeps none.
@@ -164,6 +173,12 @@ pub struct ExecProfile {
     pub upload_bytes: usize,
     /// Bytes copied slab-to-host.
     pub readback_bytes: usize,
+    /// Wall time of each LLIR node of this execute, ms, by node index (the upload and the
+    /// readback included; a node's time is its kernel's, from before its first worker starts
+    /// to after its last one ends). Empty unless node timing is on
+    /// ([`PreparedProgram::time_nodes`]); what ONNX Runtime's `enable_profiling` and TVM's
+    /// debug executor report per operator.
+    pub node_ms: Vec<f64>,
 }
 
 impl ExecProfile {
