@@ -258,6 +258,55 @@ fn an_expect_file_of_another_dtype_names_the_file_and_both_types() {
     );
 }
 
+/// onnxruntime's reference of an integer output may be narrower than the i64 lumen computes
+/// (a uint8 label): compared by value. A bool reference of that output is refused naming the
+/// file's type (it was called f32, the type lumen reads bools as).
+#[test]
+fn integer_references_of_any_width_compare_by_value() {
+    use safetensors::{Dtype, tensor::TensorView};
+    let name = "sklearn_logreg_nozipmap";
+    let (model, inputs) =
+        (data(&format!("{name}.onnx")), data(&format!("{name}.inputs.safetensors")));
+    let bytes = std::fs::read(data(&format!("{name}.expect.safetensors"))).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let label = st.tensor("label").unwrap();
+    assert_eq!(label.dtype(), Dtype::I64);
+    let narrow: Vec<u8> = label
+        .data()
+        .chunks_exact(8)
+        .map(|c| u8::try_from(i64::from_le_bytes(c.try_into().unwrap())).unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    for (dtype, file) in [(Dtype::U8, "u8.safetensors"), (Dtype::BOOL, "bool.safetensors")] {
+        let values: Vec<u8> = if dtype == Dtype::BOOL {
+            narrow.iter().map(|&v| u8::from(v != 0)).collect()
+        } else {
+            narrow.clone()
+        };
+        let view = TensorView::new(dtype, label.shape().to_vec(), &values).unwrap();
+        let path = dir.path().join(file);
+        safetensors::serialize_to_file([("label", view)], None, &path).unwrap();
+        let expect = path.display().to_string();
+        let args =
+            ["run", &model, "--inputs", &inputs, "--expect", &expect, "--no-search", "--runs", "1"];
+        if dtype == Dtype::U8 {
+            let mut with_json = args.to_vec();
+            with_json.push("--json");
+            let v = json_of(lumen(&with_json));
+            assert_eq!(v["passed"], true, "{v}");
+            assert_eq!(v["max_abs_err"].as_f64(), Some(0.0), "{v}");
+        } else {
+            assert_eq!(
+                error_line_no_panic(&args),
+                format!(
+                    "error: the --expect file {expect} holds output `label` as bool; the model \
+                     computes it as i64\n"
+                )
+            );
+        }
+    }
+}
+
 /// `--profile` times every LLIR node: the JSON lists each node once, in LLIR order, with the
 /// class its time is summed under; the classes hold every node; the text prints the table.
 #[test]

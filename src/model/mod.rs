@@ -366,6 +366,38 @@ pub(crate) fn decode(view: &TensorView<'_>) -> Result<Option<HostTensor>, ModelE
     }))
 }
 
+/// [`decode`], and integers narrower than i32 (u8, i8, u16, i16) widened to i32 and u32 to
+/// i64, losslessly: for reference outputs (onnxruntime's uint8 output of a value lumen
+/// computes as i64), compared by value. Graph inputs stay strict ([`decode`]): a model's input
+/// takes its own type.
+///
+/// # Errors
+/// As [`decode`].
+pub(crate) fn decode_reference(view: &TensorView<'_>) -> Result<Option<HostTensor>, ModelError> {
+    let (shape, data) = (view.shape().to_vec(), view.data());
+    Ok(Some(match view.dtype() {
+        Dtype::U8 => HostTensor::from_i32(shape, data.iter().map(|&b| i32::from(b)).collect())?,
+        Dtype::I8 => {
+            HostTensor::from_i32(shape, data.iter().map(|&b| i32::from(b as i8)).collect())?
+        }
+        Dtype::U16 => HostTensor::from_i32(
+            shape,
+            data.chunks_exact(2).map(|c| i32::from(u16::from_le_bytes([c[0], c[1]]))).collect(),
+        )?,
+        Dtype::I16 => HostTensor::from_i32(
+            shape,
+            data.chunks_exact(2).map(|c| i32::from(i16::from_le_bytes([c[0], c[1]]))).collect(),
+        )?,
+        Dtype::U32 => HostTensor::from_i64(
+            shape,
+            data.chunks_exact(4)
+                .map(|c| i64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+                .collect(),
+        )?,
+        _ => return decode(view),
+    }))
+}
+
 /// The labels' shape and values.
 pub(crate) type Labels = (Vec<usize>, Vec<i64>);
 

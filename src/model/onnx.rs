@@ -96,7 +96,8 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
     let expect = match files.expect {
         None => None,
         Some(p) => {
-            let mut reference = read_tensors(&read(p)?).map_err(in_file(p))?;
+            let bytes = read(p)?;
+            let mut reference = read_references(&bytes).map_err(in_file(p))?;
             let names: Vec<String> = imported.outputs.iter().map(|(o, _)| o.clone()).collect();
             if let Some(name) = reference.keys().find(|k| !names.contains(k)) {
                 return Err(ModelError::Unexpected {
@@ -110,14 +111,14 @@ pub fn load_onnx(path: &Path, files: &OnnxFiles<'_>) -> Result<OnnxModel, ModelE
                 if let Some(t) = reference.shift_remove(onnx_name) {
                     // The output's type, as the program computes it.
                     let want = imported.output_dtype(lumen_name);
-                    if Some(t.dtype()) != want {
+                    let Some(t) = as_computed(t, want) else {
                         return Err(ModelError::ExpectDtype {
                             path: p.display().to_string(),
                             name: onnx_name.clone(),
-                            got: t.dtype().to_string(),
+                            got: stored_dtype(&bytes, onnx_name),
                             computed: want.map_or("f32", DType::name),
                         });
-                    }
+                    };
                     by_lumen.insert(lumen_name.clone(), t);
                 }
             }
@@ -188,12 +189,61 @@ fn list(names: &[String]) -> String {
     if names.is_empty() { "none".to_string() } else { names.join(", ") }
 }
 
+/// Reference `t` in the dtype the program computes (`want`; `None` = f32): as it is when the
+/// dtypes agree; an integer reference of another width (onnxruntime's uint8 or int32 output of
+/// a value lumen computes as i64) converted when every value fits; `None` otherwise.
+fn as_computed(
+    t: lumen_runtime::HostTensor,
+    want: Option<DType>,
+) -> Option<lumen_runtime::HostTensor> {
+    let want = want.unwrap_or(DType::F32);
+    if t.dtype() == want {
+        return Some(t);
+    }
+    let values = t.index_values()?;
+    let shape = t.shape().to_vec();
+    match want {
+        DType::I64 => lumen_runtime::HostTensor::from_i64(shape, values).ok(),
+        DType::I32 => {
+            let narrow: Option<Vec<i32>> = values.iter().map(|&v| i32::try_from(v).ok()).collect();
+            lumen_runtime::HostTensor::from_i32(shape, narrow?).ok()
+        }
+        _ => None,
+    }
+}
+
+/// How the safetensors file `bytes` stores tensor `name`, lowercase (`i64`, `u8`, `bool`), for
+/// messages: a `bool` tensor is read as f32 0.0 and 1.0, but the message names the file's type.
+fn stored_dtype(bytes: &[u8], name: &str) -> String {
+    SafeTensors::deserialize(bytes)
+        .ok()
+        .and_then(|st| st.tensor(name).ok().map(|v| format!("{:?}", v.dtype()).to_lowercase()))
+        .unwrap_or_else(|| "another dtype".to_string())
+}
+
 /// Every tensor of a safetensors file, sorted by name: f32 as values, i64 and i32 as indices
 /// (little-endian, row-major), bool as f32 0.0 and 1.0.
 ///
 /// # Errors
 /// [`ModelError::Format`] for a malformed file, [`ModelError::Dtype`] for another dtype.
 pub fn read_tensors(bytes: &[u8]) -> Result<Tensors, ModelError> {
+    read_with(bytes, super::decode, "F32, I64, I32 or BOOL")
+}
+
+/// [`read_tensors`] for reference outputs: integers of any width up to 64 bits too (u8, i8,
+/// u16, i16 as i32; u32 as i64), compared by value.
+///
+/// # Errors
+/// As [`read_tensors`].
+pub fn read_references(bytes: &[u8]) -> Result<Tensors, ModelError> {
+    read_with(bytes, super::decode_reference, "F32, I64, I32, U32, I16, U16, I8, U8 or BOOL")
+}
+
+type Decode = fn(
+    &safetensors::tensor::TensorView<'_>,
+) -> Result<Option<lumen_runtime::HostTensor>, ModelError>;
+
+fn read_with(bytes: &[u8], decode: Decode, expected: &'static str) -> Result<Tensors, ModelError> {
     let st = SafeTensors::deserialize(bytes).map_err(|e| ModelError::Format(e.to_string()))?;
     let mut names: Vec<String> = st.names().into_iter().map(str::to_string).collect();
     // safetensors' header is a JSON object; its order is not the writer's, so sort by name.
@@ -201,12 +251,8 @@ pub fn read_tensors(bytes: &[u8]) -> Result<Tensors, ModelError> {
     let mut out = Tensors::new();
     for name in names {
         let view = st.tensor(&name).map_err(|e| ModelError::Format(e.to_string()))?;
-        let Some(t) = super::decode(&view)? else {
-            return Err(ModelError::Dtype {
-                name,
-                got: format!("{:?}", view.dtype()),
-                expected: "F32, I64, I32 or BOOL",
-            });
+        let Some(t) = decode(&view)? else {
+            return Err(ModelError::Dtype { name, got: format!("{:?}", view.dtype()), expected });
         };
         out.insert(name, t);
     }
