@@ -142,6 +142,16 @@ fn the_cli_generates_the_reference_tokens_and_reports_the_step_flops() {
         String::from_utf8(out.stderr).unwrap(),
         "error: prompt token 1 is 96, outside the vocabulary 0..96\n"
     );
+    // No new token asked for: refused before loading (it ran the whole prefill), as
+    // transformers' generate refuses max_new_tokens=0.
+    let out = lumen(&["--prompt-ids", &ids, "--max-new-tokens", "0"]);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.starts_with("error: ") && err.contains("--max-new-tokens") && err.contains("0"),
+        "{err}"
+    );
 }
 
 /// The ONNX decoder step of `data/make_cnn_fixtures.py` (a random Llama: 2 layers, 4 heads on

@@ -39,9 +39,9 @@ pub struct Args {
         allow_hyphen_values = true
     )]
     prompt_ids: Vec<i64>,
-    /// How many tokens to generate after the prompt.
-    #[arg(long, value_name = "N", default_value_t = 16)]
-    max_new_tokens: usize,
+    /// How many tokens to generate after the prompt (at least 1, as transformers requires).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    max_new_tokens: u32,
     /// The bound: positions (prompt plus new tokens) the program is compiled for; the KV cache
     /// holds this many rows per layer (default: the prompt plus the new tokens, at most the
     /// config's max_position_embeddings; a larger bound is accepted, the rotary angles
@@ -80,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(t) => t as usize,
         None => {
             let limit = read_config(&args.model_dir, None)?.max_seq;
-            args.prompt_ids.len().saturating_add(args.max_new_tokens).clamp(1, limit)
+            args.prompt_ids.len().saturating_add(args.max_new_tokens as usize).clamp(1, limit)
         }
     };
     // The KV cache and the rotary tables grow with the bound: refuse one that cannot fit
@@ -103,8 +103,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let load_seconds = start.elapsed().as_secs_f64();
     let (runtime, warnings) = runtime_with_threads(&args.runtime, args.threads)?;
     let mut generator = Generator::new(&model, runtime.as_ref(), args.prefill_chunk as usize)?;
-    let g =
-        best_of(args.repeat, || generator.generate(&args.prompt_ids, args.max_new_tokens, false))?;
+    let g = best_of(args.repeat, || {
+        generator.generate(&args.prompt_ids, args.max_new_tokens as usize, false)
+    })?;
     let c = generator.config();
     let figures = &generator.program().figures;
     // The step's FLOP as a function of `seq` and `total` (the symbolic program's; a fixed
@@ -242,7 +243,7 @@ fn run_onnx(args: Args) -> anyhow::Result<()> {
     let start = Instant::now();
     let bound = match args.max_seq {
         Some(t) => t as usize,
-        None => args.prompt_ids.len().saturating_add(args.max_new_tokens).max(2),
+        None => args.prompt_ids.len().saturating_add(args.max_new_tokens as usize).max(2),
     };
     let path = &args.model_dir;
     let bytes =
@@ -251,8 +252,9 @@ fn run_onnx(args: Args) -> anyhow::Result<()> {
     let mut decoder =
         OnnxDecoder::new(&bytes, runtime.as_ref(), bound, args.prefill_chunk as usize)?;
     let load_seconds = start.elapsed().as_secs_f64();
-    let g =
-        best_of(args.repeat, || decoder.generate(&args.prompt_ids, args.max_new_tokens, false))?;
+    let g = best_of(args.repeat, || {
+        decoder.generate(&args.prompt_ids, args.max_new_tokens as usize, false)
+    })?;
     let figures = &decoder.program().figures;
     if args.json {
         return print_json(&flatten(json!({
