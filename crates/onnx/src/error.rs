@@ -46,6 +46,16 @@ pub enum OnnxError {
         /// Its ONNX element type.
         dtype: String,
     },
+    /// A graph input that is not a tensor (a sequence, a map, an optional) or declares no type.
+    #[error(
+        "graph input `{name}` {what}: lumen imports tensor inputs (an element type and a shape)"
+    )]
+    InputType {
+        /// The graph input.
+        name: String,
+        /// `declares no type`, `is a sequence`, `is a map`, ...
+        what: String,
+    },
     /// A tensor whose data lives in an external file.
     #[error(
         "tensor `{name}` keeps its data in an external file; lumen reads self-contained .onnx files"

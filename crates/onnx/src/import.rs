@@ -249,10 +249,11 @@ pub fn import(bytes: &[u8], options: &ImportOptions) -> Result<Imported, OnnxErr
         }
         let tensor = input.r#type.as_ref().and_then(|t| t.tensor_type.as_ref());
         let Some(tensor) = tensor else {
-            return Err(OnnxError::DType {
-                name: input.name.clone(),
-                dtype: "a non-tensor type".into(),
-            });
+            let what = match &input.r#type {
+                None => "declares no type".to_string(),
+                Some(t) => format!("is {}", t.kind()),
+            };
+            return Err(OnnxError::InputType { name: input.name.clone(), what });
         };
         let dtype = match tensor.elem_type {
             data_type::FLOAT => DType::F32,

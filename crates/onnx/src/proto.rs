@@ -135,7 +135,40 @@ pub struct ValueInfoProto {
 pub struct TypeProto {
     #[prost(message, optional, tag = "1")]
     pub tensor_type: Option<TypeProtoTensor>,
+    /// The other kinds, read only to name them in a refusal (their contents are skipped).
+    #[prost(message, optional, tag = "4")]
+    pub sequence_type: Option<OtherType>,
+    #[prost(message, optional, tag = "5")]
+    pub map_type: Option<OtherType>,
+    #[prost(message, optional, tag = "8")]
+    pub sparse_tensor_type: Option<OtherType>,
+    #[prost(message, optional, tag = "9")]
+    pub optional_type: Option<OtherType>,
 }
+
+impl TypeProto {
+    /// What a type that is not a tensor is, in words: `a sequence`, `a map`, `a sparse
+    /// tensor`, `an optional`, or `of a type lumen does not know`.
+    pub fn kind(&self) -> &'static str {
+        if self.tensor_type.is_some() {
+            "a tensor"
+        } else if self.sequence_type.is_some() {
+            "a sequence"
+        } else if self.map_type.is_some() {
+            "a map"
+        } else if self.sparse_tensor_type.is_some() {
+            "a sparse tensor"
+        } else if self.optional_type.is_some() {
+            "an optional"
+        } else {
+            "of a type lumen does not know"
+        }
+    }
+}
+
+/// A `TypeProto` kind lumen does not import: its fields are skipped.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OtherType {}
 
 /// `onnx.TypeProto.Tensor`.
 #[derive(Clone, PartialEq, prost::Message)]

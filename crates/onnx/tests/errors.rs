@@ -23,6 +23,7 @@ fn value(name: &str, elem_type: i32, dims: &[Option<i64>]) -> ValueInfoProto {
         name: name.into(),
         r#type: Some(TypeProto {
             tensor_type: Some(TypeProtoTensor { elem_type, shape: Some(TensorShapeProto { dim }) }),
+            ..Default::default()
         }),
     }
 }
@@ -491,4 +492,35 @@ fn bad_spatial_parameters_name_node_op_and_attribute() {
     }];
     let e = line(&m);
     assert!(e.contains("`pad1`") && e.contains("Reflect padding of (6, 0)"), "{e}");
+}
+
+/// A graph input that is not a tensor, or declares no type at all, is named with what it is.
+#[test]
+fn a_graph_input_that_is_not_a_tensor_says_what_it_is() {
+    use lumen_onnx::proto::OtherType;
+    let cases = [
+        (None, "declares no type"),
+        (
+            Some(TypeProto { sequence_type: Some(OtherType {}), ..Default::default() }),
+            "is a sequence",
+        ),
+        (Some(TypeProto { map_type: Some(OtherType {}), ..Default::default() }), "is a map"),
+        (
+            Some(TypeProto { optional_type: Some(OtherType {}), ..Default::default() }),
+            "is an optional",
+        ),
+        (Some(TypeProto::default()), "is of a type lumen does not know"),
+    ];
+    for (ty, what) in cases {
+        let mut m = model(17);
+        m.graph.as_mut().unwrap().input[0].r#type = ty;
+        let e = err(&m);
+        assert!(matches!(&e, OnnxError::InputType { name, .. } if name == "x"), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "graph input `x` {what}: lumen imports tensor inputs (an element type and a shape)"
+            )
+        );
+    }
 }

@@ -26,6 +26,7 @@ fn value(name: &str, dims: &[i64]) -> ValueInfoProto {
                         .collect(),
                 }),
             }),
+            ..Default::default()
         }),
     }
 }

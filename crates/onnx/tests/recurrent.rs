@@ -31,6 +31,7 @@ fn value(name: &str, dims: &[usize]) -> ValueInfoProto {
                         .collect(),
                 }),
             }),
+            ..Default::default()
         }),
     }
 }

@@ -22,6 +22,7 @@ pub fn value(name: &str, elem_type: i32, dims: &[usize]) -> ValueInfoProto {
                         .collect(),
                 }),
             }),
+            ..Default::default()
         }),
     }
 }
