@@ -13,8 +13,11 @@
 //!   (Skylake-SP and later Xeons' two 512-bit FMA ports, Zen's two 256-bit FMA pipes,
 //!   Neoverse N1's two 128-bit pipes). Some cores have one 512-bit unit (low-end Xeons, Ice
 //!   Lake client) or more (Neoverse V1 has four 128-bit): the figure is then off by that
-//!   factor, and the basis says it is assumed. Without FMA (AVX or SSE2 only) the two units
-//!   are one adder and one multiplier, 1 FLOP per lane each.
+//!   factor, and the basis says it is assumed. One case is known and counted: AMD's Zen 4
+//!   (`AuthenticAMD`, `cpu family` 25 with AVX-512F in `/proc/cpuinfo`) runs a 512-bit FMA
+//!   on both of its 256-bit pipes (AMD's Zen 4 optimisation guide), so it has one 512-bit unit
+//!   per core, 32 FLOP/cycle, not 64 ([`FmaUnits::detect`]). Without FMA (AVX or SSE2 only)
+//!   the two units are one adder and one multiplier, 1 FLOP per lane each.
 //! - **clock**: `/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq` (the highest clock the
 //!   kernel's frequency driver reports, turbo included) when it exists; else the highest
 //!   `cpu MHz` of `/proc/cpuinfo` (the clock each core ran at when read; a virtual machine
@@ -160,8 +163,52 @@ impl Clock {
     }
 }
 
+/// FMA units of the widest vector width per core, and where the count comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FmaUnits {
+    /// Units per core.
+    pub count: u32,
+    /// Where the count comes from, in words (`assumed`, or the CPU it was known for).
+    pub source: String,
+}
+
+impl FmaUnits {
+    /// [`ASSUMED_FMA_UNITS`], said to be assumed.
+    pub fn assumed() -> FmaUnits {
+        FmaUnits { count: ASSUMED_FMA_UNITS, source: "assumed".to_string() }
+    }
+
+    /// This machine's units for `isa`, from `/proc/cpuinfo` ([`FmaUnits::from_cpuinfo`]).
+    pub fn detect(isa: VectorIsa) -> FmaUnits {
+        FmaUnits::from_cpuinfo(isa, std::fs::read_to_string("/proc/cpuinfo").ok().as_deref())
+    }
+
+    /// One 512-bit unit on AMD Zen 4 (`vendor_id: AuthenticAMD`, `cpu family: 25`) with
+    /// AVX-512F: it splits each 512-bit FMA over its two 256-bit pipes. Every other CPU, or no
+    /// `cpuinfo` text: [`FmaUnits::assumed`].
+    pub fn from_cpuinfo(isa: VectorIsa, cpuinfo: Option<&str>) -> FmaUnits {
+        let field = |key: &str| {
+            cpuinfo?
+                .lines()
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.trim() == key)
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let zen4 = field("vendor_id").as_deref() == Some("AuthenticAMD")
+            && field("cpu family").as_deref() == Some("25");
+        if isa == VectorIsa::Avx512 && zen4 {
+            return FmaUnits {
+                count: 1,
+                source: "AMD Zen 4: a 512-bit FMA takes both 256-bit pipes".to_string(),
+            };
+        }
+        FmaUnits::assumed()
+    }
+}
+
 /// The peak of `cores` cores of `isa` at `clock`: `cores x GHz x` [`ASSUMED_FMA_UNITS`] `x
-/// lanes x FLOP per lane`, FLOP/s, with the basis in words. A pure function of its inputs.
+/// lanes x FLOP per lane`, FLOP/s, with the basis in words. A pure function of its inputs
+/// ([`peak_with`] [`FmaUnits::assumed`]).
 ///
 /// ```
 /// use lumen_runtime::cpu_peak::{Clock, VectorIsa, peak_of};
@@ -170,17 +217,36 @@ impl Clock {
 /// assert_eq!(p.flops, 294.4e9); // 2 x 2.3 GHz x 2 x 16 x 2
 /// ```
 pub fn peak_of(isa: VectorIsa, clock: &Clock, cores: usize) -> Peak {
+    peak_with(isa, clock, &FmaUnits::assumed(), cores)
+}
+
+/// [`peak_of`] with `units` FMA (or add/mul) units per core instead of the assumed count.
+///
+/// ```
+/// use lumen_runtime::cpu_peak::{Clock, FmaUnits, VectorIsa, peak_with};
+/// let clock = Clock { ghz: 3.0, source: "test".into() };
+/// let zen4 = FmaUnits { count: 1, source: "AMD Zen 4".into() };
+/// assert_eq!(peak_with(VectorIsa::Avx512, &clock, &zen4, 1).flops, 96e9); // 3 x 1 x 16 x 2
+/// ```
+pub fn peak_with(isa: VectorIsa, clock: &Clock, units: &FmaUnits, cores: usize) -> Peak {
     let cores = cores.max(1);
-    let per_cycle = ASSUMED_FMA_UNITS * isa.lanes() * isa.flop_per_lane();
+    let per_cycle = units.count * isa.lanes() * isa.flop_per_lane();
     // Rounded to 1 FLOP/s so the figure prints the same whatever order the factors multiply in.
     let flops = (cores as f64 * clock.ghz * 1e9 * f64::from(per_cycle)).round();
-    let units = if isa.fma() { "FMA units (assumed)" } else { "add/mul units (assumed)" };
+    let kind = match (isa.fma(), units.count) {
+        (true, 1) => "FMA unit",
+        (true, _) => "FMA units",
+        (false, 1) => "add/mul unit",
+        (false, _) => "add/mul units",
+    };
     let basis = format!(
-        "{cores} core{} x {:.2} GHz ({}) x {ASSUMED_FMA_UNITS} {units} x {} f32 lanes ({}) x {} \
-         FLOP = {per_cycle} FLOP/cycle per core",
+        "{cores} core{} x {:.2} GHz ({}) x {} {kind} ({}) x {} f32 lanes ({}) x {} FLOP = \
+         {per_cycle} FLOP/cycle per core",
         if cores == 1 { "" } else { "s" },
         clock.ghz,
         clock.source,
+        units.count,
+        units.source,
         isa.lanes(),
         isa.name(),
         isa.flop_per_lane(),
@@ -192,7 +258,8 @@ pub fn peak_of(isa: VectorIsa, clock: &Clock, cores: usize) -> Peak {
 /// clock, with `threads` cores at most the logical CPUs available.
 pub fn detect(threads: usize) -> Peak {
     let available = std::thread::available_parallelism().map_or(1, |n| n.get());
-    peak_of(VectorIsa::detect(), &Clock::detect(), threads.min(available))
+    let isa = VectorIsa::detect();
+    peak_with(isa, &Clock::detect(), &FmaUnits::detect(isa), threads.min(available))
 }
 
 #[cfg(test)]
@@ -229,6 +296,24 @@ mod tests {
         );
         let p = peak_of(VectorIsa::Sse2, &clock(3.0), 1);
         assert!(p.basis.starts_with("1 core x 3.00 GHz (test) x 2 add/mul units (assumed)"));
+    }
+
+    #[test]
+    fn zen4_counts_one_512_bit_unit() {
+        let zen4 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n";
+        let u = FmaUnits::from_cpuinfo(VectorIsa::Avx512, Some(zen4));
+        assert_eq!(u.count, 1);
+        let p = peak_with(VectorIsa::Avx512, &clock(2.6), &u, 1);
+        assert!((p.flops - 83.2e9).abs() < 1.0, "{p:?}"); // 2.6 GHz x 1 x 16 x 2
+        assert!(p.basis.contains("x 1 FMA unit (AMD Zen 4: "), "{}", p.basis);
+        // AVX2 on the same core: two 256-bit pipes, the assumed two.
+        assert_eq!(FmaUnits::from_cpuinfo(VectorIsa::Avx2Fma, Some(zen4)).count, 2);
+        // Zen 5 (family 26), Intel, or nothing to read: assumed.
+        let zen5 = zen4.replace(": 25", ": 26");
+        assert_eq!(FmaUnits::from_cpuinfo(VectorIsa::Avx512, Some(&zen5)), FmaUnits::assumed());
+        let intel = "vendor_id\t: GenuineIntel\ncpu family\t: 6\n";
+        assert_eq!(FmaUnits::from_cpuinfo(VectorIsa::Avx512, Some(intel)).count, 2);
+        assert_eq!(FmaUnits::from_cpuinfo(VectorIsa::Avx512, None).count, 2);
     }
 
     #[test]
