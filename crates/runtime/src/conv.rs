@@ -997,6 +997,7 @@ unsafe fn direct_rows_avx512(
     let mut offs = vec![0usize; depth];
     let mut padded = vec![0.0f32; slot];
     let end = ohs.end;
+    let mut lines: Vec<usize> = Vec::new();
     for o1 in ohs {
         // The input rows this output row reads, each copied once into its slot.
         for ci in 0..cg {
@@ -1016,8 +1017,9 @@ unsafe fn direct_rows_avx512(
             }
         }
         // The input rows the next output row reads first (not cached yet) fetched while this
-        // one is computed: they come from memory, and a row is too short for the hardware
-        // prefetcher to run ahead.
+        // one is computed, a few lines before each tile (a burst of them stalls): they come
+        // from memory, and a row is too short for the hardware prefetcher to run ahead.
+        lines.clear();
         if o1 + 1 < end {
             for ci in 0..cg {
                 for t1 in 0..kh {
@@ -1028,20 +1030,23 @@ unsafe fn direct_rows_avx512(
                     {
                         let base = xbase0 + ci * st.c + ih * st.sp[1];
                         let last = base + (g.input[2] - 1) * st.sp[2];
-                        for at in (base..=last).step_by(16) {
-                            prefetch(x, at);
-                        }
-                        prefetch(x, last);
+                        lines.extend((base..=last).step_by(16));
+                        lines.push(last);
                     }
                 }
             }
         }
+        let per_tile = lines.len().div_ceil(ocg.div_ceil(DIRECT_OCS) * ow.div_ceil(DIRECT_LANES));
+        let mut next_line = lines.iter();
         let row0 = o1 * ow;
         for oc0 in (0..ocg).step_by(DIRECT_OCS) {
             let nb = DIRECT_OCS.min(ocg - oc0);
             let wb = &wt[oc0 * depth..(oc0 + DIRECT_OCS) * depth];
             let mut c = 0;
             loop {
+                for &at in next_line.by_ref().take(per_tile) {
+                    prefetch(x, at);
+                }
                 let c0 = c.min(ow - DIRECT_LANES);
                 // SAFETY: every offset plus c0 + 16 lies in its slot (len >= ow + the
                 // kernel's span); rows oc0..oc0 + nb at positions row0 + c0.. are ours.
@@ -1170,15 +1175,18 @@ unsafe fn direct_tile(
                     }
                 )*
             }
-            [$($a),*]
+            $(
+                if $j < nb {
+                    // SAFETY: the caller's contract.
+                    unsafe {
+                        std::ptr::write_unaligned(out.add($j * p).cast::<[f32; DIRECT_LANES]>(), $a)
+                    };
+                }
+            )*
         }};
     }
-    let acc = tile!(a0 0 a1 1 a2 2 a3 3 a4 4 a5 5 a6 6 a7 7 a8 8 a9 9 a10 10 a11 11 a12 12 a13 13
-        a14 14 a15 15);
-    for (j, a) in acc.iter().enumerate().take(nb) {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::write_unaligned(out.add(j * p).cast::<[f32; DIRECT_LANES]>(), *a) };
-    }
+    tile!(a0 0 a1 1 a2 2 a3 3 a4 4 a5 5 a6 6 a7 7 a8 8 a9 9 a10 10 a11 11 a12 12 a13 13 a14 14
+        a15 15);
 }
 
 /// Strips (of `mr` positions) per block of [`dense_packed`] and [`multiply_panel`]: as many as
