@@ -23,8 +23,8 @@
 //!   of 6 after every thread has packed a share of the rows. An output element is always the
 //!   same kernel's fused multiply-adds over the same depth blocks, so the bits do not depend on
 //!   the thread count.
-//! - Small depths (at most 160: the stems, 3 input channels under a 3x3 to 7x7 kernel, and 3x3
-//!   over 16 channels per group), on AVX-512F, 1 or 2 spatial axes, output rows of at least 16:
+//! - Small depths (at most 320: the stems, 3 input channels under a 3x3 to 7x7 kernel, and 3x3
+//!   over up to 32 channels per group), on AVX-512F, 1 or 2 spatial axes, output rows of at least 16:
 //!   `direct`, no im2col and no workspace. Each output row is computed from the input rows it
 //!   reads, each copied once (a ring of them per input channel, a thread's scratch) into a
 //!   zero-padded row split into `stride` phases (stride 2 split as u64 pairs: a shift and two
@@ -853,8 +853,9 @@ fn dense_packed(
 }
 
 /// Depth (input channels per group x taps) at most for [`direct`]: the stems (27 to 147) and
-/// 3x3 convolutions of up to 16 input channels per group (144).
-const DIRECT_MAX_DEPTH: usize = 160;
+/// 3x3 convolutions of up to 32 input channels per group (288). 320 against 160 measured 0.79
+/// of the time on 3x3 32->32 at 80 and 0.62 on 3x3/2 32->64 at 160 (1 thread, 5 rounds).
+const DIRECT_MAX_DEPTH: usize = 320;
 
 /// Output positions per vector of [`direct`] (one AVX-512 register of f32).
 const DIRECT_LANES: usize = 16;
@@ -2090,8 +2091,10 @@ mod tests {
             (1, 5, 20, 1, &[100], &[5], 2, 1, &[(2, 1)], 1),
             // x a view: every other column of a wider tensor, every row padded.
             (1, 3, 16, 1, &[11, 35], &[3, 3], 2, 1, &[(1, 1), (1, 1)], 2),
-            // Depth 160 at the limit (10 channels x 4x4), 1x1 rows of 16 exactly.
-            (1, 10, 6, 1, &[19, 19], &[4, 4], 1, 1, &[(0, 0), (0, 0)], 1),
+            // 3x3 over 32 channels (depth 288, YOLOv8n's), 35 channels.
+            (1, 32, 35, 1, &[12, 33], &[3, 3], 1, 1, &[(1, 1), (1, 1)], 1),
+            // Depth 320 at the limit (20 channels x 4x4), output rows of 16 exactly.
+            (1, 20, 6, 1, &[19, 19], &[4, 4], 1, 1, &[(0, 0), (0, 0)], 1),
         ];
         if !std::arch::is_x86_feature_detected!("avx512f") {
             return;
