@@ -41,7 +41,10 @@
 //!   thread), before / after / ORT ms: YOLOv8n's stem 3x3/2 3->16 at 640 4.00 / 1.57 / 1.18 to
 //!   1.54 (ORT noisy); YOLOv5's 6x6/2 12.3 / 3.95 / 3.56 to 3.68; 3x3/2 16->32 at 320 5.89 /
 //!   2.86 / 2.67 to 2.77; ResNet-50's 7x7/2 3->64 3.54 / 2.32 / 2.20; 3x3 16->16 at 160 1.77 /
-//!   1.27 / 1.16 to 1.18. The planner's workspace (`ConvGeometry::workspace_bytes`) is unchanged
+//!   1.27 / 1.16 to 1.18; with the limit at 320, 3x3 32->32 at 80 1.49 / 1.19 / 1.10 and
+//!   3x3/2 32->64 at 160 4.30 / 2.65 / 2.65 (before: the 160 limit). YOLOv8n b1 640 whole:
+//!   after/before 0.92 on 1 thread (184 -> 170 ms, ORT 141) and 0.92 on 2 (219 -> 206 ms;
+//!   2 threads slower than 1 on the contended machine). The planner's workspace (`ConvGeometry::workspace_bytes`) is unchanged
 //!   and unused on this path (the im2col path still needs it without AVX-512F).
 //! - Pointwise (1x1, stride 1, no padding): over a flat input whose channels start on 64-byte
 //!   boundaries and hold whole vectors (the slab's activations at 56x56, 28x28, 80x80, ...) the
