@@ -23,29 +23,29 @@
 //!   of 6 after every thread has packed a share of the rows. An output element is always the
 //!   same kernel's fused multiply-adds over the same depth blocks, so the bits do not depend on
 //!   the thread count.
-//! - Small depths (at most 320: the stems, 3 input channels under a 3x3 to 7x7 kernel, and 3x3
-//!   over up to 32 channels per group), on AVX-512F, 1 or 2 spatial axes, output rows of at least 16:
+//! - Small depths (at most 320: the stems, 3 input channels under a 3x3 to 7x7 kernel, and 3x3 over
+//!   up to 32 channels per group), on AVX-512F, 1 or 2 spatial axes, output rows of at least 16:
 //!   `direct`, no im2col and no workspace. Each output row is computed from the input rows it
 //!   reads, each copied once (a ring of them per input channel, a thread's scratch) into a
 //!   zero-padded row split into `stride` phases (stride 2 split as u64 pairs: a shift and two
 //!   truncations, not scalar gathers), so every tap of 16 consecutive outputs is one unaligned
-//!   load. A tile is 16 positions by 16 output channels in 16 named accumulators (so they stay
-//!   in registers): per depth step one load and 16 fused multiply-adds by weights broadcast
-//!   from memory (transposed per call to `[depth, 16]`, a 64-byte line per step), so OC = 16
-//!   fills a tile where the 64 x 6 kernel ran 6 + 6 + 4. Stored straight into the NCHW output
-//!   (a row's last vector overlapping the one before), the epilogue on each output row while it
-//!   is in L1; the next row's input lines are prefetched a few before each tile. Output rows
-//!   split over the threads; an element is the same FMAs in the same order whichever thread or
-//!   tile computes it. Measured (2026-12-05, 2-core AMD EPYC Zen 4, AVX-512F, shared machine;
-//!   the binary before and after interleaved with ONNX Runtime 1.32.0, 3 rounds, medians, one
-//!   thread), before / after / ORT ms: YOLOv8n's stem 3x3/2 3->16 at 640 4.00 / 1.57 / 1.18 to
-//!   1.54 (ORT noisy); YOLOv5's 6x6/2 12.3 / 3.95 / 3.56 to 3.68; 3x3/2 16->32 at 320 5.89 /
-//!   2.86 / 2.67 to 2.77; ResNet-50's 7x7/2 3->64 3.54 / 2.32 / 2.20; 3x3 16->16 at 160 1.77 /
-//!   1.27 / 1.16 to 1.18; with the limit at 320, 3x3 32->32 at 80 1.49 / 1.19 / 1.10 and
-//!   3x3/2 32->64 at 160 4.30 / 2.65 / 2.65 (before: the 160 limit). YOLOv8n b1 640 whole:
-//!   after/before 0.92 on 1 thread (184 -> 170 ms, ORT 141) and 0.92 on 2 (219 -> 206 ms;
-//!   2 threads slower than 1 on the contended machine). The planner's workspace (`ConvGeometry::workspace_bytes`) is unchanged
-//!   and unused on this path (the im2col path still needs it without AVX-512F).
+//!   load. A tile is 16 positions by 16 output channels in 16 named accumulators (so they stay in
+//!   registers): per depth step one load and 16 fused multiply-adds by weights broadcast from
+//!   memory (transposed per call to `[depth, 16]`, a 64-byte line per step), so OC = 16 fills a
+//!   tile where the 64 x 6 kernel ran 6 + 6 + 4. Stored straight into the NCHW output (a row's last
+//!   vector overlapping the one before), the epilogue on each output row while it is in L1; the
+//!   next row's input lines are prefetched a few before each tile. Output rows split over the
+//!   threads; an element is the same FMAs in the same order whichever thread or tile computes it.
+//!   Measured (2026-12-05, 2-core AMD EPYC Zen 4, AVX-512F, shared machine; the binary before and
+//!   after interleaved with ONNX Runtime 1.32.0, 3 rounds, medians, one thread), before / after /
+//!   ORT ms: YOLOv8n's stem 3x3/2 3->16 at 640 4.00 / 1.57 / 1.18 to 1.54 (ORT noisy); YOLOv5's
+//!   6x6/2 12.3 / 3.95 / 3.56 to 3.68; 3x3/2 16->32 at 320 5.89 / 2.86 / 2.67 to 2.77; ResNet-50's
+//!   7x7/2 3->64 3.54 / 2.32 / 2.20; 3x3 16->16 at 160 1.77 / 1.27 / 1.16 to 1.18; with the limit
+//!   at 320, 3x3 32->32 at 80 1.49 / 1.19 / 1.10 and 3x3/2 32->64 at 160 4.30 / 2.65 / 2.65
+//!   (before: the 160 limit). YOLOv8n b1 640 whole: after/before 0.92 on 1 thread (184 -> 170 ms,
+//!   ORT 141) and 0.92 on 2 (219 -> 206 ms; 2 threads slower than 1 on the contended machine). The
+//!   planner's workspace (`ConvGeometry::workspace_bytes`) is unchanged and unused on this path
+//!   (the im2col path still needs it without AVX-512F).
 //! - Pointwise (1x1, stride 1, no padding): over a flat input whose channels start on 64-byte
 //!   boundaries and hold whole vectors (the slab's activations at 56x56, 28x28, 80x80, ...) the
 //!   input is the patch matrix, read in place; otherwise its rows are copied as one run each.
