@@ -1,6 +1,6 @@
 //! The CPU convolution ([`LlirOp::Conv`]): im2col and a GEMM per image and group, direct
-//! kernels for small depths and for depthwise convolutions, and the epilogue on each block of output while it is in
-//! cache.
+//! kernels for small depths and for depthwise convolutions, and the epilogue on each block of
+//! output while it is in cache.
 //!
 //! - Dense and grouped (on x86-64 with AVX2 + FMA or AVX-512F: `dense_packed`): lumen's own
 //!   BLIS loops around the `gemm-f32` register micro-kernels ([`crate::packed`]'s, 64 x 6 tiles
