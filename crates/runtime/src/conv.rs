@@ -32,13 +32,28 @@
 //!   0.97 to 1.02 on MobileNetV2 at batch 1 on 1 and 2 threads; ResNet-50 1.27 times ORT's
 //!   time on one thread (1.39 before), 1.37 on two (1.46). See docs/src/benchmarks.md.
 //! - Depthwise (one input channel per group, MobileNet's 3x3): the channel copied once into a
-//!   zero-padded plane in L1, then each output row the sum of its rows scaled by the taps,
-//!   accumulated along the innermost axis (vectorized, a 3- or 5-wide kernel row in one pass),
-//!   planes split over the threads.
+//!   zero-padded plane in L1 (the zeros written once per thread; rows copied in inlined vector
+//!   moves; at stride 2 split into even and odd phases with vector shuffles), then each output
+//!   row the sum of its rows scaled by the taps, planes split over the threads. The common
+//!   planes (2-D, 3x3 or 5x5, dilation 1, stride 1 or 2: `blocked_taps`) go in groups of 4
+//!   output rows by 16 columns in registers, each input row's runs loaded once for the group,
+//!   the bias added in the same pass; the others as before (`flat_taps`, `row_taps`), the
+//!   same bits. Measured 2026-12-05 (2-core AMD EPYC Zen 4, AVX-512F, shared with other
+//!   engineers' builds; before and after binaries and ONNX Runtime 1.32.0 interleaved, 5
+//!   rounds, `execute_seconds_median`, readback of the output included): 3x3 on 144x56x56
+//!   0.436 -> 0.230 ms on 1 thread (ORT 0.218; 1.11x), 3x3/2 0.444 -> 0.148 ms (ORT 0.098;
+//!   1.49x); the same on 2 threads; MobileNetV2 batch 1 after/before 0.84 and 0.95 in two
+//!   runs of 3 rounds on 1 thread (1.40-1.51x ORT; very noisy). What is
+//!   left at stride 2 is mostly waiting on the input streamed from L3 (a software prefetch of
+//!   the next plane measured 1.14-1.19x slower).
 //! - Max pool ([`max_pool`], its own LLIR op with a depthwise geometry): per plane, each input
 //!   row padded with `-inf` and folded across the window along the innermost axis, then the
 //!   rows of those maxima folded along the outer axes, both vectorized, in the definition's
-//!   order (the bits of a `max` reduction of the window).
+//!   order (the bits of a `max` reduction of the window). Rows are copied in inlined vector
+//!   moves and split into phases at stride 2 with vector shuffles; folds of 2 to 5 taps are
+//!   unrolled, 32 lanes (two vectors in flight) at a time. 3x3/2 on 64x112x112 0.516 -> 0.423
+//!   ms on 1 thread (ORT 0.162), 5x5/1 on 128x20x20 0.117 -> 0.110 ms (ORT 0.045), the same
+//!   ratios on 2 threads (same machine and method): still 2.4-2.7x ORT's time, not done.
 //! - Epilogue ([`ConvEpilogue`], ONNX Runtime's `FusedConv`): `act(sum + bias[oc] +
 //!   residual)` on each block of rows right after it is computed.
 //!
@@ -1483,6 +1498,26 @@ const POOL_LANES: usize = 16;
 fn fold_offsets<const NAN: bool>(dst: &mut [f32], src: &[f32], offsets: &[usize]) {
     let n = dst.len();
     if n >= POOL_LANES {
+        // 2 to 5 taps (3x3 and 5x5 windows, and their rows cut by padding): unrolled.
+        macro_rules! unrolled {
+            ($($t:literal)*) => {
+                match offsets.len() {
+                    $($t => {
+                        let o: &[usize; $t] = offsets.try_into().expect("taps");
+                        if n >= 2 * POOL_LANES {
+                            fold_unrolled::<NAN, $t, { 2 * POOL_LANES }>(dst, src, o);
+                        } else {
+                            fold_unrolled::<NAN, $t, POOL_LANES>(dst, src, o);
+                        }
+                        return;
+                    })*
+                    _ => {}
+                }
+            };
+        }
+        unrolled!(2 3 4 5);
+    }
+    if n >= POOL_LANES {
         let mut j0 = 0;
         while j0 + POOL_LANES <= n {
             fold_block::<NAN, POOL_LANES>(dst, src, offsets, j0);
@@ -1503,6 +1538,41 @@ fn fold_offsets<const NAN: bool>(dst: &mut [f32], src: &[f32], offsets: &[usize]
             }
             dst[j] = fold_finish::<NAN>(a);
         }
+    }
+}
+
+/// [`fold_offsets`] over `N` taps (at least `W` outputs), in blocks of `W` lanes (two
+/// vectors of maxima in flight at `W` = 32), the last block overlapping the one before (the
+/// same values again); the taps unrolled, the loads unchecked after one bounds check. The same
+/// steps in the same order: the same bits.
+#[inline(always)]
+fn fold_unrolled<const NAN: bool, const N: usize, const W: usize>(
+    dst: &mut [f32],
+    src: &[f32],
+    offsets: &[usize; N],
+) {
+    let n = dst.len();
+    let reach = offsets.iter().max().copied().unwrap_or(0) + n;
+    assert!(n >= W && reach <= src.len(), "fold_unrolled: {n} outputs, {reach} of {}", src.len());
+    let mut j = 0;
+    loop {
+        let at = j.min(n - W);
+        let mut acc = [f32::NEG_INFINITY; W];
+        for &o in offsets {
+            // SAFETY: o + at + W <= max(offsets) + n <= src.len() (asserted above).
+            let v: [f32; W] =
+                unsafe { std::ptr::read_unaligned(src.as_ptr().add(o + at).cast::<[f32; W]>()) };
+            for (a, &x) in acc.iter_mut().zip(&v) {
+                *a = fold_step::<NAN>(*a, x);
+            }
+        }
+        for (d, &a) in dst[at..at + W].iter_mut().zip(&acc) {
+            *d = fold_finish::<NAN>(a);
+        }
+        if at + W >= n {
+            break;
+        }
+        j += W;
     }
 }
 
@@ -1669,7 +1739,8 @@ fn max_pool_plane(
         let base = xbase + (r / i1) * st.sp[0] + (r % i1) * st.sp[1];
         let run = &mut padded[lo..hi];
         if st.sp[2] == 1 {
-            run.copy_from_slice(&x[base..base + (hi - lo)]);
+            // Inlined vector moves, not a `memcpy` call per row.
+            copy_row(run, &x[base..base + (hi - lo)]);
         } else {
             for (j, v) in run.iter_mut().enumerate() {
                 *v = x[base + j * st.sp[2]];
@@ -1682,11 +1753,9 @@ fn max_pool_plane(
         if s2 == 2 {
             // Split into even and odd positions (vectorized shuffles), then fold unit-stride
             // runs of them straight into `h`.
-            let (even, odd) = full.split_at_mut(half);
-            for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(padded.chunks_exact(2)) {
-                *e = pair[0];
-                *o = pair[1];
-            }
+            // (`split_row` from position 0: 16 pairs a shuffle; the zipped loop it replaces
+            // stored one element at a time.)
+            split_row(full, half, 0, &padded[..2 * half]);
             if nan {
                 fold_offsets::<true>(hr, full, offsets);
             } else {
