@@ -55,13 +55,28 @@
 //!   0.97 to 1.02 on MobileNetV2 at batch 1 on 1 and 2 threads; ResNet-50 1.27 times ORT's
 //!   time on one thread (1.39 before), 1.37 on two (1.46). See docs/src/benchmarks.md.
 //! - Depthwise (one input channel per group, MobileNet's 3x3): the channel copied once into a
-//!   zero-padded plane in L1, then each output row the sum of its rows scaled by the taps,
-//!   accumulated along the innermost axis (vectorized, a 3- or 5-wide kernel row in one pass),
-//!   planes split over the threads.
+//!   zero-padded plane in L1 (the zeros written once per thread; rows copied in inlined vector
+//!   moves; at stride 2 split into even and odd phases with vector shuffles), then each output
+//!   row the sum of its rows scaled by the taps, planes split over the threads. The common
+//!   planes (2-D, 3x3 or 5x5, dilation 1, stride 1 or 2: `blocked_taps`) go in groups of 4
+//!   output rows by 16 columns in registers, each input row's runs loaded once for the group,
+//!   the bias added in the same pass; the others as before (`flat_taps`, `row_taps`), the
+//!   same bits. Measured 2026-12-05 (2-core AMD EPYC Zen 4, AVX-512F, shared with other
+//!   engineers' builds; before and after binaries and ONNX Runtime 1.32.0 interleaved, 5
+//!   rounds, `execute_seconds_median`, readback of the output included): 3x3 on 144x56x56
+//!   0.436 -> 0.230 ms on 1 thread (ORT 0.218; 1.11x), 3x3/2 0.444 -> 0.148 ms (ORT 0.098;
+//!   1.49x); the same on 2 threads; MobileNetV2 batch 1 after/before 0.84 and 0.95 in two
+//!   runs of 3 rounds on 1 thread (1.40-1.51x ORT; very noisy). What is
+//!   left at stride 2 is mostly waiting on the input streamed from L3 (a software prefetch of
+//!   the next plane measured 1.14-1.19x slower).
 //! - Max pool ([`max_pool`], its own LLIR op with a depthwise geometry): per plane, each input
 //!   row padded with `-inf` and folded across the window along the innermost axis, then the
 //!   rows of those maxima folded along the outer axes, both vectorized, in the definition's
-//!   order (the bits of a `max` reduction of the window).
+//!   order (the bits of a `max` reduction of the window). Rows are copied in inlined vector
+//!   moves and split into phases at stride 2 with vector shuffles; folds of 2 to 5 taps are
+//!   unrolled, 32 lanes (two vectors in flight) at a time. 3x3/2 on 64x112x112 0.516 -> 0.423
+//!   ms on 1 thread (ORT 0.162), 5x5/1 on 128x20x20 0.117 -> 0.110 ms (ORT 0.045), the same
+//!   ratios on 2 threads (same machine and method): still 2.4-2.7x ORT's time, not done.
 //! - Epilogue ([`ConvEpilogue`], ONNX Runtime's `FusedConv`): `act(sum + bias[oc] +
 //!   residual)` on each block of rows right after it is computed.
 //!
@@ -1323,16 +1338,24 @@ fn depthwise(
     let e = padded_extent(g);
     let planes = g.batch * g.c_out;
     let parallel = planes * p * taps >= PAR_MIN_ELEMS;
+    // The bias is added by the plane's kernel (the same rounding as the epilogue's); the rest
+    // of the epilogue, if any, runs after it.
+    let rest = Epilogue { bias: None, ..*epi };
+    let more = epi.residual.is_some() || epi.epilogue.activation.is_some();
     let _ = threads.for_parts::<()>(out, (planes, p), 1, parallel, |rows, part| {
-        // Each phase row rounded up, so the phases of one row are equally long.
+        // Each phase row rounded up, so the phases of one row are equally long. Zeros: the
+        // planes write only where the input goes, the same places in every plane.
         let mut padded = vec![0.0f32; e[0] * e[1] * phase_row(g, e[2])];
         for (plane, dst) in rows.zip(part.chunks_exact_mut(p.max(1))) {
             let (n, oc) = (plane / g.c_out, plane % g.c_out);
             let c = oc / mult.max(1);
             let xbase = st.offset + n * st.n + c * st.c;
             let wk = &w[oc * taps..(oc + 1) * taps];
-            depthwise_plane_widest(g, x, xbase, st, wk, &mut padded, dst);
-            epi.row(g, n, oc, 0, dst);
+            let bias = epi.bias.map(|(b, v)| b[v.offset + oc * v.strides[0]]);
+            depthwise_plane_widest(g, x, xbase, st, wk, bias, &mut padded, dst);
+            if more {
+                rest.row(g, n, oc, 0, dst);
+            }
         }
         Ok(())
     });
@@ -1366,20 +1389,26 @@ widest_isa! {
         xbase: usize,
         st: &Strides,
         wk: &[f32],
+        bias: Option<f32>,
         padded: &mut [f32],
         dst: &mut [f32]
     ) => depthwise_plane
 }
 
 /// One plane of [`depthwise`]: the padded (and phase-split) copy of its input channel, then
-/// every output row, into `dst` (`P` elements). `wk` holds the plane's taps.
+/// every output row, into `dst` (`P` elements), plus `bias` if any (the epilogue's rounding).
+/// `wk` holds the plane's taps; `padded` the padded plane, zero where the padding goes (as
+/// [`depthwise`] allocates it: a contiguous input row is written only where it goes, so the
+/// padding stays zero from plane to plane).
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn depthwise_plane(
     g: &ConvGeometry,
     x: &[f32],
     xbase: usize,
     st: &Strides,
     wk: &[f32],
+    bias: Option<f32>,
     padded: &mut [f32],
     dst: &mut [f32],
 ) {
@@ -1393,7 +1422,7 @@ fn depthwise_plane(
         for q1 in 0..e1 {
             let row = &mut padded[(q0 * e1 + q1) * stored..(q0 * e1 + q1 + 1) * stored];
             let (Some(i0), Some(i1)) = (src(0, q0), src(1, q1)) else {
-                row.fill(0.0);
+                // A row of padding: zero from the allocation on, never written.
                 continue;
             };
             let base = xbase + i0 * st.sp[0] + i1 * st.sp[1];
@@ -1401,9 +1430,12 @@ fn depthwise_plane(
             let lo = g.pad[2].min(e2);
             let hi = (g.pad[2] + g.input[2]).min(e2).max(lo);
             if s2 == 1 && st.sp[2] == 1 {
-                row[..lo].fill(0.0);
-                row[lo..hi].copy_from_slice(&x[base..base + (hi - lo)]);
-                row[hi..].fill(0.0);
+                // The padding around the run stays zero (see above).
+                copy_row(&mut row[lo..hi], &x[base..base + (hi - lo)]);
+            } else if s2 == 2 && st.sp[2] == 1 {
+                // Split into its even and odd positions straight from the input (vector
+                // shuffles), the padding left as it is (zero).
+                split_row(row, phase_len, lo, &x[base..base + (hi - lo)]);
             } else {
                 row.fill(0.0);
                 // Phase r holds q = r, r + s2, ...: its first q at or past lo, then steps of s2
@@ -1420,10 +1452,253 @@ fn depthwise_plane(
             }
         }
     }
-    if flat_plane(g) {
-        flat_taps(g, wk, padded, dst);
-    } else {
-        row_taps(g, wk, padded, dst);
+    if let Some(b) = bias {
+        // The rows' kernels add the bias last, as the epilogue would (the same bits).
+        if !blocked_taps(g, wk, Some(b), padded, dst) {
+            if flat_plane(g) {
+                flat_taps(g, wk, padded, dst);
+            } else {
+                row_taps(g, wk, padded, dst);
+            }
+            for v in dst.iter_mut() {
+                *v += b;
+            }
+        }
+    } else if !blocked_taps(g, wk, None, padded, dst) {
+        if flat_plane(g) {
+            flat_taps(g, wk, padded, dst);
+        } else {
+            row_taps(g, wk, padded, dst);
+        }
+    }
+}
+
+/// `dst = src` (equal lengths) in inlined vector moves, 16 values at a time with the last 16
+/// overlapping (not a `memcpy` call per row: most rows are under 1 KiB).
+#[inline(always)]
+fn copy_row(dst: &mut [f32], src: &[f32]) {
+    let n = dst.len();
+    let src = &src[..n];
+    match n {
+        16.. => {
+            for i in (0..n - 16).step_by(16).chain([n - 16]) {
+                let s: &[f32; 16] = src[i..i + 16].try_into().expect("16 values");
+                dst[i..i + 16].copy_from_slice(s);
+            }
+        }
+        8.. => {
+            for i in [0, n - 8] {
+                let s: &[f32; 8] = src[i..i + 8].try_into().expect("8 values");
+                dst[i..i + 8].copy_from_slice(s);
+            }
+        }
+        _ => {
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = v;
+            }
+        }
+    }
+}
+
+/// Writes the run `src` at positions `lo..lo + src.len()` of a padded row stored as its even
+/// positions (`row[..phase_len]`) then its odd ones (`row[phase_len..]`): a pair `src[2m],
+/// src[2m + 1]` goes to positions `lo + 2m` and `lo + 2m + 1`, one in each phase, 16 pairs at
+/// a time (two loads, two shuffles, two stores). Nothing else in `row` is written.
+#[inline(always)]
+fn split_row(row: &mut [f32], phase_len: usize, lo: usize, src: &[f32]) {
+    let (even, odd) = row.split_at_mut(phase_len);
+    // Position q is phase q % 2, index q / 2: the first of a pair goes to `a` from `a0` on,
+    // the second to `b` from `b0`.
+    let (a, a0, b, b0) =
+        if lo % 2 == 0 { (even, lo / 2, odd, lo / 2) } else { (odd, lo / 2, even, lo / 2 + 1) };
+    let pairs = src.len() / 2;
+    let a = &mut a[a0..a0 + pairs + src.len() % 2];
+    let b = &mut b[b0..b0 + pairs];
+    #[inline(always)]
+    fn block<const V: usize>(a: &mut [f32], b: &mut [f32], src: &[f32], m: usize) {
+        let (mut fa, mut fb) = ([0.0f32; V], [0.0f32; V]);
+        let s = &src[2 * m..2 * m + 2 * V];
+        for i in 0..V {
+            fa[i] = s[2 * i];
+            fb[i] = s[2 * i + 1];
+        }
+        a[m..m + V].copy_from_slice(&fa);
+        b[m..m + V].copy_from_slice(&fb);
+    }
+    let src = &src[..2 * pairs + src.len() % 2];
+    match pairs {
+        // Blocks of 16 pairs, the last one overlapping the one before (the same values).
+        16.. => {
+            for m in (0..pairs - 16).step_by(16).chain([pairs - 16]) {
+                block::<16>(a, b, src, m);
+            }
+        }
+        8.. => {
+            block::<8>(a, b, src, 0);
+            block::<8>(a, b, src, pairs - 8);
+        }
+        _ => {
+            for m in 0..pairs {
+                a[m] = src[2 * m];
+                b[m] = src[2 * m + 1];
+            }
+        }
+    }
+    if src.len() % 2 == 1 {
+        a[pairs] = src[2 * pairs];
+    }
+}
+
+/// Output rows [`blocked_taps`] computes in one pass (each loaded input row feeds all of the
+/// group's rows it falls in).
+const BLOCK_ROWS: usize = 4;
+
+/// The common depthwise planes (2-D, a square 3x3 or 5x5 kernel, dilation 1, stride 1 or 2
+/// along each axis; any padding) from the padded plane of [`depthwise_plane`], if `g` is one:
+/// groups of [`BLOCK_ROWS`] output rows by blocks of 16 (8, 4) columns, held in registers
+/// across all the taps, each input row's `K` runs loaded once per group and multiplied by
+/// every tap of the group's rows that reads them; the row's last block overlaps the one
+/// before, as in [`row_blocks`]. Each output is the same sum in the same order as
+/// [`flat_taps`]'s (from zero, the taps row-major, a product then a sum each), then `+ bias`:
+/// the same bits. Returns false (nothing written) for any other geometry.
+#[inline(always)]
+fn blocked_taps(
+    g: &ConvGeometry,
+    wk: &[f32],
+    bias: Option<f32>,
+    padded: &[f32],
+    dst: &mut [f32],
+) -> bool {
+    let k = g.kernel[2];
+    if !flat_plane(g)
+        || g.kernel[1] != k
+        || !(k == 3 || k == 5)
+        || g.dilation[1] != 1
+        || g.dilation[2] != 1
+        || !(1..=2).contains(&g.stride[1])
+        || !(1..=2).contains(&g.stride[2])
+    {
+        return false;
+    }
+    match (k, g.stride[1]) {
+        (3, 1) => blocked_plane::<3, 1>(g, wk, bias, padded, dst),
+        (3, _) => blocked_plane::<3, 2>(g, wk, bias, padded, dst),
+        (5, 1) => blocked_plane::<5, 1>(g, wk, bias, padded, dst),
+        _ => blocked_plane::<5, 2>(g, wk, bias, padded, dst),
+    }
+    true
+}
+
+/// [`blocked_taps`] for a `K` x `K` kernel at row stride `S1`.
+#[inline(always)]
+fn blocked_plane<const K: usize, const S1: usize>(
+    g: &ConvGeometry,
+    wk: &[f32],
+    bias: Option<f32>,
+    padded: &[f32],
+    dst: &mut [f32],
+) {
+    let [_, _, e2] = padded_extent(g);
+    let [_, o1, o2] = g.output;
+    let s2 = g.stride[2].max(1);
+    let stored = phase_row(g, e2);
+    let phase_len = stored / s2;
+    // Tap t2 of output column j reads padded position j * s2 + t2: phase t2 % s2, index
+    // j + t2 / s2.
+    let off: [usize; K] = std::array::from_fn(|t| (t % s2) * phase_len + t / s2);
+    let w: [[f32; K]; K] = std::array::from_fn(|a| std::array::from_fn(|b| wk[a * K + b]));
+    let rows = &mut dst[..o1 * o2];
+    let mut b0 = 0;
+    while b0 + BLOCK_ROWS <= o1 {
+        blocked_rows::<K, S1, BLOCK_ROWS>(&w, &off, bias, padded, stored, rows, o2, b0);
+        b0 += BLOCK_ROWS;
+    }
+    while b0 + 2 <= o1 {
+        blocked_rows::<K, S1, 2>(&w, &off, bias, padded, stored, rows, o2, b0);
+        b0 += 2;
+    }
+    if b0 < o1 {
+        blocked_rows::<K, S1, 1>(&w, &off, bias, padded, stored, rows, o2, b0);
+    }
+}
+
+/// Output rows `b0..b0 + R` of [`blocked_plane`], in column blocks of the widest of 16, 8 and
+/// 4 the row holds (at least [`FLAT_MIN_ROW`]), the last block ending at the row's end.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn blocked_rows<const K: usize, const S1: usize, const R: usize>(
+    w: &[[f32; K]; K],
+    off: &[usize; K],
+    bias: Option<f32>,
+    padded: &[f32],
+    stored: usize,
+    dst: &mut [f32],
+    o2: usize,
+    b0: usize,
+) {
+    match o2 {
+        16.. => blocked_cols::<K, S1, R, 16>(w, off, bias, padded, stored, dst, o2, b0),
+        8.. => blocked_cols::<K, S1, R, 8>(w, off, bias, padded, stored, dst, o2, b0),
+        _ => blocked_cols::<K, S1, R, FLAT_MIN_ROW>(w, off, bias, padded, stored, dst, o2, b0),
+    }
+}
+
+/// [`blocked_rows`] in blocks of `L` columns. The bounds are checked once, up front; the
+/// loads and stores of the blocks go unchecked.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn blocked_cols<const K: usize, const S1: usize, const R: usize, const L: usize>(
+    w: &[[f32; K]; K],
+    off: &[usize; K],
+    bias: Option<f32>,
+    padded: &[f32],
+    stored: usize,
+    dst: &mut [f32],
+    o2: usize,
+    b0: usize,
+) {
+    // The input rows the group reads: output row b0 + r reads rows (b0 + r) * S1 + t1.
+    let span = (R - 1) * S1 + K;
+    let src = &padded[b0 * S1 * stored..(b0 * S1 + span) * stored];
+    let out = &mut dst[b0 * o2..(b0 + R) * o2];
+    let last = off.iter().max().copied().unwrap_or(0) + o2;
+    assert!(o2 >= L && last <= stored, "blocked_cols: {o2} columns, {last} of {stored}");
+    let (src, out) = (src.as_ptr(), out.as_mut_ptr());
+    let mut j = 0;
+    loop {
+        let at = j.min(o2 - L);
+        let mut acc = [[0.0f32; L]; R];
+        for i in 0..span {
+            for t2 in 0..K {
+                // SAFETY: row i < span of `src`, elements at + off[t2] .. + L, at most
+                // o2 + max(off) <= stored (asserted above).
+                let v: [f32; L] = unsafe {
+                    std::ptr::read_unaligned(src.add(i * stored + at + off[t2]).cast::<[f32; L]>())
+                };
+                for (r, acc) in acc.iter_mut().enumerate() {
+                    // Row i is tap t1 = i - r * S1 of output row b0 + r, if in 0..K.
+                    if i >= r * S1 && i - r * S1 < K {
+                        let wv = w[i - r * S1][t2];
+                        for (a, &x) in acc.iter_mut().zip(&v) {
+                            *a = *a + wv * x;
+                        }
+                    }
+                }
+            }
+        }
+        for (r, mut acc) in acc.into_iter().enumerate() {
+            if let Some(b) = bias {
+                for a in &mut acc {
+                    *a = *a + b;
+                }
+            }
+            // SAFETY: row r < R of `out`, elements at..at + L <= o2.
+            unsafe { std::ptr::write_unaligned(out.add(r * o2 + at).cast::<[f32; L]>(), acc) };
+        }
+        if at + L >= o2 {
+            break;
+        }
+        j += L;
     }
 }
 
@@ -1608,6 +1883,26 @@ const POOL_LANES: usize = 16;
 fn fold_offsets<const NAN: bool>(dst: &mut [f32], src: &[f32], offsets: &[usize]) {
     let n = dst.len();
     if n >= POOL_LANES {
+        // 2 to 5 taps (3x3 and 5x5 windows, and their rows cut by padding): unrolled.
+        macro_rules! unrolled {
+            ($($t:literal)*) => {
+                match offsets.len() {
+                    $($t => {
+                        let o: &[usize; $t] = offsets.try_into().expect("taps");
+                        if n >= 2 * POOL_LANES {
+                            fold_unrolled::<NAN, $t, { 2 * POOL_LANES }>(dst, src, o);
+                        } else {
+                            fold_unrolled::<NAN, $t, POOL_LANES>(dst, src, o);
+                        }
+                        return;
+                    })*
+                    _ => {}
+                }
+            };
+        }
+        unrolled!(2 3 4 5);
+    }
+    if n >= POOL_LANES {
         let mut j0 = 0;
         while j0 + POOL_LANES <= n {
             fold_block::<NAN, POOL_LANES>(dst, src, offsets, j0);
@@ -1628,6 +1923,41 @@ fn fold_offsets<const NAN: bool>(dst: &mut [f32], src: &[f32], offsets: &[usize]
             }
             dst[j] = fold_finish::<NAN>(a);
         }
+    }
+}
+
+/// [`fold_offsets`] over `N` taps (at least `W` outputs), in blocks of `W` lanes (two
+/// vectors of maxima in flight at `W` = 32), the last block overlapping the one before (the
+/// same values again); the taps unrolled, the loads unchecked after one bounds check. The same
+/// steps in the same order: the same bits.
+#[inline(always)]
+fn fold_unrolled<const NAN: bool, const N: usize, const W: usize>(
+    dst: &mut [f32],
+    src: &[f32],
+    offsets: &[usize; N],
+) {
+    let n = dst.len();
+    let reach = offsets.iter().max().copied().unwrap_or(0) + n;
+    assert!(n >= W && reach <= src.len(), "fold_unrolled: {n} outputs, {reach} of {}", src.len());
+    let mut j = 0;
+    loop {
+        let at = j.min(n - W);
+        let mut acc = [f32::NEG_INFINITY; W];
+        for &o in offsets {
+            // SAFETY: o + at + W <= max(offsets) + n <= src.len() (asserted above).
+            let v: [f32; W] =
+                unsafe { std::ptr::read_unaligned(src.as_ptr().add(o + at).cast::<[f32; W]>()) };
+            for (a, &x) in acc.iter_mut().zip(&v) {
+                *a = fold_step::<NAN>(*a, x);
+            }
+        }
+        for (d, &a) in dst[at..at + W].iter_mut().zip(&acc) {
+            *d = fold_finish::<NAN>(a);
+        }
+        if at + W >= n {
+            break;
+        }
+        j += W;
     }
 }
 
@@ -1794,7 +2124,8 @@ fn max_pool_plane(
         let base = xbase + (r / i1) * st.sp[0] + (r % i1) * st.sp[1];
         let run = &mut padded[lo..hi];
         if st.sp[2] == 1 {
-            run.copy_from_slice(&x[base..base + (hi - lo)]);
+            // Inlined vector moves, not a `memcpy` call per row.
+            copy_row(run, &x[base..base + (hi - lo)]);
         } else {
             for (j, v) in run.iter_mut().enumerate() {
                 *v = x[base + j * st.sp[2]];
@@ -1807,11 +2138,9 @@ fn max_pool_plane(
         if s2 == 2 {
             // Split into even and odd positions (vectorized shuffles), then fold unit-stride
             // runs of them straight into `h`.
-            let (even, odd) = full.split_at_mut(half);
-            for ((e, o), pair) in even.iter_mut().zip(odd.iter_mut()).zip(padded.chunks_exact(2)) {
-                *e = pair[0];
-                *o = pair[1];
-            }
+            // (`split_row` from position 0: 16 pairs a shuffle; the zipped loop it replaces
+            // stored one element at a time.)
+            split_row(full, half, 0, &padded[..2 * half]);
             if nan {
                 fold_offsets::<true>(hr, full, offsets);
             } else {
@@ -2242,6 +2571,144 @@ mod tests {
             row_taps(&g, &wk, &padded, &mut rows);
             let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&flat), bits(&rows), "{h}x{w} k{k} pad {pad} s{stride} d{dilation}");
+        }
+    }
+    /// The register-blocked path ([`blocked_taps`]) gives the flat path's bits (and, with a
+    /// bias, the flat path's sums plus the bias), over widths on both sides of 4, 8 and 16
+    /// (odd ones, the overlapping last block), heights that leave 0 to 3 rows after the groups
+    /// of 4, 3x3 and 5x5, pads 0 to 2 (asymmetric too), strides 1 and 2 along either axis.
+    #[test]
+    fn blocked_taps_match_the_flat_path_bit_for_bit() {
+        let mut seed = 11u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+        };
+        let mut checked = 0;
+        for k in [3, 5] {
+            for (h, w) in [(4, 4), (5, 7), (7, 9), (9, 15), (6, 16), (11, 17), (13, 33), (8, 56)] {
+                for pads in [[(0, 0), (0, 0)], [(1, 1), (1, 1)], [(2, 2), (2, 2)], [(1, 0), (0, 2)]]
+                {
+                    for strides in [[1, 1], [2, 2], [1, 2], [2, 1]] {
+                        let spec = ConvSpec {
+                            pads: pads.to_vec(),
+                            strides: strides.to_vec(),
+                            dilations: vec![1; 2],
+                            groups: 1,
+                        };
+                        let Ok(g) = ConvGeometry::new(&spec, &[1, 1, h, w], &[1, 1, k, k]) else {
+                            continue;
+                        };
+                        if !flat_plane(&g) {
+                            continue;
+                        }
+                        let [e0, e1, e2] = padded_extent(&g);
+                        let padded: Vec<f32> =
+                            (0..e0 * e1 * phase_row(&g, e2)).map(|_| next()).collect();
+                        let wk: Vec<f32> = (0..k * k).map(|_| next()).collect();
+                        let bias = next();
+                        let p = g.output_positions();
+                        let (mut flat, mut blocked) = (vec![f32::NAN; p], vec![f32::NAN; p]);
+                        flat_taps(&g, &wk, &padded, &mut flat);
+                        assert!(blocked_taps(&g, &wk, None, &padded, &mut blocked));
+                        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                        let what = format!("{h}x{w} k{k} pads {pads:?} s{strides:?}");
+                        assert_eq!(bits(&flat), bits(&blocked), "{what}");
+                        assert!(blocked_taps(&g, &wk, Some(bias), &padded, &mut blocked));
+                        for v in &mut flat {
+                            *v += bias;
+                        }
+                        assert_eq!(bits(&flat), bits(&blocked), "{what}, bias");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 200, "{checked}");
+    }
+
+    /// A whole depthwise convolution through the planes' copies (the contiguous row copy, the
+    /// even/odd split at stride 2, and the element-by-element copy of a strided view), against
+    /// the definition in f64, bit-identical between a contiguous input and a strided view of
+    /// the same values, and on 1, 2 and 3 threads; with a bias (fused into the kernel) and
+    /// residual + ReLU after it. Odd widths, pads 0 to 2, strides 1 and 2, 3x3 and 5x5, and a
+    /// dilated kernel (the general path).
+    #[test]
+    fn depthwise_planes_match_the_definition_and_every_layout() {
+        let teams =
+            [Threads::single(), Threads::new(Some(2)).unwrap(), Threads::new(Some(3)).unwrap()];
+        // (channels, h, w, k, pad, stride, dilation)
+        for (case, &(c, h, w, k, pad, stride, dil)) in [
+            (3, 9, 13, 3, 1, 1, 1),
+            (5, 12, 17, 3, 1, 2, 1),
+            (4, 11, 23, 3, 0, 2, 1),
+            (3, 10, 19, 5, 2, 1, 1),
+            (2, 15, 21, 5, 2, 2, 1),
+            (3, 8, 7, 3, 2, 1, 1),
+            (6, 14, 14, 3, 1, 2, 1),
+            (2, 13, 37, 3, 2, 2, 2),
+            (2, 20, 57, 3, 1, 2, 1),
+        ]
+        .iter()
+        .enumerate()
+        {
+            let spec = ConvSpec {
+                pads: vec![(pad, pad); 2],
+                strides: vec![stride; 2],
+                dilations: vec![dil; 2],
+                groups: c,
+            };
+            let xs = [1, c, h, w];
+            let g = ConvGeometry::new(&spec, &xs, &[c, 1, k, k]).unwrap();
+            assert!(g.is_depthwise());
+            let n = c * h * w;
+            let x = values(400 + case as u32, n);
+            // The same values at every other element: a view with innermost stride 2.
+            let mut spread = vec![f32::NAN; 2 * n];
+            for (i, &v) in x.iter().enumerate() {
+                spread[2 * i] = v;
+            }
+            let mut sv = View::contiguous(&xs);
+            for s in &mut sv.strides {
+                *s *= 2;
+            }
+            let wts = values(500 + case as u32, c * k * k);
+            let bias = values(600 + case as u32, c);
+            let bv = View::contiguous(&[c]);
+            let out_shape = g.output_shape();
+            let res = values(700 + case as u32, out_shape.iter().product());
+            let rv = View::contiguous(&out_shape);
+            let want = reference(&g, &x, 0, &wts, &bias, &res);
+            let epi = Epilogue {
+                epilogue: ConvEpilogue {
+                    bias: true,
+                    residual: true,
+                    activation: Some(UnaryOp::Relu),
+                },
+                bias: Some((&bias, &bv)),
+                residual: Some((&res, &rv)),
+            };
+            let mut first: Option<Vec<u32>> = None;
+            for (buf, view) in [(&x, View::contiguous(&xs)), (&spread, sv.clone())] {
+                let st = Strides::of(&view, &g);
+                for team in &teams {
+                    let mut out = vec![f32::NAN; want.len()];
+                    depthwise(&g, &epi, buf, &st, &wts, &mut out, team);
+                    for (i, (&got, &x)) in out.iter().zip(&want).enumerate() {
+                        let tol = 1e-5 * (1.0 + x.abs());
+                        assert!(
+                            (f64::from(got) - x).abs() <= tol,
+                            "case {case} ({}) [{i}]: {got} vs {x}",
+                            g.text()
+                        );
+                    }
+                    let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                    match &first {
+                        None => first = Some(bits),
+                        Some(f) => assert!(f == &bits, "case {case}: layouts or threads"),
+                    }
+                }
+            }
         }
     }
 }
