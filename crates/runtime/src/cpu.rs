@@ -1416,6 +1416,56 @@ mod tests {
 
     use super::*;
 
+    /// A 3x3 convolution with bias, residual and SiLU routed to Winograd (its weights
+    /// transformed at prepare, counted in the packed bytes) gives the dense path's outputs
+    /// (`no_winograd`) within 1e-4 · max(1, |dense|), on 1 and 2 threads.
+    #[test]
+    fn winograd_matches_the_dense_path_through_the_runtime() {
+        use lumen_compiler::conv::ConvSpec;
+        let (c, oc, hw) = (24, 20, 17);
+        let mut cx = Graph::new();
+        let x = cx.input("x", [1, c, hw, hw]);
+        let r = cx.input("r", [1, oc, hw, hw]);
+        let w = cx.weight("w", [oc, c, 3, 3]);
+        let b = cx.weight("b", [oc]);
+        let spec = ConvSpec { pads: vec![(1, 1); 2], ..ConvSpec::unit(2) };
+        (x.conv(&w, Some(&b), &spec) + r).silu().output("y");
+        let program = cx.compile(&CompileOptions::default()).unwrap();
+        let vals = |n: usize, s: u32| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ s) as f32 / 4.3e9 - 0.5)
+                .collect()
+        };
+        let mut weights = Tensors::new();
+        weights
+            .insert("w".into(), HostTensor::new(vec![oc, c, 3, 3], vals(oc * c * 9, 1)).unwrap());
+        weights.insert("b".into(), HostTensor::new(vec![oc], vals(oc, 2)).unwrap());
+        let mut inputs = Tensors::new();
+        inputs
+            .insert("x".into(), HostTensor::new(vec![1, c, hw, hw], vals(c * hw * hw, 3)).unwrap());
+        inputs.insert(
+            "r".into(),
+            HostTensor::new(vec![1, oc, hw, hw], vals(oc * hw * hw, 4)).unwrap(),
+        );
+        let run = |no_winograd: bool, threads: usize| {
+            let options =
+                CpuOptions { no_winograd, threads: Some(threads), ..CpuOptions::default() };
+            let mut prepared = CpuRuntime::new(options).prepare_cpu(&program, &weights).unwrap();
+            let bytes = prepared.packed_weight_bytes();
+            (prepared.execute(&inputs).unwrap().shift_remove("y").unwrap(), bytes)
+        };
+        let (dense, dense_bytes) = run(true, 1);
+        for threads in [1, 2] {
+            let (wino, bytes) = run(false, threads);
+            if crate::packed::vector_lanes().is_some() {
+                assert_eq!(bytes, dense_bytes + 16 * oc * c * 4, "transformed weights");
+            }
+            for (a, b) in wino.data().iter().zip(dense.data()) {
+                assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{a} vs {b}");
+            }
+        }
+    }
+
     fn linear_relu() -> CompiledProgram {
         let mut cx = Graph::new();
         let x = cx.input("x", [4, 3]);
