@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use lumen_compiler::hlir::checked_bytes_of;
@@ -40,6 +41,7 @@ use crate::phases::Peak;
 use crate::runtime::{ExecProfile, PreparedProgram, Runtime, check_tensors};
 use crate::team::WorkerWait;
 use crate::threads::Threads;
+use crate::winograd::WinogradWeights;
 use crate::{HostTensor, RuntimeEnv, RuntimeError, Tensors};
 
 /// Options of the CPU runtime.
@@ -67,6 +69,11 @@ pub struct CpuOptions {
     /// slab's copy (which packs it on each call) instead of the copy packed once at prepare
     /// ([`crate::packed`]). Off by default; for side-by-side measurements and tests.
     pub unpacked_weights: bool,
+    /// Run every dense 3x3 convolution on the dense (im2col) path instead of Winograd
+    /// F(2x2, 3x3) ([`crate::winograd`], whose weights are transformed at prepare). Off by
+    /// default; for side-by-side measurements and tests. Set from `LUMEN_CPU_NO_WINOGRAD` by
+    /// [`CpuOptions::from_env`].
+    pub no_winograd: bool,
     /// Worker threads sleep as soon as they find no work, instead of spinning for up to
     /// [`crate::team::SPIN`] between kernels (see [`crate::team`]). Off by default; for
     /// several processes sharing the cores. Set from `LUMEN_CPU_PASSIVE_WAIT` by
@@ -97,6 +104,7 @@ impl CpuOptions {
             memory_debug: env.memory_debug,
             profile_recapture: env.profile_recapture,
             passive_wait: env.passive_wait,
+            no_winograd: env.no_winograd,
             ..Self::default()
         }
     }
@@ -274,6 +282,8 @@ enum Step {
         // The im2col workspace (empty when the node has none).
         work: Range<usize>,
         out: Range<usize>,
+        // The weights transformed at prepare when the convolution runs as Winograd.
+        winograd: Option<Arc<WinogradWeights>>,
     },
     MaxPool {
         geometry: ConvGeometry,
@@ -354,6 +364,8 @@ pub struct CpuProgram {
     weights: Vec<Vec<f32>>,
     // Weights packed for the products that read them (see `crate::packed`).
     packed: Vec<PackedWeight>,
+    // Bytes of the convolution weights transformed for Winograd (see `crate::winograd`).
+    winograd_bytes: usize,
     // Inputs read in place: (range past the slab's end standing for it, input name).
     in_place_inputs: Vec<(Range<usize>, String)>,
     // Declared inputs, checked on every execute.
@@ -415,7 +427,14 @@ impl Binding {
                 Some(Step::Upload { weights, .. }) => weights.clone(),
                 _ => Vec::new(),
             },
-            packer: Packer { off: packer.off, seen: packer.seen.clone(), weights: Vec::new() },
+            packer: Packer {
+                off: packer.off,
+                seen: packer.seen.clone(),
+                weights: Vec::new(),
+                no_winograd: packer.no_winograd,
+                convs: packer.convs.clone(),
+                winograd_bytes: 0,
+            },
             active: llir.symbols.iter().map(|d| d.bound).collect(),
             live: llir.buffers.iter().map(|b| b.shape.clone()).collect(),
             node_symbols: (0..llir.nodes.len()).map(|i| llir.node_symbols(i)).collect(),
@@ -547,7 +566,7 @@ impl CpuProgram {
             None => layout.spans[b].elems(),
         };
         let mut host_weights = Vec::new();
-        let mut packed = Packer::new(options.unpacked_weights);
+        let mut packed = Packer::new(options.unpacked_weights, options.no_winograd);
         let mut steps = Vec::with_capacity(llir.nodes.len());
         for node in &llir.nodes {
             let step = match node.op {
@@ -623,6 +642,7 @@ impl CpuProgram {
             poison_after,
             weights: host_weights,
             packed: packed.weights,
+            winograd_bytes: packed.winograd_bytes,
             in_place_inputs,
             input_buffers,
             flops: llir.nodes.iter().fold(0u64, |acc, n| acc.saturating_add(n.op.flops())),
@@ -761,7 +781,7 @@ impl CpuProgram {
                 let (dst, bufs) = split(slab, ext, o, &[&table.0, &ids.0], &self.label)?;
                 kernels::gather((bufs[0], &table.1), (bufs[1], &ids.1), *wide, ids_name, dst)?;
             }
-            Step::Conv { geometry, epilogue, ins, work, out: o } => {
+            Step::Conv { geometry, epilogue, ins, work, out: o, winograd } => {
                 let reads: Vec<&Range<usize>> = ins.iter().map(|x| &x.0).collect();
                 let (dst, ws, bufs) = split_with_work(slab, ext, o, work, &reads, &self.label)?;
                 let arg = |i: usize| bufs.get(i).map(|b| (*b, &ins[i].1));
@@ -771,7 +791,14 @@ impl CpuProgram {
                 let bias = if epilogue.bias { arg(2) } else { None };
                 let residual =
                     if epilogue.residual { arg(2 + usize::from(epilogue.bias)) } else { None };
-                crate::conv::conv(geometry, *epilogue, x, w, bias, residual, dst, ws, threads)?;
+                match winograd {
+                    Some(u) => crate::winograd::conv(
+                        geometry, *epilogue, x, u, bias, residual, dst, threads,
+                    )?,
+                    None => crate::conv::conv(
+                        geometry, *epilogue, x, w, bias, residual, dst, ws, threads,
+                    )?,
+                }
             }
             Step::MaxPool { geometry, x, out: o } => {
                 let (dst, bufs) = split(slab, ext, o, &[&x.0], &self.label)?;
@@ -954,6 +981,12 @@ fn kernel_step(
             ins: node.reads.iter().map(arg).collect(),
             work: node.workspace.map_or(NOTHING, range),
             out: out()?,
+            winograd: match node.reads.get(1) {
+                Some(w) => {
+                    packer.conv(w.buffer, &llir.buffers[w.buffer], &w.view, &geometry, weights)?
+                }
+                None => None,
+            },
         },
         LlirOp::MaxPool { geometry } => {
             let [x] = node.reads.as_slice() else {
@@ -1047,17 +1080,63 @@ fn kernel_step(
     })
 }
 
-/// Packs each weight a product reads once at prepare, one copy per (buffer, view).
+/// Packs each weight a product reads once at prepare, one copy per (buffer, view), and
+/// transforms each weight a Winograd convolution reads, one copy per (buffer, view).
 #[derive(Debug)]
 struct Packer {
     off: bool,
     seen: BTreeMap<(usize, View), Option<usize>>,
     weights: Vec<PackedWeight>,
+    no_winograd: bool,
+    convs: BTreeMap<(usize, View), Option<Arc<WinogradWeights>>>,
+    winograd_bytes: usize,
 }
 
 impl Packer {
-    fn new(off: bool) -> Self {
-        Self { off, seen: BTreeMap::new(), weights: Vec::new() }
+    fn new(off: bool, no_winograd: bool) -> Self {
+        Self {
+            off,
+            seen: BTreeMap::new(),
+            weights: Vec::new(),
+            no_winograd,
+            convs: BTreeMap::new(),
+            winograd_bytes: 0,
+        }
+    }
+
+    /// The Winograd weights of convolution `g` reading its weights through `view` from buffer
+    /// `index` (`buf`), transformed here once; `None` when `g` does not go through Winograd
+    /// ([`crate::winograd::eligible`]), it is off, or `buf` is not a weight.
+    fn conv(
+        &mut self,
+        index: usize,
+        buf: &LlirBuffer,
+        view: &View,
+        g: &ConvGeometry,
+        weights: &Tensors,
+    ) -> Result<Option<Arc<WinogradWeights>>, RuntimeError> {
+        if self.no_winograd || buf.role != BufferRole::Weight || !crate::winograd::eligible(g) {
+            return Ok(None);
+        }
+        let key = (index, view.clone());
+        if let Some(at) = self.convs.get(&key) {
+            return Ok(at.clone());
+        }
+        let Some(tensor) = weights.get(&buf.id) else { return Ok(None) };
+        let words = tensor.words();
+        let fits =
+            view.shape == g.weight_shape() && view.extent().is_some_and(|e| e <= words.len());
+        let at = if fits {
+            let mut w = Vec::with_capacity(view.elements());
+            view.for_each_offset(|o| w.push(words[o]));
+            let u = WinogradWeights::transform(g, &w)?;
+            self.winograd_bytes += u.bytes();
+            Some(Arc::new(u))
+        } else {
+            None
+        };
+        self.convs.insert(key, at.clone());
+        Ok(at)
     }
 
     /// The packed copy of the `[k, n]` matrix `view` reads from buffer `index` (`buf`), as an
@@ -1246,7 +1325,7 @@ impl PreparedProgram for CpuProgram {
     }
 
     fn packed_weight_bytes(&self) -> usize {
-        self.packed.iter().map(PackedWeight::bytes).sum()
+        self.packed.iter().map(PackedWeight::bytes).sum::<usize>() + self.winograd_bytes
     }
 
     fn input_bytes_read_in_place(&self) -> usize {
@@ -1336,6 +1415,56 @@ mod tests {
     use lumen_compiler::{CompileOptions, Graph};
 
     use super::*;
+
+    /// A 3x3 convolution with bias, residual and SiLU routed to Winograd (its weights
+    /// transformed at prepare, counted in the packed bytes) gives the dense path's outputs
+    /// (`no_winograd`) within 1e-4 · max(1, |dense|), on 1 and 2 threads.
+    #[test]
+    fn winograd_matches_the_dense_path_through_the_runtime() {
+        use lumen_compiler::conv::ConvSpec;
+        let (c, oc, hw) = (24, 20, 17);
+        let mut cx = Graph::new();
+        let x = cx.input("x", [1, c, hw, hw]);
+        let r = cx.input("r", [1, oc, hw, hw]);
+        let w = cx.weight("w", [oc, c, 3, 3]);
+        let b = cx.weight("b", [oc]);
+        let spec = ConvSpec { pads: vec![(1, 1); 2], ..ConvSpec::unit(2) };
+        (x.conv(&w, Some(&b), &spec) + r).silu().output("y");
+        let program = cx.compile(&CompileOptions::default()).unwrap();
+        let vals = |n: usize, s: u32| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i as u32).wrapping_mul(2_654_435_761) ^ s) as f32 / 4.3e9 - 0.5)
+                .collect()
+        };
+        let mut weights = Tensors::new();
+        weights
+            .insert("w".into(), HostTensor::new(vec![oc, c, 3, 3], vals(oc * c * 9, 1)).unwrap());
+        weights.insert("b".into(), HostTensor::new(vec![oc], vals(oc, 2)).unwrap());
+        let mut inputs = Tensors::new();
+        inputs
+            .insert("x".into(), HostTensor::new(vec![1, c, hw, hw], vals(c * hw * hw, 3)).unwrap());
+        inputs.insert(
+            "r".into(),
+            HostTensor::new(vec![1, oc, hw, hw], vals(oc * hw * hw, 4)).unwrap(),
+        );
+        let run = |no_winograd: bool, threads: usize| {
+            let options =
+                CpuOptions { no_winograd, threads: Some(threads), ..CpuOptions::default() };
+            let mut prepared = CpuRuntime::new(options).prepare_cpu(&program, &weights).unwrap();
+            let bytes = prepared.packed_weight_bytes();
+            (prepared.execute(&inputs).unwrap().shift_remove("y").unwrap(), bytes)
+        };
+        let (dense, dense_bytes) = run(true, 1);
+        for threads in [1, 2] {
+            let (wino, bytes) = run(false, threads);
+            if crate::packed::vector_lanes().is_some() {
+                assert_eq!(bytes, dense_bytes + 16 * oc * c * 4, "transformed weights");
+            }
+            for (a, b) in wino.data().iter().zip(dense.data()) {
+                assert!((a - b).abs() <= 1e-4 * b.abs().max(1.0), "{a} vs {b}");
+            }
+        }
+    }
 
     fn linear_relu() -> CompiledProgram {
         let mut cx = Graph::new();

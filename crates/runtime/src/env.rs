@@ -23,6 +23,10 @@ pub const TUNING_CACHE: &str = "LUMEN_TUNING_CACHE";
 /// processes sharing the cores, where a spinning worker holds a core another process needs.
 pub const PASSIVE_WAIT: &str = "LUMEN_CPU_PASSIVE_WAIT";
 
+/// `LUMEN_CPU_NO_WINOGRAD=1`: the CPU runtime runs its dense 3x3 convolutions on the im2col
+/// path instead of Winograd F(2x2, 3x3) ([`crate::winograd`]): for side-by-side measurements.
+pub const NO_WINOGRAD: &str = "LUMEN_CPU_NO_WINOGRAD";
+
 /// The debugging switches as read from the process environment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RuntimeEnv {
@@ -34,10 +38,13 @@ pub struct RuntimeEnv {
     pub log_llir: bool,
     /// [`PASSIVE_WAIT`] is set to a true value.
     pub passive_wait: bool,
+    /// [`NO_WINOGRAD`] is set to a true value.
+    pub no_winograd: bool,
 }
 
 impl RuntimeEnv {
-    /// Reads [`MEMORY_DEBUG`], [`PROFILE_RECAPTURE`], [`LOG_LLIR`] and [`PASSIVE_WAIT`]. A
+    /// Reads [`MEMORY_DEBUG`], [`PROFILE_RECAPTURE`], [`LOG_LLIR`], [`PASSIVE_WAIT`] and
+    /// [`NO_WINOGRAD`]. A
     /// variable is on when set to anything
     /// but empty, `0`, `false`, `no` or `off` (case-insensitive).
     pub fn from_env() -> Self {
@@ -46,6 +53,7 @@ impl RuntimeEnv {
             profile_recapture: flag(std::env::var(PROFILE_RECAPTURE).ok().as_deref()),
             log_llir: flag(std::env::var(LOG_LLIR).ok().as_deref()),
             passive_wait: flag(std::env::var(PASSIVE_WAIT).ok().as_deref()),
+            no_winograd: flag(std::env::var(NO_WINOGRAD).ok().as_deref()),
         }
     }
 }

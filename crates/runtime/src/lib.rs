@@ -24,6 +24,8 @@
 //!   interleaved rounds, keep the cost model's pick unless another candidate is faster with
 //!   confidence (a sign test), report per-candidate medians, the decision and the break-even.
 //! - [`tuning`]: the tuning cache, a search's choice stored by program, runtime and machine.
+//! - [`mod@winograd`]: Winograd F(2x2, 3x3) for the dense 3x3 stride-1 convolutions: 16
+//!   products of transformed weights and input tiles on the packed path's micro-kernels.
 //! - [`mod@env`]: the `LUMINAL_*` switches, read in one place.
 //! - `cuda` (feature `cuda`): the CUDA runtime: one device slab, cuBLASLt matmuls with fused
 //!   epilogues, NVRTC kernels, one synchronize per execute; libraries loaded at run time.
@@ -52,6 +54,7 @@ pub mod search;
 pub mod team;
 pub mod threads;
 pub mod tuning;
+pub mod winograd;
 
 pub use cpu::{CpuOptions, CpuProgram, CpuRuntime};
 pub use env::RuntimeEnv;
