@@ -9,7 +9,7 @@ use std::path::Path;
 
 use lumen_compiler::DType;
 use lumen_onnx::{ImportOptions, Imported, import};
-use lumen_runtime::Tensors;
+use lumen_runtime::{HostTensor, Tensors};
 use safetensors::SafeTensors;
 
 use super::ModelError;
@@ -192,10 +192,7 @@ fn list(names: &[String]) -> String {
 /// Reference `t` in the dtype the program computes (`want`; `None` = f32): as it is when the
 /// dtypes agree; an integer reference of another width (onnxruntime's uint8 or int32 output of
 /// a value lumen computes as i64) converted when every value fits; `None` otherwise.
-fn as_computed(
-    t: lumen_runtime::HostTensor,
-    want: Option<DType>,
-) -> Option<lumen_runtime::HostTensor> {
+fn as_computed(t: HostTensor, want: Option<DType>) -> Option<HostTensor> {
     let want = want.unwrap_or(DType::F32);
     if t.dtype() == want {
         return Some(t);
@@ -203,10 +200,10 @@ fn as_computed(
     let values = t.index_values()?;
     let shape = t.shape().to_vec();
     match want {
-        DType::I64 => lumen_runtime::HostTensor::from_i64(shape, values).ok(),
+        DType::I64 => HostTensor::from_i64(shape, values).ok(),
         DType::I32 => {
             let narrow: Option<Vec<i32>> = values.iter().map(|&v| i32::try_from(v).ok()).collect();
-            lumen_runtime::HostTensor::from_i32(shape, narrow?).ok()
+            HostTensor::from_i32(shape, narrow?).ok()
         }
         _ => None,
     }
@@ -239,9 +236,7 @@ pub fn read_references(bytes: &[u8]) -> Result<Tensors, ModelError> {
     read_with(bytes, super::decode_reference, "F32, I64, I32, U32, I16, U16, I8, U8 or BOOL")
 }
 
-type Decode = fn(
-    &safetensors::tensor::TensorView<'_>,
-) -> Result<Option<lumen_runtime::HostTensor>, ModelError>;
+type Decode = fn(&safetensors::tensor::TensorView<'_>) -> Result<Option<HostTensor>, ModelError>;
 
 fn read_with(bytes: &[u8], decode: Decode, expected: &'static str) -> Result<Tensors, ModelError> {
     let st = SafeTensors::deserialize(bytes).map_err(|e| ModelError::Format(e.to_string()))?;

@@ -703,25 +703,13 @@ unsafe fn multiply_panel(
                     // `micro` was detected on this CPU.
                     unsafe {
                         let lhs = base.add(kr.start * lhs_cs + s0);
-                        (micro.kernel)(m.div_ceil(micro.lanes), rows)(
-                            m,
-                            rows,
-                            kc,
-                            out.add(j0 * p + panel.p0 + s0),
-                            lhs,
-                            rhs,
-                            p as isize,
-                            1,
-                            lhs_cs as isize,
-                            1,
-                            depth as isize,
-                            1.0,
-                            1.0,
-                            u8::from(d > 0),
-                            false,
-                            false,
-                            false,
-                            lhs,
+                        micro.tile(
+                            m.div_ceil(micro.lanes),
+                            (m, rows, kc),
+                            (out.add(j0 * p + panel.p0 + s0), p as isize),
+                            (lhs, lhs_cs as isize),
+                            (rhs, 1, depth as isize),
+                            d > 0,
                         );
                     }
                 }
@@ -2253,6 +2241,58 @@ mod tests {
         out
     }
 
+    /// The geometry of a test case: `x [batch, c, *input]`, `w [oc, c / groups, *kernel]`,
+    /// the stride and dilation on every axis, `pads` per axis; with the two shapes.
+    #[allow(clippy::too_many_arguments)]
+    fn case_geometry(
+        batch: usize,
+        c: usize,
+        oc: usize,
+        groups: usize,
+        input: &[usize],
+        kernel: &[usize],
+        (stride, dilation): (usize, usize),
+        pads: &[(usize, usize)],
+    ) -> (ConvGeometry, Vec<usize>, Vec<usize>) {
+        let rank = input.len();
+        let spec = ConvSpec {
+            pads: pads.to_vec(),
+            strides: vec![stride; rank],
+            dilations: vec![dilation; rank],
+            groups,
+        };
+        let mut xs = vec![batch, c];
+        xs.extend(input);
+        let mut wshape = vec![oc, c / groups];
+        wshape.extend(kernel);
+        let g = ConvGeometry::new(&spec, &xs, &wshape).unwrap();
+        (g, xs, wshape)
+    }
+
+    /// `out` within `1e-5 · sqrt(depth) · (1 + |ref|)` of the f64 `want`, and bit-identical to
+    /// the first team's output (`first`, set on the first call).
+    fn same_on_every_team(
+        g: &ConvGeometry,
+        out: &[f32],
+        want: &[f64],
+        first: &mut Option<Vec<u32>>,
+        label: &str,
+    ) {
+        for (i, (&got, &x)) in out.iter().zip(want).enumerate() {
+            let tol = 1e-5 * (g.depth() as f64).sqrt() * (1.0 + x.abs());
+            assert!(
+                (f64::from(got) - x).abs() <= tol,
+                "{label} ({}) [{i}]: {got} vs {x}",
+                g.text()
+            );
+        }
+        let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+        match first {
+            None => *first = Some(bits),
+            Some(f) => assert!(*f == bits, "{label}: threads"),
+        }
+    }
+
     /// lumen's own loops ([`dense_packed`]) against the definition over odd geometries: groups,
     /// strides, dilations, uneven pads, 1-D and 3-D, positions off every multiple of 64 (a
     /// last strip of 1 to 63), output channels off every multiple of 6, depths past one depth
@@ -2297,18 +2337,8 @@ mod tests {
             for (case, &(batch, c, oc, groups, input, kernel, s, d, pads)) in
                 cases.iter().enumerate()
             {
-                let rank = input.len();
-                let spec = ConvSpec {
-                    pads: pads.to_vec(),
-                    strides: vec![s; rank],
-                    dilations: vec![d; rank],
-                    groups,
-                };
-                let mut xs = vec![batch, c];
-                xs.extend(input);
-                let mut wshape = vec![oc, c / groups];
-                wshape.extend(kernel);
-                let g = ConvGeometry::new(&spec, &xs, &wshape).unwrap();
+                let (g, xs, wshape) =
+                    case_geometry(batch, c, oc, groups, input, kernel, (s, d), pads);
                 let xlen: usize = xs.iter().product();
                 // x from an offset that puts its first element on a 64-byte boundary (read in
                 // place when pointwise) and, for odd cases, 4 bytes past one (packed).
@@ -2340,19 +2370,13 @@ mod tests {
                     let mut work = vec![f32::NAN; g.workspace_bytes() / 4];
                     dense_packed(&g, &epi, &buf, &st, &w, &mut out, &mut work, team, micro)
                         .unwrap();
-                    for (i, (&got, &x)) in out.iter().zip(&want).enumerate() {
-                        let tol = 1e-5 * (g.depth() as f64).sqrt() * (1.0 + x.abs());
-                        assert!(
-                            (f64::from(got) - x).abs() <= tol,
-                            "{micro:?} case {case} ({}) [{i}]: {got} vs {x}",
-                            g.text()
-                        );
-                    }
-                    let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
-                    match &first {
-                        None => first = Some(bits),
-                        Some(f) => assert!(f == &bits, "{micro:?} case {case}: threads"),
-                    }
+                    same_on_every_team(
+                        &g,
+                        &out,
+                        &want,
+                        &mut first,
+                        &format!("{micro:?} case {case}"),
+                    );
                     checked += 1;
                 }
                 // The public entry gives the same bits (it picks the widest family), unless it
@@ -2434,18 +2458,8 @@ mod tests {
         for (case, &(batch, c, oc, groups, input, kernel, s, d, pads, cs)) in
             cases.iter().enumerate()
         {
+            let (g, xs, wshape) = case_geometry(batch, c, oc, groups, input, kernel, (s, d), pads);
             let rank = input.len();
-            let spec = ConvSpec {
-                pads: pads.to_vec(),
-                strides: vec![s; rank],
-                dilations: vec![d; rank],
-                groups,
-            };
-            let mut xs = vec![batch, c];
-            xs.extend(input);
-            let mut wshape = vec![oc, c / groups];
-            wshape.extend(kernel);
-            let g = ConvGeometry::new(&spec, &xs, &wshape).unwrap();
             assert!(direct_fits(&g), "case {case} ({}) takes the direct path", g.text());
             // x as a view: its columns `cs` apart, each row 3 more past that, from element 5.
             let row = input[rank - 1] * cs + 3;
@@ -2487,19 +2501,7 @@ mod tests {
                     team,
                 )
                 .unwrap();
-                for (i, (&got, &x)) in out.iter().zip(&want).enumerate() {
-                    let tol = 1e-5 * (g.depth() as f64).sqrt() * (1.0 + x.abs());
-                    assert!(
-                        (f64::from(got) - x).abs() <= tol,
-                        "case {case} ({}) [{i}]: {got} vs {x}",
-                        g.text()
-                    );
-                }
-                let bits: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
-                match &first {
-                    None => first = Some(bits),
-                    Some(f) => assert!(f == &bits, "case {case}: threads"),
-                }
+                same_on_every_team(&g, &out, &want, &mut first, &format!("case {case}"));
             }
         }
     }

@@ -138,6 +138,52 @@ impl Micro {
         }
         out
     }
+
+    /// One tile through kernel `(vectors, rows)`: for each of `rows` columns `j` and `m`
+    /// positions `i`, `dst[i + j·dst_cs]` (+)= `sum_t lhs[i + t·lhs_cs] · rhs[j·rhs_rs +
+    /// t·rhs_cs]` over `k` depth steps, the sum added to `dst` when `accumulate` (a later depth
+    /// block), written over it otherwise. `lhs` is read in whole vectors: `vectors · lanes`
+    /// lanes per step. gemm-f32's call with `alpha = beta = 1`, no conjugation and `lhs` as
+    /// the prefetch hint, as the packed GEMM, the convolution and Winograd all make it.
+    ///
+    /// # Safety
+    /// `1 <= vectors <= mr_vectors`, `1 <= rows <= nr`, `m <= vectors · lanes`; every address
+    /// named above inside its allocation (`lhs` for `vectors · lanes` lanes per step), `dst`
+    /// not aliasing `lhs` or `rhs`; this family detected on this CPU ([`Micro::detect`]).
+    #[inline(always)]
+    pub(crate) unsafe fn tile(
+        &self,
+        vectors: usize,
+        (m, rows, k): (usize, usize, usize),
+        (dst, dst_cs): (*mut f32, isize),
+        (lhs, lhs_cs): (*const f32, isize),
+        (rhs, rhs_rs, rhs_cs): (*const f32, isize, isize),
+        accumulate: bool,
+    ) {
+        // SAFETY: the caller's contract above is the kernel's.
+        unsafe {
+            (self.kernel)(vectors, rows)(
+                m,
+                rows,
+                k,
+                dst,
+                lhs,
+                rhs,
+                dst_cs,
+                1,
+                lhs_cs,
+                rhs_rs,
+                rhs_cs,
+                1.0,
+                1.0,
+                u8::from(accumulate),
+                false,
+                false,
+                false,
+                lhs,
+            );
+        }
+    }
 }
 
 /// One strip of packed weight: output columns `cols`, `vectors` vectors wide (the columns
@@ -405,25 +451,13 @@ unsafe fn product(
                             // `1 <= v <= mr_vectors`, `1 <= r <= nr`, and `micro` was
                             // detected on this CPU.
                             unsafe {
-                                (micro.kernel)(s.vectors, rows)(
-                                    s.cols.len(),
-                                    rows,
-                                    kc,
-                                    out.0.add(r0 * n + s.cols.start),
-                                    lhs.as_ptr(),
-                                    rhs_ptr,
-                                    n as isize,
-                                    1,
-                                    width as isize,
-                                    rhs_rs,
-                                    rhs_cs,
-                                    1.0,
-                                    1.0,
-                                    u8::from(d > 0),
-                                    false,
-                                    false,
-                                    false,
-                                    lhs.as_ptr(),
+                                micro.tile(
+                                    s.vectors,
+                                    (s.cols.len(), rows, kc),
+                                    (out.0.add(r0 * n + s.cols.start), n as isize),
+                                    (lhs.as_ptr(), width as isize),
+                                    (rhs_ptr, rhs_rs, rhs_cs),
+                                    d > 0,
                                 );
                             }
                         }

@@ -355,25 +355,13 @@ impl Plan<'_> {
                         // <= mr_vectors, 1 <= r <= nr, and `micro` was detected on this CPU.
                         unsafe {
                             let lhs = v.add((k * ic + kr.start) * wb + s0);
-                            (micro.kernel)(w.div_ceil(lanes), rows)(
-                                w,
-                                rows,
-                                kr.len(),
-                                m.add((k * ocp + j0 - ocs.start) * wb + s0),
-                                lhs,
-                                rhs,
-                                wb as isize,
-                                1,
-                                wb as isize,
-                                1,
-                                ic as isize,
-                                1.0,
-                                1.0,
-                                u8::from(d > 0),
-                                false,
-                                false,
-                                false,
-                                lhs,
+                            micro.tile(
+                                w.div_ceil(lanes),
+                                (w, rows, kr.len()),
+                                (m.add((k * ocp + j0 - ocs.start) * wb + s0), wb as isize),
+                                (lhs, wb as isize),
+                                (rhs, 1, ic as isize),
+                                d > 0,
                             );
                         }
                     }
